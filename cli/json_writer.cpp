@@ -1,0 +1,87 @@
+#include "cli/json_writer.hpp"
+
+#include <fmt/format.h>
+
+#include "commands/json.hpp"
+#include "events/errors.hpp"
+
+namespace cplane::cli {
+
+std::string json_string(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 2);
+  out += '"';
+  for (char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+  return out;
+}
+
+std::string json_raw_or_string(std::string_view text) {
+  try {
+    require_json(text);
+    return std::string(text);
+  } catch (const InvalidArgument&) {
+    return json_string(text);
+  }
+}
+
+void JsonObject::key(std::string_view k) {
+  if (!first_) body_ += ',';
+  first_ = false;
+  body_ += json_string(k);
+  body_ += ':';
+}
+
+JsonObject& JsonObject::str(std::string_view k, std::string_view value) {
+  key(k);
+  body_ += json_string(value);
+  return *this;
+}
+
+JsonObject& JsonObject::str_or_null(std::string_view k, std::string_view value) {
+  key(k);
+  body_ += value.empty() ? "null" : json_string(value);
+  return *this;
+}
+
+JsonObject& JsonObject::num(std::string_view k, std::int64_t value) {
+  key(k);
+  body_ += std::to_string(value);
+  return *this;
+}
+
+JsonObject& JsonObject::num_or_null(std::string_view k, std::int64_t value) {
+  key(k);
+  body_ += value == 0 ? "null" : std::to_string(value);
+  return *this;
+}
+
+JsonObject& JsonObject::boolean(std::string_view k, bool value) {
+  key(k);
+  body_ += value ? "true" : "false";
+  return *this;
+}
+
+JsonObject& JsonObject::raw(std::string_view k, std::string_view json) {
+  key(k);
+  body_ += json;
+  return *this;
+}
+
+}  // namespace cplane::cli

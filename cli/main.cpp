@@ -1,0 +1,650 @@
+// cplane: the command-line tool. One subcommand per store command, plus
+// verify and rebuild. See README.md for the contract; exit codes:
+//   0 done, 1 failure (storage, corruption, I/O), 2 usage or invalid input,
+//   3 nothing to claim, 4 FenceRejected, 5 ScopeDenied, 6 verify found
+//   problems, 7 no such item or project.
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <kj/main.h>
+
+#include <cplane/cplane.hpp>
+
+#include "cli/json_writer.hpp"
+
+namespace cplane::cli {
+namespace {
+
+enum ExitCode : int {
+  kOk = 0,
+  kFailure = 1,
+  kUsage = 2,
+  kNothingToClaim = 3,
+  kFenceRejected = 4,
+  kScopeDenied = 5,
+  kProblemsFound = 6,
+  kNotFound = 7,
+};
+
+// Thrown to leave the command with an exit status; caught in main().
+struct Exit {
+  int code;
+};
+
+// KJ's argument parser reports through a ProcessContext: ours maps usage
+// errors to exit status 2 and keeps KJ from calling exit() itself.
+class CliContext final : public kj::ProcessContext {
+ public:
+  explicit CliContext(const char* program) : program_(program) {}
+  kj::StringPtr getProgramName() override { return program_; }
+  [[noreturn]] void exit() override { throw Exit{kOk}; }
+  void warning(kj::StringPtr message) override { std::cerr << message.cStr() << '\n'; }
+  void error(kj::StringPtr message) override { std::cerr << message.cStr() << '\n'; }
+  [[noreturn]] void exitError(kj::StringPtr message) override {
+    std::cerr << message.cStr();
+    if (!message.endsWith("\n")) std::cerr << '\n';
+    throw Exit{kUsage};
+  }
+  [[noreturn]] void exitInfo(kj::StringPtr message) override {
+    std::cout << message.cStr();
+    if (!message.endsWith("\n")) std::cout << '\n';
+    throw Exit{kOk};
+  }
+  void increaseLoggingVerbosity() override {}
+
+ private:
+  kj::StringPtr program_;
+};
+
+using Validity = kj::MainBuilder::Validity;
+
+constexpr const char* kVersion = "cplane 0.1.0";
+
+template <class Int>
+std::optional<Int> parse_int(kj::StringPtr text) {
+  Int value{};
+  const char* end = text.begin() + text.size();
+  auto [p, ec] = std::from_chars(text.begin(), end, value);
+  if (ec != std::errc() || p != end || text.size() == 0) return std::nullopt;
+  return value;
+}
+
+std::optional<double> parse_double(kj::StringPtr text) {
+  if (text.size() == 0) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text.cStr(), &end);
+  if (end != text.cStr() + text.size()) return std::nullopt;
+  return value;
+}
+
+std::string default_db_path() {
+  if (const char* env = std::getenv("CPLANE_DB"); env != nullptr && *env != '\0') return env;
+  std::filesystem::path dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+    dir = xdg;
+  } else if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    dir = std::filesystem::path(home) / ".cache";
+  } else {
+    dir = std::filesystem::temp_directory_path();
+  }
+  dir /= "cplane";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    throw StorageError(StorageError::Category::unavailable,
+                       fmt::format("cannot create {}: {}", dir.string(), ec.message()));
+  }
+  return (dir / "control.db").string();
+}
+
+class Cli {
+ public:
+  explicit Cli(kj::ProcessContext& context) : context_(context) {}
+
+  kj::MainFunc main() {
+    auto builder = kj::MainBuilder(
+        context_, kVersion,
+        "A durable control plane for a fleet of workers: projects, work items, atomic claims "
+        "with fenced leases, and an append-only ledger of every transition.",
+        "The database is --db PATH, else $CPLANE_DB, else control.db under the user's cache "
+        "directory. Exit status: 0 done, 1 failure, 2 usage or invalid input, 3 nothing to "
+        "claim, 4 fence rejected, 5 scope denied, 6 verify found problems, 7 no such item or "
+        "project.");
+    globals(builder);
+    return builder
+        .addSubCommand("project", KJ_BIND_METHOD(*this, project_command),
+                       "create a project or assign an actor to it")
+        .addSubCommand("projects", KJ_BIND_METHOD(*this, projects_command),
+                       "list the projects (an actor's, with --actor)")
+        .addSubCommand("enqueue", KJ_BIND_METHOD(*this, enqueue_command),
+                       "queue a work item with a JSON payload")
+        .addSubCommand("claim", KJ_BIND_METHOD(*this, claim_command),
+                       "claim the oldest available item")
+        .addSubCommand("finish", KJ_BIND_METHOD(*this, finish_command),
+                       "report a claimed item done or failed")
+        .addSubCommand("item", KJ_BIND_METHOD(*this, item_command), "show an item's row")
+        .addSubCommand("events", KJ_BIND_METHOD(*this, events_command),
+                       "show an item's events, oldest first")
+        .addSubCommand("verify", KJ_BIND_METHOD(*this, verify_command),
+                       "replay the log and compare it with the rows")
+        .addSubCommand("rebuild", KJ_BIND_METHOD(*this, rebuild_command),
+                       "rewrite the rows from the log")
+        .build();
+  }
+
+ private:
+  // --db, --json, --now, --durability are accepted before or after the
+  // subcommand and its arguments.
+  kj::MainBuilder& globals(kj::MainBuilder& b) {
+    return b
+        .addOptionWithArg({"db"}, KJ_BIND_METHOD(*this, set_db), "<path>",
+                          "the database file (default: $CPLANE_DB, else the cache directory)")
+        .addOption({"json"}, KJ_BIND_METHOD(*this, set_json), "print machine-readable JSON")
+        .addOptionWithArg({"now"}, KJ_BIND_METHOD(*this, set_now), "<micros>",
+                          "the command's clock, in microseconds since the epoch")
+        .addOptionWithArg({"durability"}, KJ_BIND_METHOD(*this, set_durability),
+                          "<full|fenced|normal>",
+                          "which commits wait for the disk (default fenced: claims and "
+                          "enqueues do, finishes do not)");
+  }
+
+  // For a subcommand's parser: globals(kj::MainBuilder(...)).add...().build().
+  // The builder is a temporary that lives until its chain ends with build().
+  kj::MainBuilder& globals(kj::MainBuilder&& b) { return globals(b); }
+
+  Validity set_db(kj::StringPtr path) {
+    if (path.size() == 0) return "--db needs a path";
+    db_ = std::string(path.cStr());
+    return true;
+  }
+  Validity set_json() {
+    json_ = true;
+    return true;
+  }
+  Validity set_now(kj::StringPtr text) {
+    auto v = parse_int<Micros>(text);
+    if (!v) return "--now takes an integer number of microseconds since the epoch";
+    now_ = *v;
+    return true;
+  }
+  Validity set_durability(kj::StringPtr text) {
+    try {
+      durability_ = parse_durability(text.cStr());
+    } catch (const InvalidArgument& e) {
+      return kj::str(e.what());
+    }
+    return true;
+  }
+  Validity set_actor(kj::StringPtr text) {
+    if (text.size() == 0) return "--actor needs a name";
+    actor_ = std::string(text.cStr());
+    return true;
+  }
+  Validity set_positional(kj::StringPtr text) {
+    args_.emplace_back(text.cStr());
+    return true;
+  }
+
+  ControlStore open() {
+    StoreOptions options;
+    options.durability = durability_;
+    return ControlStore(db_ ? *db_ : default_db_path(), options);
+  }
+
+  // ---- project ------------------------------------------------------------
+  kj::MainFunc project_command() {
+    return globals(kj::MainBuilder(context_, kVersion, "Create a project, or assign an actor to one."))
+        .addSubCommand("create", KJ_BIND_METHOD(*this, project_create_command),
+                       "create a project")
+        .addSubCommand("assign", KJ_BIND_METHOD(*this, project_assign_command),
+                       "let a scoped actor see a project")
+        .build();
+  }
+
+  kj::MainFunc project_create_command() {
+    return globals(kj::MainBuilder(context_, kVersion, "Create project ID with TITLE. Refused (exit 2) if ID is taken."))
+        .addOptionWithArg({"status"}, KJ_BIND_METHOD(*this, set_status), "<status>",
+                          "the project's status (default: open)")
+        .expectArg("ID", KJ_BIND_METHOD(*this, set_positional))
+        .expectArg("TITLE", KJ_BIND_METHOD(*this, set_positional))
+        .callAfterParsing(KJ_BIND_METHOD(*this, run_project_create))
+        .build();
+  }
+  Validity set_status(kj::StringPtr text) {
+    status_ = std::string(text.cStr());
+    status_set_ = true;
+    return true;
+  }
+  Validity run_project_create() {
+    return run([&] {
+      auto store = open();
+      store.create_project(args_[0], args_[1], status_, now_);
+      print(json_ ? JsonObject().str("project_id", args_[0]).str("title", args_[1])
+                        .str("status", status_).done()
+                  : args_[0]);
+    });
+  }
+
+  kj::MainFunc project_assign_command() {
+    return globals(kj::MainBuilder(context_, kVersion, "Assign ACTOR to project ID: the actor may then see it, enqueue into it and "
+               "claim from it."))
+        .expectArg("ID", KJ_BIND_METHOD(*this, set_positional))
+        .expectArg("ACTOR", KJ_BIND_METHOD(*this, set_positional))
+        .callAfterParsing(KJ_BIND_METHOD(*this, run_project_assign))
+        .build();
+  }
+  Validity run_project_assign() {
+    return run([&] {
+      auto store = open();
+      store.assign(args_[0], args_[1], now_);
+      print(json_ ? JsonObject().str("project_id", args_[0]).str("actor", args_[1]).done()
+                  : fmt::format("{} {}", args_[0], args_[1]));
+    });
+  }
+
+  // ---- projects -------------------------------------------------------------
+  kj::MainFunc projects_command() {
+    return globals(kj::MainBuilder(context_, kVersion, "List project ids, sorted: all of them, or those assigned to --actor."))
+        .addOptionWithArg({"actor"}, KJ_BIND_METHOD(*this, set_actor), "<actor>",
+                          "only the projects this actor is assigned to")
+        .callAfterParsing(KJ_BIND_METHOD(*this, run_projects))
+        .build();
+  }
+  Validity run_projects() {
+    return run([&] {
+      auto store = open();
+      auto ids = store.visible_projects(actor_);
+      if (json_) {
+        std::string out = "[";
+        for (size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + json_string(ids[i]);
+        print(out + "]");
+      } else {
+        for (const auto& id : ids) print(id);
+      }
+    });
+  }
+
+  // ---- enqueue --------------------------------------------------------------
+  kj::MainFunc enqueue_command() {
+    return globals(kj::MainBuilder(context_, kVersion, "Queue a work item in PROJECT with a JSON payload; prints the new item id."))
+        .addOptionWithArg({"actor"}, KJ_BIND_METHOD(*this, set_actor), "<actor>",
+                          "enqueue as this scoped actor")
+        .expectArg("PROJECT", KJ_BIND_METHOD(*this, set_positional))
+        .expectArg("PAYLOAD_JSON", KJ_BIND_METHOD(*this, set_positional))
+        .callAfterParsing(KJ_BIND_METHOD(*this, run_enqueue))
+        .build();
+  }
+  Validity run_enqueue() {
+    return run([&] {
+      auto store = open();
+      auto id = store.enqueue(args_[0], args_[1], actor_, now_);
+      print(json_ ? JsonObject().str("item_id", id).str("project_id", args_[0]).done() : id);
+    });
+  }
+
+  // ---- claim ----------------------------------------------------------------
+  kj::MainFunc claim_command() {
+    return globals(kj::MainBuilder(context_, kVersion, "Claim the oldest available item (ready, or with a lapsed lease) for OWNER. "
+               "Exit 3 when there is nothing to claim."))
+        .addOptionWithArg({"owner"}, KJ_BIND_METHOD(*this, set_owner), "<owner>",
+                          "the worker that will hold the item (required)")
+        .addOptionWithArg({"actor"}, KJ_BIND_METHOD(*this, set_actor), "<actor>",
+                          "claim only from this scoped actor's projects")
+        .addOptionWithArg({"lease"}, KJ_BIND_METHOD(*this, set_lease), "<seconds>",
+                          "how long the claim holds (default 900)")
+        .callAfterParsing(KJ_BIND_METHOD(*this, run_claim))
+        .build();
+  }
+  Validity set_owner(kj::StringPtr text) {
+    if (text.size() == 0) return "--owner needs a name";
+    owner_ = std::string(text.cStr());
+    return true;
+  }
+  Validity set_lease(kj::StringPtr text) {
+    auto v = parse_double(text);
+    if (!v) return "--lease takes a number of seconds";
+    lease_ = *v;
+    return true;
+  }
+  Validity run_claim() {
+    if (!owner_) return "claim needs --owner OWNER";
+    return run([&] {
+      auto store = open();
+      ClaimOptions options{actor_, {}, now_};
+      if (lease_) options.lease = Seconds{*lease_};
+      auto claimed = store.claim(*owner_, options);
+      if (!claimed) {
+        if (json_) print("null");
+        else std::cerr << "nothing to claim\n";
+        throw Exit{kNothingToClaim};
+      }
+      if (json_) {
+        print(JsonObject()
+                  .str("item_id", claimed->item_id)
+                  .str("project_id", claimed->project_id)
+                  .raw("payload", json_raw_or_string(claimed->payload))
+                  .num("fence", static_cast<std::int64_t>(claimed->fence))
+                  .num("attempts", claimed->attempts)
+                  .num("lease_expires_at", claimed->lease_expires_at)
+                  .str("owner", *owner_)
+                  .done());
+      } else {
+        print(fmt::format("item_id: {}\nproject_id: {}\nfence: {}\nattempts: {}\n"
+                          "lease_expires_at: {}\npayload: {}",
+                          claimed->item_id, claimed->project_id, claimed->fence,
+                          claimed->attempts, claimed->lease_expires_at, claimed->payload));
+      }
+    });
+  }
+
+  // ---- finish ---------------------------------------------------------------
+  kj::MainFunc finish_command() {
+    return globals(kj::MainBuilder(context_, kVersion, "Report ITEM done or failed under its current fence. Exit 4 if the fence is "
+               "stale or the item is not claimed."))
+        .addOptionWithArg({"fence"}, KJ_BIND_METHOD(*this, set_fence), "<n>",
+                          "the fence the claim returned (required)")
+        .addOptionWithArg({"status"}, KJ_BIND_METHOD(*this, set_status), "<done|failed>",
+                          "the outcome (required)")
+        .addOptionWithArg({"detail"}, KJ_BIND_METHOD(*this, set_detail), "<text>",
+                          "a note kept with the outcome")
+        .expectArg("ITEM", KJ_BIND_METHOD(*this, set_positional))
+        .callAfterParsing(KJ_BIND_METHOD(*this, run_finish))
+        .build();
+  }
+  Validity set_fence(kj::StringPtr text) {
+    auto v = parse_int<Fence>(text);
+    if (!v) return "--fence takes a non-negative integer";
+    fence_ = *v;
+    return true;
+  }
+  Validity set_detail(kj::StringPtr text) {
+    detail_ = std::string(text.cStr());
+    return true;
+  }
+  Validity run_finish() {
+    if (!fence_) return "finish needs --fence N";
+    if (!status_set_) return "finish needs --status done|failed";
+    return run([&] {
+      const Outcome outcome = parse_outcome(status_);
+      auto store = open();
+      store.finish(args_[0], *fence_, outcome, detail_, now_);
+      print(json_ ? JsonObject()
+                        .str("item_id", args_[0])
+                        .str("status", to_string(outcome))
+                        .num("fence", static_cast<std::int64_t>(*fence_))
+                        .done()
+                  : fmt::format("{} {}", args_[0], to_string(outcome)));
+    });
+  }
+
+  // ---- item / events --------------------------------------------------------
+  kj::MainFunc item_command() {
+    return globals(kj::MainBuilder(context_, kVersion, "Show ITEM's row. A scoped --actor sees only its projects' items."))
+        .addOptionWithArg({"actor"}, KJ_BIND_METHOD(*this, set_actor), "<actor>",
+                          "read as this scoped actor")
+        .expectArg("ITEM", KJ_BIND_METHOD(*this, set_positional))
+        .callAfterParsing(KJ_BIND_METHOD(*this, run_item))
+        .build();
+  }
+  Validity run_item() {
+    return run([&] {
+      auto store = open();
+      const Item row = store.item(args_[0], actor_);
+      if (json_) {
+        print(JsonObject()
+                  .str("item_id", row.item_id)
+                  .str("project_id", row.project_id)
+                  .str("status", to_string(row.status))
+                  .str_or_null("owner", row.owner)
+                  .num("fence", static_cast<std::int64_t>(row.fence))
+                  .num("attempts", row.attempts)
+                  .num_or_null("lease_expires_at", row.lease_expires_at)
+                  .raw("payload", json_raw_or_string(row.payload))
+                  .str_or_null("detail", row.detail)
+                  .num("queued_at", row.queued_at)
+                  .num("updated_at", row.updated_at)
+                  .num("last_seq", row.last_seq)
+                  .done());
+      } else {
+        print(fmt::format("item_id: {}\nproject_id: {}\nstatus: {}\nowner: {}\nfence: {}\n"
+                          "attempts: {}\nlease_expires_at: {}\npayload: {}\ndetail: {}",
+                          row.item_id, row.project_id, to_string(row.status), row.owner,
+                          row.fence, row.attempts, row.lease_expires_at, row.payload,
+                          row.detail));
+      }
+    });
+  }
+
+  kj::MainFunc events_command() {
+    return globals(kj::MainBuilder(context_, kVersion, "Show ITEM's events, oldest first."))
+        .addOptionWithArg({"actor"}, KJ_BIND_METHOD(*this, set_actor), "<actor>",
+                          "read as this scoped actor")
+        .expectArg("ITEM", KJ_BIND_METHOD(*this, set_positional))
+        .callAfterParsing(KJ_BIND_METHOD(*this, run_events))
+        .build();
+  }
+  Validity run_events() {
+    return run([&] {
+      auto store = open();
+      auto events = store.events(args_[0], actor_);
+      std::string out = json_ ? "[" : "";
+      bool first = true;
+      for (const auto& stored : events) {
+        const Event& e = stored.event;
+        if (json_) {
+          JsonObject o;
+          o.num("seq", stored.seq)
+              .str("type", type_name(e.body))
+              .str("actor", e.actor)
+              .num("fence", static_cast<std::int64_t>(fence_of(e.body).value_or(0)))
+              .num("at", e.at)
+              .str("item_id", e.item_id)
+              .str("project_id", e.project_id);
+          if (auto* q = std::get_if<ItemQueued>(&e.body)) {
+            o.raw("payload", json_raw_or_string(q->payload));
+          } else if (auto* c = std::get_if<ItemClaimed>(&e.body)) {
+            o.str("owner", c->owner).num("lease_expires_at", c->lease_expires_at)
+                .num("attempt", c->attempt);
+          } else if (auto* f = std::get_if<ItemFinished>(&e.body)) {
+            o.str("outcome", to_string(f->outcome)).str("detail", f->detail);
+          }
+          out += (first ? "" : ",") + o.done();
+        } else {
+          out += fmt::format("{}{} {} actor={} fence={} at={}", first ? "" : "\n", stored.seq,
+                             type_name(e.body), e.actor, fence_of(e.body).value_or(0), e.at);
+        }
+        first = false;
+      }
+      if (json_) out += "]";
+      if (json_ || !events.empty()) print(out);
+    });
+  }
+
+  // ---- verify / rebuild -----------------------------------------------------
+  kj::MainFunc verify_command() {
+    return globals(kj::MainBuilder(context_, kVersion, "Replay the whole log through the projection and compare it with the stored "
+               "rows. Exit 6 if any problem is found; each names its item."))
+        .callAfterParsing(KJ_BIND_METHOD(*this, run_verify))
+        .build();
+  }
+  Validity run_verify() {
+    return run([&] {
+      auto store = open();
+      auto problems = verify_ledger(store, progress("verify"));
+      end_progress();
+      if (json_) {
+        std::string out = "[";
+        for (size_t i = 0; i < problems.size(); ++i) {
+          const auto& p = problems[i];
+          out += (i ? "," : "") + JsonObject()
+                                      .str("kind", p.kind)
+                                      .str_or_null("item_id", p.item_id)
+                                      .str_or_null("project_id", p.project_id)
+                                      .str("detail", p.detail)
+                                      .done();
+        }
+        print(out + "]");
+      } else if (problems.empty()) {
+        print("ok: the rows agree with the log");
+      } else {
+        for (const auto& p : problems) {
+          print(fmt::format("{} {}: {}", p.kind, p.item_id.empty() ? p.project_id : p.item_id,
+                            p.detail));
+        }
+      }
+      if (!problems.empty()) {
+        if (!json_) std::cerr << problems.size() << " problem(s) found\n";
+        throw Exit{kProblemsFound};
+      }
+    });
+  }
+
+  kj::MainFunc rebuild_command() {
+    return globals(kj::MainBuilder(context_, kVersion, "Rewrite the projected rows from the log in one transaction. With --dry-run, "
+               "list each row that would change and how, and write nothing."))
+        .addOption({"dry-run"}, KJ_BIND_METHOD(*this, set_dry_run),
+                   "show what would change; write nothing")
+        .callAfterParsing(KJ_BIND_METHOD(*this, run_rebuild))
+        .build();
+  }
+  Validity set_dry_run() {
+    dry_run_ = true;
+    return true;
+  }
+  Validity run_rebuild() {
+    return run([&] {
+      auto store = open();
+      auto report = rebuild(store, dry_run_, progress("rebuild"));
+      end_progress();
+      if (json_) {
+        std::string changes = "[";
+        for (size_t i = 0; i < report.changes.size(); ++i) {
+          const auto& c = report.changes[i];
+          std::string fields = "[";
+          for (size_t j = 0; j < c.fields.size(); ++j) {
+            fields += (j ? "," : "") + json_string(c.fields[j]);
+          }
+          JsonObject o;
+          o.str("table", c.table).str("key", c.key).str("action", c.action);
+          if (c.table == "items") o.str("item_id", c.key);
+          changes += (i ? "," : "") + o.raw("fields", fields + "]").done();
+        }
+        print(JsonObject()
+                  .boolean("dry_run", report.dry_run)
+                  .num("events", report.events)
+                  .num("items", report.items)
+                  .raw("changes", changes + "]")
+                  .done());
+      } else {
+        for (const auto& c : report.changes) {
+          std::string line = fmt::format("{} {} {}", c.action, c.table, c.key);
+          for (const auto& f : c.fields) line += "\n    " + f;
+          print(line);
+        }
+        print(fmt::format("{} {} row(s) from {} events ({} items){}",
+                          report.dry_run ? "would change" : "changed", report.changes.size(),
+                          report.events, report.items, report.dry_run ? "; nothing written" : ""));
+      }
+    });
+  }
+
+  // ---- plumbing -------------------------------------------------------------
+  void print(const std::string& line) { std::cout << line << '\n'; }
+
+  Progress progress(const char* what) {
+    if (json_ || !::isatty(STDERR_FILENO)) return {};
+    progress_shown_ = true;
+    return [what](std::int64_t done, std::int64_t total) {
+      const int percent = total > 0 ? static_cast<int>(100 * done / total) : 100;
+      const int width = 30;
+      const int filled = width * std::min(percent, 100) / 100;
+      std::cerr << fmt::format("\r{} [{}{}] {:3}% {}/{} events", what, std::string(filled, '#'),
+                               std::string(width - filled, '.'), percent, done, total)
+                << std::flush;
+    };
+  }
+  void end_progress() {
+    if (progress_shown_) std::cerr << '\n';
+  }
+
+  template <class F>
+  Validity run(F&& body) {
+    try {
+      body();
+    } catch (const Exit&) {
+      throw;
+    } catch (const FenceRejected& e) {
+      fail(kFenceRejected, std::string("fence rejected: ") + e.what());
+    } catch (const ScopeDenied& e) {
+      fail(kScopeDenied, e.what());
+    } catch (const NotFound& e) {
+      fail(kNotFound, e.what());
+    } catch (const InvalidArgument& e) {
+      fail(kUsage, std::string("invalid input: ") + e.what());
+    } catch (const StorageError& e) {
+      fail(kFailure, std::string("storage error: ") + e.what());
+    } catch (const std::exception& e) {
+      fail(kFailure, std::string("error: ") + e.what());
+    }
+    return true;
+  }
+
+  [[noreturn]] void fail(int code, const std::string& message) {
+    end_progress();
+    std::cerr << "cplane: " << message << '\n';
+    throw Exit{code};
+  }
+
+  kj::ProcessContext& context_;
+  std::optional<std::string> db_;
+  bool json_ = false;
+  std::optional<Micros> now_;
+  Durability durability_ = Durability::fenced;
+  std::optional<std::string> actor_;
+  std::optional<std::string> owner_;
+  std::optional<double> lease_;
+  std::optional<Fence> fence_;
+  std::string status_ = "open";
+  bool status_set_ = false;
+  std::string detail_;
+  bool dry_run_ = false;
+  bool progress_shown_ = false;
+  std::vector<std::string> args_;
+};
+
+}  // namespace
+}  // namespace cplane::cli
+
+int main(int argc, char** argv) {
+  using namespace cplane::cli;
+  CliContext context(argc > 0 ? argv[0] : "cplane");
+  int code = kOk;
+  try {
+    Cli cli(context);
+    auto func = cli.main();
+    std::vector<kj::StringPtr> params;
+    for (int i = 1; i < argc; ++i) params.emplace_back(argv[i]);
+    func("cplane", kj::arrayPtr(params.data(), params.size()));
+  } catch (const Exit& e) {
+    code = e.code;
+  } catch (const std::exception& e) {
+    std::cerr << "cplane: error: " << e.what() << '\n';
+    code = kFailure;
+  } catch (...) {
+    std::cerr << "cplane: unexpected failure\n";
+    code = kFailure;
+  }
+  std::cout.flush();
+  return code;
+}

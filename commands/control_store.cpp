@@ -1,0 +1,218 @@
+#include "commands/control_store.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "commands/decide.hpp"
+#include "commands/json.hpp"
+#include "events/clock.hpp"
+#include "events/codec.hpp"
+#include "projections/apply.hpp"
+#include "storage/sqlite_backend.hpp"
+
+namespace cplane {
+
+using storage::Sync;
+using storage::Transaction;
+
+std::string_view to_string(Durability durability) {
+  switch (durability) {
+    case Durability::full: return "full";
+    case Durability::fenced: return "fenced";
+    case Durability::normal: return "normal";
+  }
+  return "unknown";
+}
+
+Durability parse_durability(std::string_view text) {
+  if (text == "full") return Durability::full;
+  if (text == "fenced") return Durability::fenced;
+  if (text == "normal") return Durability::normal;
+  throw InvalidArgument(
+      fmt::format("unknown durability '{}': expected full, fenced or normal", text));
+}
+
+namespace {
+
+constexpr double kMaxLeaseSeconds = 10.0 * 365 * 24 * 3600;  // keeps micros far from overflow
+
+Micros to_micros(Seconds lease) {
+  const double s = lease.count();
+  if (!std::isfinite(s) || s <= 0) {
+    throw InvalidArgument("a lease must be a positive, finite number of seconds");
+  }
+  if (s > kMaxLeaseSeconds) throw InvalidArgument("a lease must be at most ten years");
+  const auto micros = static_cast<Micros>(std::llround(s * 1e6));
+  if (micros <= 0) throw InvalidArgument("a lease must be at least one microsecond");
+  return micros;
+}
+
+Micros clock(std::optional<Micros> now) { return now ? *now : now_micros(); }
+
+const std::string kControlPlane;
+
+StoredEvent decode_stored(const storage::RawEvent& raw) {
+  return StoredEvent{raw.seq, decode(raw.body)};
+}
+
+}  // namespace
+
+ControlStore::ControlStore(const std::string& path, StoreOptions options)
+    : ControlStore(storage::open_sqlite(path, {options.busy_timeout, options.writer_flock}),
+                   options) {}
+
+ControlStore::ControlStore(std::unique_ptr<storage::Backend> backend, StoreOptions options)
+    : backend_(std::move(backend)), options_(options) {
+  to_micros(options_.lease);  // validates
+}
+
+ControlStore::~ControlStore() = default;
+ControlStore::ControlStore(ControlStore&&) noexcept = default;
+ControlStore& ControlStore::operator=(ControlStore&&) noexcept = default;
+
+storage::Backend& ControlStore::backend() { return *backend_; }
+
+Sync ControlStore::sync_for_claims() const {
+  return options_.durability == Durability::normal ? Sync::normal : Sync::full;
+}
+
+Sync ControlStore::sync_for_finish() const {
+  return options_.durability == Durability::full ? Sync::full : Sync::normal;
+}
+
+Micros ControlStore::lease_micros(const std::optional<Seconds>& lease) const {
+  return to_micros(lease.value_or(options_.lease));
+}
+
+void ControlStore::create_project(const std::string& id, const std::string& title,
+                                  const std::string& status, std::optional<Micros> now) {
+  auto tx = Transaction::write(*backend_, sync_for_claims());
+  const Event event =
+      decide_create_project(backend_->find_project(id), id, title, status, clock(now));
+  const Seq seq = backend_->append(event);
+  backend_->put_project(apply(ProjectRow{}, StoredEvent{seq, event}));
+  tx.commit();
+}
+
+void ControlStore::assign(const std::string& project_id, const std::string& actor,
+                          std::optional<Micros> now) {
+  auto tx = Transaction::write(*backend_, sync_for_claims());
+  auto project = backend_->find_project(project_id);
+  if (!project) throw NotFound(fmt::format("no such project: {}", project_id));
+  auto event = decide_assign(*project, backend_->is_assigned(project_id, actor), actor, clock(now));
+  if (!event) return;  // already assigned: nothing changed, nothing to record
+  const Seq seq = backend_->append(*event);
+  backend_->put_assignment(apply(ProjectActorRow{}, StoredEvent{seq, *event}));
+  tx.commit();
+}
+
+std::vector<std::string> ControlStore::visible_projects(const std::optional<std::string>& actor) {
+  auto tx = Transaction::read(*backend_);
+  auto ids = backend_->project_ids(actor ? &*actor : nullptr);
+  tx.commit();
+  return ids;
+}
+
+void ControlStore::require_visible(const std::string& project_id,
+                                   const std::optional<std::string>& actor) {
+  if (actor) {
+    if (!backend_->is_assigned(project_id, *actor)) throw ScopeDenied();
+  }
+}
+
+std::string ControlStore::enqueue(const std::string& project_id, const std::string& payload_json,
+                                  const std::optional<std::string>& actor,
+                                  std::optional<Micros> now) {
+  require_json(payload_json);
+  const Micros at = clock(now);
+  auto tx = Transaction::write(*backend_, sync_for_claims());
+  // Scope first: a scoped actor learns nothing about projects it cannot see,
+  // not even whether they exist.
+  require_visible(project_id, actor);
+  auto project = backend_->find_project(project_id);
+  if (!project) {
+    if (actor) throw ScopeDenied();
+    throw NotFound(fmt::format("no such project: {}", project_id));
+  }
+  const Event event =
+      decide_enqueue(*project, new_item_id(at), payload_json, actor.value_or(kControlPlane), at);
+  const Seq seq = backend_->append(event);
+  backend_->put_item(apply(ItemRow{}, StoredEvent{seq, event}));
+  tx.commit();
+  return event.item_id;
+}
+
+std::optional<ClaimedItem> ControlStore::claim(const std::string& owner,
+                                               const ClaimOptions& options) {
+  const Micros lease = lease_micros(options.lease);
+  if (owner.empty()) throw InvalidArgument("a claim needs a non-empty owner");
+  const Micros at = clock(options.now);
+  auto tx = Transaction::write(*backend_, sync_for_claims());
+
+  std::optional<ItemRow> best;
+  auto consider = [&](std::optional<ItemRow> candidate) {
+    if (candidate && (!best || candidate->queued_seq < best->queued_seq)) best = std::move(candidate);
+  };
+  if (options.actor) {
+    for (const auto& project : backend_->project_ids(&*options.actor)) {
+      consider(backend_->oldest_ready(&project));
+      consider(backend_->earliest_lapsed(at, &project));
+    }
+  } else {
+    consider(backend_->oldest_ready(nullptr));
+    consider(backend_->earliest_lapsed(at, nullptr));
+  }
+  if (!best) return std::nullopt;
+
+  const Event event = decide_claim(*best, owner, options.actor.value_or(owner), lease, at);
+  const Seq seq = backend_->append(event);
+  const ItemRow row = apply(std::move(*best), StoredEvent{seq, event});
+  backend_->put_item(row);
+  tx.commit();
+  return ClaimedItem{row.item_id, row.project_id, row.payload, row.fence, row.attempts,
+                     row.lease_expires_at};
+}
+
+void ControlStore::finish(const std::string& item_id, Fence fence, Outcome outcome,
+                          const std::string& detail, std::optional<Micros> now) {
+  const Micros at = clock(now);
+  auto tx = Transaction::write(*backend_, sync_for_finish());
+  auto row = backend_->find_item(item_id);
+  const Event event = decide_finish(row, item_id, fence, outcome, detail, kControlPlane, at);
+  const Seq seq = backend_->append(event);
+  backend_->put_item(apply(std::move(*row), StoredEvent{seq, event}));
+  tx.commit();
+}
+
+Item ControlStore::item(const std::string& item_id, const std::optional<std::string>& actor) {
+  auto tx = Transaction::read(*backend_);
+  auto row = backend_->find_item(item_id);
+  if (actor) {
+    if (!row || !backend_->is_assigned(row->project_id, *actor)) throw ScopeDenied();
+  } else if (!row) {
+    throw NotFound(fmt::format("no such item: {}", item_id));
+  }
+  tx.commit();
+  return std::move(*row);
+}
+
+std::vector<StoredEvent> ControlStore::events(const std::string& item_id,
+                                              const std::optional<std::string>& actor) {
+  auto tx = Transaction::read(*backend_);
+  if (actor) {
+    auto row = backend_->find_item(item_id);
+    if (!row || !backend_->is_assigned(row->project_id, *actor)) throw ScopeDenied();
+  }
+  auto raw = backend_->item_events(item_id);
+  if (raw.empty() && !actor) {
+    if (!backend_->find_item(item_id)) throw NotFound(fmt::format("no such item: {}", item_id));
+  }
+  tx.commit();
+  std::vector<StoredEvent> out;
+  out.reserve(raw.size());
+  for (const auto& r : raw) out.push_back(decode_stored(r));
+  return out;
+}
+
+}  // namespace cplane

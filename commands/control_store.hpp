@@ -1,0 +1,144 @@
+// The public store API. Each command is one write transaction that reads the
+// projected rows, decides (decide.hpp), appends the events and applies them
+// (projections/apply.hpp). A refusal appends nothing and changes nothing.
+//
+// Errors: FenceRejected, ScopeDenied, InvalidArgument and NotFound are
+// refusals (events/errors.hpp); StorageError's category says whether to retry.
+//
+// Thread-safety: a ControlStore is one database connection; use one per
+// thread or process. Any number of stores, in any number of processes, may
+// share one database file.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "events/errors.hpp"
+#include "events/event.hpp"
+#include "projections/rows.hpp"
+#include "storage/backend.hpp"
+
+namespace cplane {
+
+// Which commits wait for the disk (SQLite `synchronous`). Every level
+// survives a crash of the process; they differ on a power loss or OS crash.
+enum class Durability {
+  // Every commit is FULL. The slowest and the strictest.
+  full,
+  // The default. Commits that hand out or create something (claim, enqueue,
+  // create_project, assign) are FULL: a worker never learns a fence, nor a
+  // producer an item id, that a power loss could take back. A finish is
+  // NORMAL: if a power loss drops it, the item's lease lapses and the work
+  // runs again under a higher fence; nothing is lost, nothing is fenced twice.
+  fenced,
+  // Every commit is NORMAL. Fastest. A power loss can drop the last claims,
+  // so the same fence may be handed out twice after restart: only for data
+  // you can afford to redo under a broken fence guarantee.
+  normal,
+};
+
+std::string_view to_string(Durability durability);
+// "full", "fenced" or "normal"; anything else throws InvalidArgument.
+Durability parse_durability(std::string_view text);
+
+using Seconds = std::chrono::duration<double>;
+
+struct StoreOptions {
+  Seconds lease{900.0};  // the lease a claim gets unless it asks for another
+  Durability durability = Durability::fenced;
+  std::chrono::milliseconds busy_timeout{30'000};
+  bool writer_flock = true;  // SQLite: fair writer queue (storage/sqlite_backend.hpp)
+};
+
+using Item = ItemRow;
+
+// What a worker needs to do the work and report it.
+struct ClaimedItem {
+  std::string item_id;
+  std::string project_id;
+  std::string payload;           // JSON text
+  Fence fence = 0;               // present it to finish
+  std::uint32_t attempts = 0;    // 1 on the first claim
+  Micros lease_expires_at = 0;
+};
+
+struct ClaimOptions {
+  std::optional<std::string> actor;   // scope: claim only from this actor's projects
+  std::optional<Seconds> lease;       // else StoreOptions::lease
+  std::optional<Micros> now;          // else the wall clock
+};
+
+class ControlStore {
+ public:
+  // Opens (creating if missing) the SQLite database at `path`.
+  // Throws StorageError; InvalidArgument for a bad lease.
+  explicit ControlStore(const std::string& path, StoreOptions options = {});
+  // Runs on any backend (tests wrap one to inject faults or observe it).
+  explicit ControlStore(std::unique_ptr<storage::Backend> backend, StoreOptions options = {});
+  ~ControlStore();
+  ControlStore(ControlStore&&) noexcept;
+  ControlStore& operator=(ControlStore&&) noexcept;
+
+  // Appends project_created. InvalidArgument if the id is empty or taken.
+  void create_project(const std::string& id, const std::string& title,
+                      const std::string& status = "open", std::optional<Micros> now = {});
+
+  // Lets a scoped actor see the project (actor_assigned); no event if it
+  // already can. NotFound for an unknown project.
+  void assign(const std::string& project_id, const std::string& actor,
+              std::optional<Micros> now = {});
+
+  // Sorted project ids: all of them, or only those assigned to `actor`.
+  std::vector<std::string> visible_projects(const std::optional<std::string>& actor = {});
+
+  // Appends queued and returns the new item id. InvalidArgument for a payload
+  // that is not JSON. An unknown project is NotFound for the control plane
+  // and ScopeDenied for a scoped actor, exactly as a project not theirs.
+  std::string enqueue(const std::string& project_id, const std::string& payload_json,
+                      const std::optional<std::string>& actor = {},
+                      std::optional<Micros> now = {});
+
+  // Claims the oldest available item (ready, or claimed with a lapsed lease;
+  // whichever was queued first) for `owner` and appends claimed with a fence
+  // one above the item's last. nullopt when nothing is available.
+  // InvalidArgument for an empty owner or a lease that is not a positive,
+  // finite number of seconds.
+  std::optional<ClaimedItem> claim(const std::string& owner, const ClaimOptions& options = {});
+
+  // Reports the item done or failed (appends done/failed). FenceRejected if
+  // `fence` is not the current fence, or the item is not claimed, is
+  // terminal, or does not exist. A lapsed lease that nobody reclaimed yet
+  // still accepts its current fence: the fence, not the clock, decides.
+  void finish(const std::string& item_id, Fence fence, Outcome outcome,
+              const std::string& detail = "", std::optional<Micros> now = {});
+
+  // The item's row. Scoped: ScopeDenied for an item of another project or
+  // one that does not exist. Unscoped: NotFound if it does not exist.
+  Item item(const std::string& item_id, const std::optional<std::string>& actor = {});
+
+  // The item's events, oldest first. Scoped: ScopeDenied unless the item's
+  // row exists in one of the actor's projects. Unscoped: also the events of
+  // an item whose row is gone; NotFound if there are none.
+  std::vector<StoredEvent> events(const std::string& item_id,
+                                  const std::optional<std::string>& actor = {});
+
+  // The connection, for verify/rebuild and tests. Not for writing rows.
+  storage::Backend& backend();
+
+  const StoreOptions& options() const { return options_; }
+
+ private:
+  storage::Sync sync_for_claims() const;
+  storage::Sync sync_for_finish() const;
+  Micros lease_micros(const std::optional<Seconds>& lease) const;
+  void require_visible(const std::string& project_id, const std::optional<std::string>& actor);
+
+  std::unique_ptr<storage::Backend> backend_;
+  StoreOptions options_;
+};
+
+}  // namespace cplane

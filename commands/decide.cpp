@@ -1,0 +1,67 @@
+#include "commands/decide.hpp"
+
+#include <fmt/format.h>
+
+#include "events/errors.hpp"
+
+namespace cplane {
+
+Event decide_create_project(const std::optional<ProjectRow>& existing, const std::string& id,
+                            const std::string& title, const std::string& status, Micros now) {
+  if (id.empty()) throw InvalidArgument("a project id must not be empty");
+  if (status.empty()) throw InvalidArgument("a project status must not be empty");
+  if (existing) throw InvalidArgument(fmt::format("project {} already exists", id));
+  return Event{now, "", id, "", ProjectCreated{title, status}};
+}
+
+std::optional<Event> decide_assign(const ProjectRow& project, bool already_assigned,
+                                   const std::string& actor, Micros now) {
+  if (actor.empty()) throw InvalidArgument("an actor name must not be empty");
+  if (already_assigned) return std::nullopt;
+  return Event{now, "", project.project_id, "", ActorAssigned{actor}};
+}
+
+Event decide_enqueue(const ProjectRow& project, const std::string& item_id,
+                     const std::string& payload, const std::string& actor, Micros now) {
+  return Event{now, actor, project.project_id, item_id, ItemQueued{payload}};
+}
+
+bool is_claimable(const ItemRow& row, Micros now) {
+  return row.status == ItemStatus::ready ||
+         (row.status == ItemStatus::claimed && row.lease_expires_at <= now);
+}
+
+Event decide_claim(const ItemRow& candidate, const std::string& owner, const std::string& actor,
+                   Micros lease, Micros now) {
+  if (owner.empty()) throw InvalidArgument("a claim needs a non-empty owner");
+  if (lease <= 0) throw InvalidArgument("a lease must be a positive number of seconds");
+  if (!is_claimable(candidate, now)) {
+    throw InvalidArgument(fmt::format("item {} is not claimable", candidate.item_id));
+  }
+  return Event{now,
+               actor.empty() ? owner : actor,
+               candidate.project_id,
+               candidate.item_id,
+               ItemClaimed{owner, candidate.fence + 1, now + lease, candidate.attempts + 1}};
+}
+
+Event decide_finish(const std::optional<ItemRow>& item, std::string_view item_id, Fence fence,
+                    Outcome outcome, const std::string& detail, const std::string& actor,
+                    Micros now) {
+  if (!item) throw FenceRejected(fmt::format("item {} does not exist", item_id));
+  if (is_terminal(item->status)) {
+    throw FenceRejected(
+        fmt::format("item {} is already {}", item_id, to_string(item->status)));
+  }
+  if (item->status != ItemStatus::claimed) {
+    throw FenceRejected(fmt::format("item {} is not claimed", item_id));
+  }
+  if (fence != item->fence) {
+    throw FenceRejected(fmt::format("fence {} is stale: item {} is held under fence {}", fence,
+                                    item_id, item->fence));
+  }
+  return Event{now, actor.empty() ? item->owner : actor, item->project_id, item->item_id,
+               ItemFinished{outcome, fence, detail}};
+}
+
+}  // namespace cplane

@@ -1,0 +1,41 @@
+// The decisions: pure functions from the current projected state and a
+// command to the events that follow, or a refusal. No I/O, no clock: the
+// command layer reads the rows, calls these, appends what they return.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "events/event.hpp"
+#include "projections/rows.hpp"
+
+namespace cplane {
+
+// Creating a project: refuses (InvalidArgument) an empty id and an id that is
+// already taken.
+Event decide_create_project(const std::optional<ProjectRow>& existing, const std::string& id,
+                            const std::string& title, const std::string& status, Micros now);
+
+// Assigning an actor to a project: no event when the assignment exists.
+std::optional<Event> decide_assign(const ProjectRow& project, bool already_assigned,
+                                   const std::string& actor, Micros now);
+
+// Queueing an item; the payload must already be valid JSON.
+Event decide_enqueue(const ProjectRow& project, const std::string& item_id,
+                     const std::string& payload, const std::string& actor, Micros now);
+
+// Claiming `candidate` (ready, or claimed with a lapsed lease) for `owner`:
+// the fence rises by one, the attempt count by one. Requires a lease > 0.
+Event decide_claim(const ItemRow& candidate, const std::string& owner, const std::string& actor,
+                   Micros lease, Micros now);
+
+// Finishing an item. Throws FenceRejected unless the item exists, is claimed
+// and `fence` is its current fence.
+Event decide_finish(const std::optional<ItemRow>& item, std::string_view item_id, Fence fence,
+                    Outcome outcome, const std::string& detail, const std::string& actor,
+                    Micros now);
+
+// A candidate may be claimed at `now`: ready, or claimed with lease lapsed.
+bool is_claimable(const ItemRow& row, Micros now);
+
+}  // namespace cplane

@@ -1,0 +1,135 @@
+#include "events/codec.hpp"
+
+#include <cstring>
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
+#include "events/errors.hpp"
+#include "events/events.capnp.h"
+
+namespace cplane {
+namespace {
+
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+
+kj::StringPtr text(const std::string& s) { return kj::StringPtr(s.c_str(), s.size()); }
+std::string str(capnp::Text::Reader t) { return std::string(t.cStr(), t.size()); }
+
+}  // namespace
+
+std::string encode(const Event& event) {
+  capnp::MallocMessageBuilder message(64);
+  auto root = message.initRoot<wire::Event>();
+  root.setAt(event.at);
+  root.setActor(text(event.actor));
+  root.setProjectId(text(event.project_id));
+  root.setItemId(text(event.item_id));
+  auto body = root.initBody();
+  std::visit(Overloaded{
+                 [&](const ProjectCreated& e) {
+                   auto b = body.initProjectCreated();
+                   b.setTitle(text(e.title));
+                   b.setStatus(text(e.status));
+                 },
+                 [&](const ActorAssigned& e) { body.initActorAssigned().setActor(text(e.actor)); },
+                 [&](const ItemQueued& e) { body.initItemQueued().setPayload(text(e.payload)); },
+                 [&](const ItemClaimed& e) {
+                   auto b = body.initItemClaimed();
+                   b.setOwner(text(e.owner));
+                   b.setFence(e.fence);
+                   b.setLeaseExpiresAt(e.lease_expires_at);
+                   b.setAttempt(e.attempt);
+                 },
+                 [&](const ItemFinished& e) {
+                   auto b = body.initItemFinished();
+                   b.setOutcome(e.outcome == Outcome::done ? wire::Outcome::DONE
+                                                           : wire::Outcome::FAILED);
+                   b.setFence(e.fence);
+                   b.setDetail(text(e.detail));
+                 },
+             },
+             event.body);
+  auto words = capnp::messageToFlatArray(message);
+  auto bytes = words.asBytes();
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+namespace {
+
+Event decode_aligned(kj::ArrayPtr<const capnp::word> words) {
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = 1 << 20;
+  options.nestingLimit = 16;
+  capnp::FlatArrayMessageReader reader(words, options);
+  auto root = reader.getRoot<wire::Event>();
+  Event event;
+  event.at = root.getAt();
+  event.actor = str(root.getActor());
+  event.project_id = str(root.getProjectId());
+  event.item_id = str(root.getItemId());
+  auto body = root.getBody();
+  switch (body.which()) {
+    case wire::Event::Body::PROJECT_CREATED: {
+      auto b = body.getProjectCreated();
+      event.body = ProjectCreated{str(b.getTitle()), str(b.getStatus())};
+      break;
+    }
+    case wire::Event::Body::ACTOR_ASSIGNED:
+      event.body = ActorAssigned{str(body.getActorAssigned().getActor())};
+      break;
+    case wire::Event::Body::ITEM_QUEUED:
+      event.body = ItemQueued{str(body.getItemQueued().getPayload())};
+      break;
+    case wire::Event::Body::ITEM_CLAIMED: {
+      auto b = body.getItemClaimed();
+      event.body = ItemClaimed{str(b.getOwner()), b.getFence(), b.getLeaseExpiresAt(),
+                               b.getAttempt()};
+      break;
+    }
+    case wire::Event::Body::ITEM_FINISHED: {
+      auto b = body.getItemFinished();
+      Outcome outcome;
+      switch (b.getOutcome()) {
+        case wire::Outcome::DONE: outcome = Outcome::done; break;
+        case wire::Outcome::FAILED: outcome = Outcome::failed; break;
+        default:
+          throw UnreadableEvent("event has an unknown outcome (" +
+                                std::to_string(static_cast<unsigned>(b.getOutcome())) + ")");
+      }
+      event.body = ItemFinished{outcome, b.getFence(), str(b.getDetail())};
+      break;
+    }
+    default:
+      throw UnknownEventType("unknown event type (union member " +
+                            std::to_string(static_cast<unsigned>(body.which())) +
+                            "): written by a newer cplane?");
+  }
+  return event;
+}
+
+}  // namespace
+
+Event decode(std::span<const unsigned char> bytes) {
+  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) {
+    throw UnreadableEvent("event body of " + std::to_string(bytes.size()) +
+                          " bytes is not a whole number of 8-byte words");
+  }
+  // Cap'n Proto 0.9 readers reject unaligned buffers: copy into words first.
+  auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
+  std::memcpy(words.begin(), bytes.data(), bytes.size());
+  try {
+    return decode_aligned(words);
+  } catch (const UnreadableEvent&) {
+    throw;
+  } catch (const kj::Exception& e) {
+    throw UnreadableEvent(std::string("event body cannot be decoded: ") +
+                          e.getDescription().cStr());
+  }
+}
+
+}  // namespace cplane

@@ -1,0 +1,81 @@
+// The exceptions cplane raises. Every refusal a caller must handle has its own
+// type; all derive from cplane::Error so that a CLI or a test can catch the
+// family. Third-party exceptions (KJ, fmt, SQLite, libpq) never escape a
+// module: they are translated into one of these at the boundary.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace cplane {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A finish (or any fenced report) presented a fence that is not the item's
+// current one, or the item is not currently claimed, is terminal, or does not
+// exist. The work must not be reported; the item belongs to someone else now.
+class FenceRejected : public Error {
+ public:
+  using Error::Error;
+};
+
+// A scoped actor asked for a project or item outside its scope, or one that
+// does not exist. The message never names the project or item and never tells
+// which of the two cases it was.
+class ScopeDenied : public Error {
+ public:
+  ScopeDenied() : Error("access denied: outside this actor's scope") {}
+};
+
+// The input can never succeed as given (malformed JSON, a non-positive lease,
+// an unknown outcome, an empty id, ...). Nothing was changed.
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
+
+// No such item or project. Raised only to unscoped (control-plane) callers;
+// scoped actors get ScopeDenied instead.
+class NotFound : public Error {
+ public:
+  using Error::Error;
+};
+
+// The storage layer failed. The category says what the caller may do.
+class StorageError : public Error {
+ public:
+  enum class Category {
+    busy,            // the write lock could not be had in time: retry
+    unavailable,     // the database cannot be opened or reached: fix, reconnect
+    commit_unknown,  // the commit may or may not have happened: never retry blindly
+    corruption,      // the file is not a cplane database, or its contents are damaged
+    io,              // any other failure of the database or the file system
+  };
+
+  StorageError(Category category, const std::string& message)
+      : Error(message), category_(category) {}
+
+  Category category() const noexcept { return category_; }
+
+ private:
+  Category category_;
+};
+
+// An event body that cannot be decoded: truncated, not Cap'n Proto, or of a
+// type this build does not know. A StorageError of category corruption.
+class UnreadableEvent : public StorageError {
+ public:
+  explicit UnreadableEvent(const std::string& message)
+      : StorageError(Category::corruption, message) {}
+};
+
+// An event of a type this build does not know (written by a newer cplane).
+class UnknownEventType : public UnreadableEvent {
+ public:
+  using UnreadableEvent::UnreadableEvent;
+};
+
+}  // namespace cplane

@@ -1,0 +1,35 @@
+// The fold: the one place that knows what an event means for a row.
+//
+// `apply` is pure (no I/O, no clock) and total: it never throws. Commands call
+// it inline on the events they have just appended; verify and rebuild call it
+// offline over the whole log. Both therefore agree by construction, and any
+// disagreement between the log and the stored rows is damage, not drift.
+#pragma once
+
+#include <vector>
+
+#include <range/v3/algorithm/fold_left.hpp>
+
+#include "events/event.hpp"
+#include "projections/rows.hpp"
+
+namespace cplane {
+
+// Folds one item-stream event (queued, claimed, done, failed) into the item's
+// row. Any other event leaves the row unchanged.
+ItemRow apply(ItemRow row, const StoredEvent& event);
+
+// Folds a project_created event into the project's row.
+ProjectRow apply(ProjectRow row, const StoredEvent& event);
+
+// Folds an actor_assigned event into the assignment row.
+ProjectActorRow apply(ProjectActorRow row, const StoredEvent& event);
+
+// The row a stream of events folds to, starting from an empty row.
+template <class Row, class Events>
+Row fold(Events&& events, Row initial = {}) {
+  return ranges::fold_left(std::forward<Events>(events), std::move(initial),
+                           [](Row row, const StoredEvent& e) { return apply(std::move(row), e); });
+}
+
+}  // namespace cplane

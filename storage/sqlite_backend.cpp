@@ -1,0 +1,665 @@
+// The SQLite schema (version 1)
+// =============================
+//
+//   events          the log. One row per event, never updated or deleted.
+//     seq           INTEGER PRIMARY KEY: global order, from 1, gap-free since
+//                   rows are never deleted.
+//     item_id       the stream: the item the event is about, NULL for project
+//                   events (project_created, actor_assigned).
+//     project_id    the project the event belongs to.
+//     type          "queued", "claimed", "done", "failed", "project_created",
+//                   "actor_assigned": the body's union member, for operators.
+//     at            microseconds since the epoch, as in the body.
+//     body          the Cap'n Proto encoded event (events/events.capnp): the
+//                   canonical copy. item_id, project_id, type and at are
+//                   indexes of it; `verify` checks that they agree.
+//
+//   items           one row per item: the fold of its events (projections/).
+//                   WITHOUT ROWID, keyed by item_id. `last_seq` is the seq of
+//                   the last event applied. The partial indexes below make a
+//                   claim an index seek whatever the depth of the queue:
+//       items_ready            (queued_seq)           WHERE status = 'ready'
+//       items_ready_project    (project_id, queued_seq) WHERE status = 'ready'
+//       items_lease            (lease_expires_at)     WHERE status = 'claimed'
+//       items_lease_project    (project_id, lease_expires_at) WHERE status = 'claimed'
+//
+//   projects        one row per project_created event.
+//   project_actors  one row per (project, actor) assignment.
+//
+// Invariants: every change to items, projects or project_actors is made in
+// the same transaction as the event(s) that explain it; a row equals the fold
+// of its stream. PRAGMA user_version holds the schema version and
+// application_id the magic 0x63706c6e ("cpln"), so a foreign SQLite file is
+// refused rather than silently written to.
+//
+// Concurrency: WAL mode, so readers never block the writer. Every command is
+// BEGIN IMMEDIATE: the write lock is held before the first read. Writers are
+// first serialised through an exclusive flock(2) on a side file (PATH-lock):
+// waiting in the kernel is fair, where SQLite's busy handler sleeps and lets
+// the current holder re-take the lock, starving others under contention.
+//
+// Durability: each transaction states the `synchronous` level its commit
+// needs (FULL or NORMAL); the connection switches only when it changes. In
+// WAL mode a FULL commit also makes every earlier NORMAL commit durable.
+
+#include "storage/sqlite_backend.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <sqlite3.h>
+
+#include <fmt/format.h>
+
+#include "events/codec.hpp"
+#include "events/errors.hpp"
+
+namespace cplane::storage {
+namespace {
+
+constexpr int kApplicationId = 0x63706c6e;
+
+const char* const kSchemaV1 = R"sql(
+CREATE TABLE events (
+  seq        INTEGER PRIMARY KEY,
+  item_id    TEXT,
+  project_id TEXT NOT NULL,
+  type       TEXT NOT NULL,
+  at         INTEGER NOT NULL,
+  body       BLOB NOT NULL
+);
+CREATE INDEX events_by_item ON events(item_id, seq);
+
+CREATE TABLE projects (
+  project_id TEXT PRIMARY KEY,
+  title      TEXT NOT NULL,
+  status     TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  last_seq   INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE project_actors (
+  project_id  TEXT NOT NULL,
+  actor       TEXT NOT NULL,
+  assigned_at INTEGER NOT NULL,
+  last_seq    INTEGER NOT NULL,
+  PRIMARY KEY (project_id, actor)
+) WITHOUT ROWID;
+CREATE INDEX project_actors_by_actor ON project_actors(actor, project_id);
+
+CREATE TABLE items (
+  item_id          TEXT PRIMARY KEY,
+  project_id       TEXT NOT NULL,
+  payload          TEXT NOT NULL,
+  status           TEXT NOT NULL CHECK (status IN ('ready', 'claimed', 'done', 'failed')),
+  owner            TEXT,
+  fence            INTEGER NOT NULL,
+  attempts         INTEGER NOT NULL,
+  lease_expires_at INTEGER,
+  detail           TEXT,
+  queued_seq       INTEGER NOT NULL,
+  queued_at        INTEGER NOT NULL,
+  updated_at       INTEGER NOT NULL,
+  last_seq         INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX items_ready ON items(queued_seq) WHERE status = 'ready';
+CREATE INDEX items_ready_project ON items(project_id, queued_seq) WHERE status = 'ready';
+CREATE INDEX items_lease ON items(lease_expires_at) WHERE status = 'claimed';
+CREATE INDEX items_lease_project ON items(project_id, lease_expires_at) WHERE status = 'claimed';
+)sql";
+
+const char* const kItemColumns =
+    "item_id, project_id, payload, status, owner, fence, attempts, lease_expires_at, detail, "
+    "queued_seq, queued_at, updated_at, last_seq";
+
+[[noreturn]] void fail(sqlite3* db, int rc, const std::string& what) {
+  const int primary = rc & 0xff;
+  const char* message = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  const std::string text = fmt::format("{}: {}", what, message);
+  switch (primary) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      throw StorageError(StorageError::Category::busy, text);
+    case SQLITE_CANTOPEN:
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+      throw StorageError(StorageError::Category::unavailable, text);
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+    case SQLITE_FORMAT:
+      throw StorageError(StorageError::Category::corruption, text);
+    default:
+      throw StorageError(StorageError::Category::io, text);
+  }
+}
+
+// Parameter wrappers: a blob, text stored as NULL when empty, an integer
+// stored as NULL when zero.
+struct Blob {
+  std::string_view bytes;
+};
+struct NullIfEmpty {
+  std::string_view text;
+};
+struct NullIfZero {
+  std::int64_t value;
+};
+
+class Statement {
+ public:
+  Statement() = default;
+  Statement(sqlite3* db, const char* sql) : db_(db) {
+    int rc = sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt_, nullptr);
+    if (rc != SQLITE_OK) fail(db, rc, "cannot prepare statement");
+  }
+  Statement(Statement&& o) noexcept : db_(o.db_), stmt_(o.stmt_) { o.stmt_ = nullptr; }
+  Statement& operator=(Statement&& o) noexcept {
+    std::swap(db_, o.db_);
+    std::swap(stmt_, o.stmt_);
+    return *this;
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+
+  // Binds parameters (1-based) in order and resets the statement.
+  template <class... A>
+  Statement& bind(const A&... args) {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+    int i = 0;
+    (bind_one(++i, args), ...);
+    return *this;
+  }
+
+  // Steps once: true when a row is available.
+  bool step() {
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    sqlite3_reset(stmt_);
+    fail(db_, rc, "statement failed");
+  }
+  void run() {
+    step();
+    sqlite3_reset(stmt_);
+  }
+  void reset() { sqlite3_reset(stmt_); }
+
+  std::int64_t i64(int col) const { return sqlite3_column_int64(stmt_, col); }
+  std::string text(int col) const {
+    auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
+    return p == nullptr ? std::string() : std::string(p, sqlite3_column_bytes(stmt_, col));
+  }
+  std::string blob(int col) const {
+    auto* p = static_cast<const char*>(sqlite3_column_blob(stmt_, col));
+    return p == nullptr ? std::string() : std::string(p, sqlite3_column_bytes(stmt_, col));
+  }
+
+ private:
+  void bind_one(int i, std::int64_t v) { check(sqlite3_bind_int64(stmt_, i, v)); }
+  void bind_one(int i, long long v) { check(sqlite3_bind_int64(stmt_, i, v)); }
+  void bind_one(int i, int v) { check(sqlite3_bind_int64(stmt_, i, v)); }
+  void bind_one(int i, std::uint32_t v) { check(sqlite3_bind_int64(stmt_, i, v)); }
+  void bind_one(int i, std::uint64_t v) {
+    check(sqlite3_bind_int64(stmt_, i, static_cast<std::int64_t>(v)));
+  }
+  void bind_one(int i, std::string_view v) {
+    check(sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
+  }
+  void bind_one(int i, const std::string& v) { bind_one(i, std::string_view(v)); }
+  void bind_one(int i, const char* v) { bind_one(i, std::string_view(v)); }
+  void bind_one(int i, std::nullptr_t) { check(sqlite3_bind_null(stmt_, i)); }
+  void bind_one(int i, Blob v) {
+    check(sqlite3_bind_blob(stmt_, i, v.bytes.data(), static_cast<int>(v.bytes.size()),
+                            SQLITE_TRANSIENT));
+  }
+  void bind_one(int i, NullIfEmpty v) {
+    if (v.text.empty()) {
+      bind_one(i, nullptr);
+    } else {
+      bind_one(i, v.text);
+    }
+  }
+  void bind_one(int i, NullIfZero v) {
+    if (v.value == 0) {
+      bind_one(i, nullptr);
+    } else {
+      bind_one(i, v.value);
+    }
+  }
+  void check(int rc) {
+    if (rc != SQLITE_OK) fail(db_, rc, "cannot bind parameter");
+  }
+
+  sqlite3* db_ = nullptr;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+ItemRow read_item(const Statement& s) {
+  ItemRow row;
+  row.item_id = s.text(0);
+  row.project_id = s.text(1);
+  row.payload = s.text(2);
+  const std::string status = s.text(3);
+  auto parsed = parse_item_status(status);
+  if (!parsed) {
+    throw StorageError(StorageError::Category::corruption,
+                       fmt::format("item {} has an unknown status '{}'", row.item_id, status));
+  }
+  row.status = *parsed;
+  row.owner = s.text(4);
+  row.fence = static_cast<Fence>(s.i64(5));
+  row.attempts = static_cast<std::uint32_t>(s.i64(6));
+  row.lease_expires_at = s.i64(7);
+  row.detail = s.text(8);
+  row.queued_seq = s.i64(9);
+  row.queued_at = s.i64(10);
+  row.updated_at = s.i64(11);
+  row.last_seq = s.i64(12);
+  return row;
+}
+
+RawEvent read_event(const Statement& s) {
+  return RawEvent{s.i64(0), s.text(1), s.text(2), s.text(3), s.i64(4), s.blob(5)};
+}
+
+class StatementCursor final : public Cursor<RawEvent> {
+ public:
+  StatementCursor(sqlite3* db, const char* sql) : stmt_(db, sql) { stmt_.bind(); }
+  bool next(RawEvent& row) override {
+    if (!stmt_.step()) return false;
+    row = read_event(stmt_);
+    return true;
+  }
+
+ private:
+  Statement stmt_;
+};
+
+class ItemStatementCursor final : public Cursor<ItemRow> {
+ public:
+  ItemStatementCursor(sqlite3* db, const std::string& sql) : stmt_(db, sql.c_str()) { stmt_.bind(); }
+  bool next(ItemRow& row) override {
+    if (!stmt_.step()) return false;
+    row = read_item(stmt_);
+    return true;
+  }
+
+ private:
+  Statement stmt_;
+};
+
+class WriterLock {
+ public:
+  WriterLock() = default;
+  explicit WriterLock(const std::string& path) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) {
+      throw StorageError(StorageError::Category::unavailable,
+                         fmt::format("cannot open lock file {}: {}", path, std::strerror(errno)));
+    }
+  }
+  WriterLock(WriterLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  WriterLock& operator=(WriterLock&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
+  ~WriterLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void lock() {
+    if (fd_ < 0) return;
+    while (::flock(fd_, LOCK_EX) != 0) {
+      if (errno != EINTR) {
+        throw StorageError(StorageError::Category::io,
+                           fmt::format("cannot lock writer lock file: {}", std::strerror(errno)));
+      }
+    }
+  }
+  void unlock() noexcept {
+    if (fd_ >= 0) ::flock(fd_, LOCK_UN);
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+class SqliteBackend final : public Backend {
+ public:
+  SqliteBackend(const std::string& path, const SqliteOptions& options) : path_(path) {
+    int rc = sqlite3_open_v2(path.c_str(), &db_,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                             nullptr);
+    if (rc != SQLITE_OK) {
+      std::string message = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+      sqlite3_close(db_);
+      db_ = nullptr;
+      throw StorageError(StorageError::Category::unavailable,
+                         fmt::format("cannot open database {}: {}", path, message));
+    }
+    try {
+      sqlite3_extended_result_codes(db_, 1);
+      sqlite3_busy_timeout(db_, static_cast<int>(options.busy_timeout.count()));
+      const bool in_memory = path.empty() || path == ":memory:" || path.starts_with("file:");
+      if (options.writer_flock && !in_memory) writer_lock_ = WriterLock(path + "-lock");
+      exec("PRAGMA journal_mode=WAL", "cannot switch database " + path + " to WAL mode");
+      exec("PRAGMA synchronous=FULL", "cannot set synchronous");
+      migrate();
+      prepare();
+    } catch (...) {
+      stmts_ = {};
+      sqlite3_close(db_);
+      db_ = nullptr;
+      throw;
+    }
+  }
+
+  ~SqliteBackend() override {
+    stmts_ = {};
+    sqlite3_close(db_);
+  }
+
+  void begin_write(Sync sync) override {
+    if (sync != sync_) {
+      exec(sync == Sync::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
+           "cannot set synchronous");
+      sync_ = sync;
+    }
+    writer_lock_.lock();
+    try {
+      stmts_.begin_immediate.run();
+    } catch (...) {
+      writer_lock_.unlock();
+      throw;
+    }
+    in_write_ = true;
+  }
+
+  void begin_read() override { stmts_.begin_deferred.run(); }
+
+  void commit() override {
+    try {
+      stmts_.commit.run();
+    } catch (const StorageError& e) {
+      rollback();
+      if (e.category() == StorageError::Category::busy) throw;
+      throw StorageError(StorageError::Category::commit_unknown,
+                         std::string("commit outcome unknown: ") + e.what());
+    }
+    release_writer();
+  }
+
+  void rollback() noexcept override {
+    if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    release_writer();
+  }
+
+  Seq append(const Event& event) override {
+    const std::string body = encode(event);
+    stmts_.append
+        .bind(NullIfEmpty{event.item_id}, event.project_id, type_name(event.body), event.at,
+              Blob{body})
+        .run();
+    return sqlite3_last_insert_rowid(db_);
+  }
+
+  std::vector<RawEvent> item_events(std::string_view item_id) override {
+    std::vector<RawEvent> out;
+    auto& s = stmts_.item_events.bind(item_id);
+    while (s.step()) out.push_back(read_event(s));
+    s.reset();
+    return out;
+  }
+
+  std::unique_ptr<Cursor<RawEvent>> scan_item_events() override {
+    return std::make_unique<StatementCursor>(
+        db_,
+        "SELECT seq, item_id, project_id, type, at, body FROM events "
+        "WHERE item_id IS NOT NULL ORDER BY item_id, seq");
+  }
+
+  std::unique_ptr<Cursor<RawEvent>> scan_project_events() override {
+    return std::make_unique<StatementCursor>(
+        db_,
+        "SELECT seq, item_id, project_id, type, at, body FROM events "
+        "WHERE item_id IS NULL ORDER BY seq");
+  }
+
+  std::optional<ItemRow> find_item(std::string_view item_id) override {
+    return one_item(stmts_.find_item.bind(item_id));
+  }
+
+  void put_item(const ItemRow& r) override {
+    stmts_.put_item
+        .bind(r.item_id, r.project_id, r.payload, to_string(r.status), NullIfEmpty{r.owner},
+              r.fence, r.attempts, NullIfZero{r.lease_expires_at}, NullIfEmpty{r.detail},
+              r.queued_seq, r.queued_at, r.updated_at, r.last_seq)
+        .run();
+  }
+
+  void delete_item(std::string_view item_id) override { stmts_.delete_item.bind(item_id).run(); }
+
+  std::optional<ItemRow> oldest_ready(const std::string* project_id) override {
+    if (project_id == nullptr) return one_item(stmts_.oldest_ready.bind());
+    return one_item(stmts_.oldest_ready_project.bind(*project_id));
+  }
+
+  std::optional<ItemRow> earliest_lapsed(Micros now, const std::string* project_id) override {
+    if (project_id == nullptr) return one_item(stmts_.earliest_lapsed.bind(now));
+    return one_item(stmts_.earliest_lapsed_project.bind(*project_id, now));
+  }
+
+  std::unique_ptr<Cursor<ItemRow>> scan_items() override {
+    return std::make_unique<ItemStatementCursor>(
+        db_, fmt::format("SELECT {} FROM items ORDER BY item_id", kItemColumns));
+  }
+
+  std::optional<ProjectRow> find_project(std::string_view project_id) override {
+    auto& s = stmts_.find_project.bind(project_id);
+    std::optional<ProjectRow> out;
+    if (s.step()) out = read_project(s);
+    s.reset();
+    return out;
+  }
+
+  void put_project(const ProjectRow& r) override {
+    stmts_.put_project.bind(r.project_id, r.title, r.status, r.created_at, r.last_seq).run();
+  }
+
+  void delete_project(std::string_view project_id) override {
+    stmts_.delete_project.bind(project_id).run();
+  }
+
+  bool is_assigned(std::string_view project_id, std::string_view actor) override {
+    auto& s = stmts_.is_assigned.bind(project_id, actor);
+    const bool found = s.step();
+    s.reset();
+    return found;
+  }
+
+  void put_assignment(const ProjectActorRow& r) override {
+    stmts_.put_assignment.bind(r.project_id, r.actor, r.assigned_at, r.last_seq).run();
+  }
+
+  void delete_assignment(std::string_view project_id, std::string_view actor) override {
+    stmts_.delete_assignment.bind(project_id, actor).run();
+  }
+
+  std::vector<std::string> project_ids(const std::string* actor) override {
+    auto& s = actor == nullptr ? stmts_.all_project_ids.bind()
+                               : stmts_.actor_project_ids.bind(*actor);
+    std::vector<std::string> out;
+    while (s.step()) out.push_back(s.text(0));
+    s.reset();
+    return out;
+  }
+
+  std::vector<ProjectRow> all_projects() override {
+    Statement s(db_,
+                "SELECT project_id, title, status, created_at, last_seq FROM projects "
+                "ORDER BY project_id");
+    s.bind();
+    std::vector<ProjectRow> out;
+    while (s.step()) out.push_back(read_project(s));
+    return out;
+  }
+
+  std::vector<ProjectActorRow> all_assignments() override {
+    Statement s(db_,
+                "SELECT project_id, actor, assigned_at, last_seq FROM project_actors "
+                "ORDER BY project_id, actor");
+    s.bind();
+    std::vector<ProjectActorRow> out;
+    while (s.step()) out.push_back(ProjectActorRow{s.text(0), s.text(1), s.i64(2), s.i64(3)});
+    return out;
+  }
+
+  Counts counts() override {
+    Statement e(db_, "SELECT coalesce(max(seq), 0) FROM events");
+    Statement i(db_, "SELECT count(*) FROM items");
+    Counts c;
+    e.bind();
+    if (e.step()) c.events = e.i64(0);
+    i.bind();
+    if (i.step()) c.items = i.i64(0);
+    return c;
+  }
+
+ private:
+  struct Statements {
+    Statement begin_immediate, begin_deferred, commit;
+    Statement append, item_events;
+    Statement find_item, put_item, delete_item;
+    Statement oldest_ready, oldest_ready_project, earliest_lapsed, earliest_lapsed_project;
+    Statement find_project, put_project, delete_project;
+    Statement is_assigned, put_assignment, delete_assignment;
+    Statement all_project_ids, actor_project_ids;
+  };
+
+  static ProjectRow read_project(const Statement& s) {
+    return ProjectRow{s.text(0), s.text(1), s.text(2), s.i64(3), s.i64(4)};
+  }
+
+  std::optional<ItemRow> one_item(Statement& s) {
+    std::optional<ItemRow> out;
+    if (s.step()) out = read_item(s);
+    s.reset();
+    return out;
+  }
+
+  void exec(const char* sql, const std::string& what) {
+    char* error = nullptr;
+    int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &error);
+    sqlite3_free(error);
+    if (rc != SQLITE_OK) fail(db_, rc, what);
+  }
+
+  std::int64_t pragma(const char* sql) {
+    Statement s(db_, sql);
+    s.bind();
+    return s.step() ? s.i64(0) : 0;
+  }
+
+  void release_writer() noexcept {
+    if (in_write_) {
+      in_write_ = false;
+      writer_lock_.unlock();
+    }
+  }
+
+  void migrate() {
+    writer_lock_.lock();
+    struct Unlock {
+      WriterLock& l;
+      ~Unlock() { l.unlock(); }
+    } unlock{writer_lock_};
+    exec("BEGIN IMMEDIATE", "cannot lock database " + path_);
+    try {
+      const auto version = pragma("PRAGMA user_version");
+      const auto application = pragma("PRAGMA application_id");
+      if (version > kSqliteSchemaVersion) {
+        throw StorageError(StorageError::Category::corruption,
+                           fmt::format("database {} has schema version {}, newer than this "
+                                       "cplane understands ({})",
+                                       path_, version, kSqliteSchemaVersion));
+      }
+      if (version == 0) {
+        if (pragma("SELECT count(*) FROM sqlite_master") != 0) {
+          throw StorageError(StorageError::Category::corruption,
+                             fmt::format("{} is an SQLite database but not a cplane one", path_));
+        }
+        exec(kSchemaV1, "cannot create schema");
+        exec(fmt::format("PRAGMA application_id={}; PRAGMA user_version={}", kApplicationId,
+                         kSqliteSchemaVersion)
+                 .c_str(),
+             "cannot stamp schema version");
+      } else if (application != kApplicationId) {
+        throw StorageError(StorageError::Category::corruption,
+                           fmt::format("{} is an SQLite database but not a cplane one", path_));
+      }
+      exec("COMMIT", "cannot commit schema");
+    } catch (...) {
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+  }
+
+  void prepare() {
+    auto p = [&](const std::string& sql) { return Statement(db_, sql.c_str()); };
+    stmts_.begin_immediate = p("BEGIN IMMEDIATE");
+    stmts_.begin_deferred = p("BEGIN DEFERRED");
+    stmts_.commit = p("COMMIT");
+    stmts_.append = p("INSERT INTO events (item_id, project_id, type, at, body) VALUES (?1, ?2, ?3, ?4, ?5)");
+    stmts_.item_events = p(
+        "SELECT seq, item_id, project_id, type, at, body FROM events WHERE item_id = ?1 ORDER BY seq");
+    stmts_.find_item = p(fmt::format("SELECT {} FROM items WHERE item_id = ?1", kItemColumns));
+    stmts_.put_item = p(fmt::format(
+        "INSERT OR REPLACE INTO items ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        kItemColumns));
+    stmts_.delete_item = p("DELETE FROM items WHERE item_id = ?1");
+    stmts_.oldest_ready = p(fmt::format(
+        "SELECT {} FROM items WHERE status = 'ready' ORDER BY queued_seq LIMIT 1", kItemColumns));
+    stmts_.oldest_ready_project = p(fmt::format(
+        "SELECT {} FROM items WHERE status = 'ready' AND project_id = ?1 ORDER BY queued_seq LIMIT 1",
+        kItemColumns));
+    stmts_.earliest_lapsed = p(fmt::format(
+        "SELECT {} FROM items WHERE status = 'claimed' AND lease_expires_at <= ?1 "
+        "ORDER BY lease_expires_at LIMIT 1",
+        kItemColumns));
+    stmts_.earliest_lapsed_project = p(fmt::format(
+        "SELECT {} FROM items WHERE status = 'claimed' AND project_id = ?1 AND lease_expires_at <= ?2 "
+        "ORDER BY lease_expires_at LIMIT 1",
+        kItemColumns));
+    stmts_.find_project = p(
+        "SELECT project_id, title, status, created_at, last_seq FROM projects WHERE project_id = ?1");
+    stmts_.put_project = p(
+        "INSERT OR REPLACE INTO projects (project_id, title, status, created_at, last_seq) "
+        "VALUES (?1, ?2, ?3, ?4, ?5)");
+    stmts_.delete_project = p("DELETE FROM projects WHERE project_id = ?1");
+    stmts_.is_assigned = p("SELECT 1 FROM project_actors WHERE project_id = ?1 AND actor = ?2");
+    stmts_.put_assignment = p(
+        "INSERT OR REPLACE INTO project_actors (project_id, actor, assigned_at, last_seq) "
+        "VALUES (?1, ?2, ?3, ?4)");
+    stmts_.delete_assignment = p("DELETE FROM project_actors WHERE project_id = ?1 AND actor = ?2");
+    stmts_.all_project_ids = p("SELECT project_id FROM projects ORDER BY project_id");
+    stmts_.actor_project_ids = p(
+        "SELECT project_id FROM project_actors WHERE actor = ?1 ORDER BY project_id");
+  }
+
+  std::string path_;
+  sqlite3* db_ = nullptr;
+  WriterLock writer_lock_;
+  Statements stmts_;
+  Sync sync_ = Sync::full;
+  bool in_write_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> open_sqlite(const std::string& path, const SqliteOptions& options) {
+  return std::make_unique<SqliteBackend>(path, options);
+}
+
+}  // namespace cplane::storage
