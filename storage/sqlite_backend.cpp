@@ -619,19 +619,11 @@ class SqliteBackend final : public Backend {
         "INSERT OR REPLACE INTO items ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
         kItemColumns));
     stmts_.delete_item = p("DELETE FROM items WHERE item_id = ?1");
-    stmts_.oldest_ready = p(fmt::format(
-        "SELECT {} FROM items WHERE status = 'ready' ORDER BY queued_seq LIMIT 1", kItemColumns));
-    stmts_.oldest_ready_project = p(fmt::format(
-        "SELECT {} FROM items WHERE status = 'ready' AND project_id = ?1 ORDER BY queued_seq LIMIT 1",
-        kItemColumns));
-    stmts_.earliest_lapsed = p(fmt::format(
-        "SELECT {} FROM items WHERE status = 'claimed' AND lease_expires_at <= ?1 "
-        "ORDER BY lease_expires_at LIMIT 1",
-        kItemColumns));
-    stmts_.earliest_lapsed_project = p(fmt::format(
-        "SELECT {} FROM items WHERE status = 'claimed' AND project_id = ?1 AND lease_expires_at <= ?2 "
-        "ORDER BY lease_expires_at LIMIT 1",
-        kItemColumns));
+    const auto claim = claim_queries();
+    stmts_.oldest_ready = p(claim[0]);
+    stmts_.oldest_ready_project = p(claim[1]);
+    stmts_.earliest_lapsed = p(claim[2]);
+    stmts_.earliest_lapsed_project = p(claim[3]);
     stmts_.find_project = p(
         "SELECT project_id, title, status, created_at, last_seq FROM projects WHERE project_id = ?1");
     stmts_.put_project = p(
@@ -657,6 +649,25 @@ class SqliteBackend final : public Backend {
 };
 
 }  // namespace
+
+std::vector<std::string> claim_queries() {
+  return {
+      // `queued_seq > 0` (always true) makes the plan a range seek on the
+      // partial index rather than an ordered walk of it: the same first row.
+      fmt::format("SELECT {} FROM items WHERE status = 'ready' AND queued_seq > 0 "
+                  "ORDER BY queued_seq LIMIT 1",
+                  kItemColumns),
+      fmt::format("SELECT {} FROM items WHERE status = 'ready' AND project_id = ?1 "
+                  "ORDER BY queued_seq LIMIT 1",
+                  kItemColumns),
+      fmt::format("SELECT {} FROM items WHERE status = 'claimed' AND lease_expires_at <= ?1 "
+                  "ORDER BY lease_expires_at LIMIT 1",
+                  kItemColumns),
+      fmt::format("SELECT {} FROM items WHERE status = 'claimed' AND project_id = ?1 "
+                  "AND lease_expires_at <= ?2 ORDER BY lease_expires_at LIMIT 1",
+                  kItemColumns),
+  };
+}
 
 std::unique_ptr<Backend> open_sqlite(const std::string& path, const SqliteOptions& options) {
   return std::make_unique<SqliteBackend>(path, options);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "storage/backend.hpp"
 
@@ -25,6 +26,11 @@ struct SqliteOptions {
 // unavailable when the file cannot be opened, corruption when it is not a
 // cplane database (or is newer than this build understands).
 std::unique_ptr<Backend> open_sqlite(const std::string& path, const SqliteOptions& options = {});
+
+// The SQL a claim runs to find its candidate: oldest ready (all projects,
+// one project), earliest lapsed lease (all, one). Exposed so that a test can
+// check with EXPLAIN QUERY PLAN that each is an index seek.
+std::vector<std::string> claim_queries();
 
 // The schema version this build writes (PRAGMA user_version).
 inline constexpr int kSqliteSchemaVersion = 1;

@@ -1,0 +1,453 @@
+// The store's commands against a real SQLite file.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include <sqlite3.h>
+
+#include <cplane/cplane.hpp>
+
+#include "storage/sqlite_backend.hpp"
+#include "tests/support.hpp"
+
+using namespace cplane;
+using cplane::test::sql;
+using cplane::test::sql_column;
+using cplane::test::TempDir;
+
+namespace {
+
+constexpr Micros kT0 = 1'800'000'000'000'000;
+constexpr Micros kSecond = 1'000'000;
+
+std::size_t count(const std::string& db, const std::string& table) {
+  return std::stoul(sql_column(db, "SELECT count(*) FROM " + table).at(0));
+}
+
+std::vector<std::string> types(const std::vector<StoredEvent>& events) {
+  std::vector<std::string> out;
+  for (const auto& e : events) out.emplace_back(type_name(e.event.body));
+  return out;
+}
+
+// EXPLAIN QUERY PLAN's detail column, rows joined by " | ". Parameters are
+// left unbound (NULL), which does not change the plan.
+std::string query_plan(const std::string& db, const std::string& query) {
+  sqlite3* handle = nullptr;
+  REQUIRE(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  REQUIRE(sqlite3_prepare_v2(handle, ("EXPLAIN QUERY PLAN " + query).c_str(), -1, &stmt,
+                             nullptr) == SQLITE_OK);
+  std::string plan;
+  while (sqlite3_step(stmt) == SQLITE_ROW) {
+    if (!plan.empty()) plan += " | ";
+    plan += reinterpret_cast<const char*>(sqlite3_column_text(stmt, 3));
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(handle);
+  return plan;
+}
+
+}  // namespace
+
+TEST_CASE("the library round trip: enqueue, claim, finish, verify", "[commands]") {
+  TempDir dir;
+  ControlStore store{dir.file("control.db"), {.lease = std::chrono::seconds{900}}};
+  store.create_project("alpha", "Project Alpha", "open");
+  auto id = store.enqueue("alpha", R"({"task": "summarise the report"})");
+  auto claim = store.claim("worker-1");
+  REQUIRE(claim.has_value());
+  CHECK(claim->item_id == id);
+  CHECK(claim->project_id == "alpha");
+  CHECK(claim->payload == R"({"task": "summarise the report"})");
+  CHECK(claim->fence == 1);
+  CHECK(claim->attempts == 1);
+  store.finish(claim->item_id, claim->fence, Outcome::done);
+  CHECK(types(store.events(id)) == std::vector<std::string>{"queued", "claimed", "done"});
+  CHECK(verify_ledger(store).empty());
+  CHECK(store.item(id).status == ItemStatus::done);
+  CHECK_FALSE(store.claim("worker-1").has_value());
+}
+
+TEST_CASE("claims hand out items oldest first, each to one worker", "[commands][claim]") {
+  TempDir dir;
+  ControlStore store{dir.file("c.db")};
+  store.create_project("alpha", "A");
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(store.enqueue("alpha", "{}", {}, kT0 + i));
+  for (int i = 0; i < 5; ++i) {
+    auto c = store.claim("w" + std::to_string(i), {.now = kT0 + 10});
+    REQUIRE(c);
+    CHECK(c->item_id == ids[i]);
+  }
+  CHECK_FALSE(store.claim("w9", {.now = kT0 + 10}).has_value());
+}
+
+TEST_CASE("a lapsed lease is reclaimed with a higher fence and the old fence is refused",
+          "[commands][fence]") {
+  TempDir dir;
+  ControlStore store{dir.file("c.db")};
+  store.create_project("alpha", "A");
+  auto id = store.enqueue("alpha", "{}", {}, kT0);
+  auto first = store.claim("w1", {.lease = Seconds{10}, .now = kT0});
+  REQUIRE(first);
+  CHECK(first->lease_expires_at == kT0 + 10 * kSecond);
+  // Still leased: nobody else gets it.
+  CHECK_FALSE(store.claim("w2", {.now = kT0 + 9 * kSecond}).has_value());
+  auto second = store.claim("w2", {.now = kT0 + 10 * kSecond});
+  REQUIRE(second);
+  CHECK(second->item_id == id);
+  CHECK(second->fence == 2);
+  CHECK(second->attempts == 2);
+  CHECK_THROWS_AS(store.finish(id, first->fence, Outcome::done), FenceRejected);
+  store.finish(id, second->fence, Outcome::failed, "gave up");
+  const Item row = store.item(id);
+  CHECK(row.status == ItemStatus::failed);
+  CHECK(row.owner == "w2");
+  CHECK(row.detail == "gave up");
+  CHECK(types(store.events(id)) ==
+        std::vector<std::string>{"queued", "claimed", "claimed", "failed"});
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("an older lapsed item is claimed before a newer ready one", "[commands][claim]") {
+  TempDir dir;
+  ControlStore store{dir.file("c.db")};
+  store.create_project("alpha", "A");
+  auto old_id = store.enqueue("alpha", "{}", {}, kT0);
+  auto new_id = store.enqueue("alpha", "{}", {}, kT0 + 1);
+  REQUIRE(store.claim("w1", {.lease = Seconds{1}, .now = kT0 + 2})->item_id == old_id);
+  auto next = store.claim("w2", {.now = kT0 + 5 * kSecond});
+  REQUIRE(next);
+  CHECK(next->item_id == old_id);
+  CHECK(store.claim("w3", {.now = kT0 + 5 * kSecond})->item_id == new_id);
+}
+
+TEST_CASE("finish refuses every fence that is not current and changes nothing",
+          "[commands][fence]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  auto id = store.enqueue("alpha", "{}");
+  // Right after enqueue the item is not claimed, even with fence 0.
+  CHECK_THROWS_AS(store.finish(id, 0, Outcome::done), FenceRejected);
+  auto c = store.claim("w1");
+  REQUIRE(c);
+  CHECK_THROWS_AS(store.finish(id, c->fence + 1, Outcome::done), FenceRejected);
+  CHECK_THROWS_AS(store.finish(id, 0, Outcome::done), FenceRejected);
+  CHECK_THROWS_AS(store.finish("no-such-item", 1, Outcome::done), FenceRejected);
+  const auto events_before = count(db, "events");
+  store.finish(id, c->fence, Outcome::done);
+  CHECK(count(db, "events") == events_before + 1);
+  CHECK_THROWS_AS(store.finish(id, c->fence, Outcome::done), FenceRejected);
+  CHECK_THROWS_AS(store.finish(id, c->fence, Outcome::failed), FenceRejected);
+  CHECK(count(db, "events") == events_before + 1);
+  CHECK(store.item(id).status == ItemStatus::done);
+}
+
+TEST_CASE("a lease must be a positive, finite number of seconds", "[commands][claim]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  store.enqueue("alpha", "{}");
+  const auto events_before = count(db, "events");
+  for (double bad : {0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity(),
+                     -std::numeric_limits<double>::infinity(), 1e300}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS(store.claim("w1", {.lease = Seconds{bad}}), InvalidArgument);
+  }
+  CHECK(count(db, "events") == events_before);
+  CHECK_THROWS_AS(ControlStore(db, {.lease = Seconds{0}}), InvalidArgument);
+  CHECK_THROWS_AS(store.claim("", {}), InvalidArgument);
+  CHECK(store.claim("w1", {.lease = Seconds{0.5}}).has_value());
+}
+
+TEST_CASE("a malformed payload is refused and nothing is written", "[commands]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  for (const char* bad : {"", "   ", "{", "{\"a\":}", "nope", "{} {}", "[1,2", "\"unterminated"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS(store.enqueue("alpha", bad), InvalidArgument);
+  }
+  CHECK(count(db, "items") == 0);
+  CHECK(count(db, "events") == 1);  // project_created only
+  for (const char* good : {"{}", "[]", "42", "\"text\"", "null", R"({"a":[1,{"b":null}]})"}) {
+    CHECK_NOTHROW(store.enqueue("alpha", good));
+  }
+}
+
+TEST_CASE("enqueue into an unknown project is NotFound for the control plane",
+          "[commands][scope]") {
+  TempDir dir;
+  ControlStore store{dir.file("c.db")};
+  CHECK_THROWS_AS(store.enqueue("ghost", "{}"), NotFound);
+  CHECK_THROWS_AS(store.assign("ghost", "bob"), NotFound);
+}
+
+TEST_CASE("a scoped actor gets the same denial for a missing project and another's",
+          "[commands][scope]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  store.create_project("secret", "S");
+  store.assign("alpha", "bob");
+  std::string missing, foreign;
+  try {
+    store.enqueue("ghost", "{}", "bob");
+  } catch (const ScopeDenied& e) {
+    missing = e.what();
+  }
+  try {
+    store.enqueue("secret", "{}", "bob");
+  } catch (const ScopeDenied& e) {
+    foreign = e.what();
+  }
+  CHECK_FALSE(missing.empty());
+  CHECK(missing == foreign);
+  CHECK(missing.find("ghost") == std::string::npos);
+  CHECK(missing.find("secret") == std::string::npos);
+  CHECK(count(db, "items") == 0);
+  CHECK_NOTHROW(store.enqueue("alpha", "{}", "bob"));
+}
+
+TEST_CASE("a scoped actor sees and claims only its projects", "[commands][scope]") {
+  TempDir dir;
+  ControlStore store{dir.file("c.db")};
+  store.create_project("alpha", "A");
+  store.create_project("beta", "B");
+  store.create_project("gamma", "G");
+  store.assign("beta", "bob");
+  store.assign("alpha", "bob");
+  store.assign("alpha", "bob");  // idempotent
+  CHECK(store.visible_projects() == std::vector<std::string>{"alpha", "beta", "gamma"});
+  CHECK(store.visible_projects("bob") == std::vector<std::string>{"alpha", "beta"});
+  CHECK(store.visible_projects("nobody").empty());
+
+  auto gamma_item = store.enqueue("gamma", "{}", {}, kT0);
+  auto beta_item = store.enqueue("beta", "{}", {}, kT0 + 1);
+  auto alpha_item = store.enqueue("alpha", "{}", {}, kT0 + 2);
+  CHECK_FALSE(store.claim("w1", {.actor = std::string("nobody")}).has_value());
+  CHECK(store.claim("w1", {.actor = std::string("bob")})->item_id == beta_item);
+  CHECK(store.claim("w1", {.actor = std::string("bob")})->item_id == alpha_item);
+  CHECK_FALSE(store.claim("w1", {.actor = std::string("bob")}).has_value());
+  CHECK(store.claim("w1")->item_id == gamma_item);
+}
+
+TEST_CASE("reads by a scoped actor are denied outside its scope, never answered empty",
+          "[commands][scope]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  store.create_project("secret", "S");
+  store.assign("alpha", "bob");
+  auto mine = store.enqueue("alpha", "{}");
+  auto theirs = store.enqueue("secret", "{}");
+  CHECK(store.item(mine, "bob").item_id == mine);
+  CHECK(store.events(mine, "bob").size() == 1);
+  CHECK_THROWS_AS(store.item(theirs, "bob"), ScopeDenied);
+  CHECK_THROWS_AS(store.events(theirs, "bob"), ScopeDenied);
+  CHECK_THROWS_AS(store.item("no-such-item", "bob"), ScopeDenied);
+  CHECK_THROWS_AS(store.events("no-such-item", "bob"), ScopeDenied);
+  CHECK_THROWS_AS(store.item("no-such-item"), NotFound);
+  CHECK_THROWS_AS(store.events("no-such-item"), NotFound);
+
+  // Events whose item row is gone: denied to the actor, still readable by the
+  // control plane.
+  sql(db, "DELETE FROM items WHERE item_id = '" + mine + "'");
+  CHECK_THROWS_AS(store.events(mine, "bob"), ScopeDenied);
+  CHECK(types(store.events(mine)) == std::vector<std::string>{"queued"});
+}
+
+TEST_CASE("events record who acted, when, and under which fence", "[commands]") {
+  TempDir dir;
+  ControlStore store{dir.file("c.db")};
+  store.create_project("alpha", "A");
+  store.assign("alpha", "bob");
+  auto id = store.enqueue("alpha", R"({"x":1})", "bob", kT0);
+  auto c = store.claim("w1", {.lease = Seconds{30}, .now = kT0 + 5});
+  store.finish(id, c->fence, Outcome::done, "all good", kT0 + 9);
+  auto events = store.events(id);
+  REQUIRE(events.size() == 3);
+  CHECK(events[0].seq < events[1].seq);
+  CHECK(events[1].seq < events[2].seq);
+  CHECK(events[0].event.actor == "bob");
+  CHECK(events[0].event.at == kT0);
+  CHECK(std::get<ItemQueued>(events[0].event.body).payload == R"({"x":1})");
+  CHECK(std::get<ItemClaimed>(events[1].event.body) ==
+        ItemClaimed{"w1", 1, kT0 + 5 + 30 * kSecond, 1});
+  CHECK(events[2].event.at == kT0 + 9);
+  CHECK(std::get<ItemFinished>(events[2].event.body) ==
+        ItemFinished{Outcome::done, 1, "all good"});
+}
+
+TEST_CASE("a duplicate project is refused", "[commands]") {
+  TempDir dir;
+  ControlStore store{dir.file("c.db")};
+  store.create_project("alpha", "A");
+  CHECK_THROWS_AS(store.create_project("alpha", "again"), InvalidArgument);
+  CHECK_THROWS_AS(store.create_project("", "empty"), InvalidArgument);
+  CHECK(store.visible_projects() == std::vector<std::string>{"alpha"});
+}
+
+TEST_CASE("the claim queries are index seeks with no scan of items and no sort",
+          "[commands][claim][plan]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  {
+    ControlStore store{db};
+    store.create_project("alpha", "A");
+    for (int i = 0; i < 200; ++i) store.enqueue("alpha", "{}");
+  }
+  sql(db, "ANALYZE");
+  for (const auto& query : storage::claim_queries()) {
+    CAPTURE(query);
+    const std::string plan = query_plan(db, query);
+    CAPTURE(plan);
+    CHECK(plan.find("USING INDEX") != std::string::npos);
+    CHECK(plan.find("SCAN") == std::string::npos);
+    CHECK(plan.find("TEMP B-TREE") == std::string::npos);
+  }
+}
+
+namespace {
+
+// Wraps a backend and records the durability each write transaction asked
+// for, in order: faults and observations come from wrapping a layer.
+class RecordingBackend final : public storage::Backend {
+ public:
+  explicit RecordingBackend(std::unique_ptr<storage::Backend> inner,
+                            std::vector<storage::Sync>& log)
+      : inner_(std::move(inner)), log_(log) {}
+  void begin_write(storage::Sync sync) override {
+    log_.push_back(sync);
+    inner_->begin_write(sync);
+  }
+  void begin_read() override { inner_->begin_read(); }
+  void commit() override { inner_->commit(); }
+  void rollback() noexcept override { inner_->rollback(); }
+  Seq append(const Event& e) override { return inner_->append(e); }
+  std::vector<storage::RawEvent> item_events(std::string_view id) override {
+    return inner_->item_events(id);
+  }
+  std::unique_ptr<storage::Cursor<storage::RawEvent>> scan_item_events() override {
+    return inner_->scan_item_events();
+  }
+  std::unique_ptr<storage::Cursor<storage::RawEvent>> scan_project_events() override {
+    return inner_->scan_project_events();
+  }
+  std::optional<ItemRow> find_item(std::string_view id) override { return inner_->find_item(id); }
+  void put_item(const ItemRow& row) override { inner_->put_item(row); }
+  void delete_item(std::string_view id) override { inner_->delete_item(id); }
+  std::optional<ItemRow> oldest_ready(const std::string* p) override {
+    return inner_->oldest_ready(p);
+  }
+  std::optional<ItemRow> earliest_lapsed(Micros now, const std::string* p) override {
+    return inner_->earliest_lapsed(now, p);
+  }
+  std::unique_ptr<storage::Cursor<ItemRow>> scan_items() override { return inner_->scan_items(); }
+  std::optional<ProjectRow> find_project(std::string_view id) override {
+    return inner_->find_project(id);
+  }
+  void put_project(const ProjectRow& row) override { inner_->put_project(row); }
+  void delete_project(std::string_view id) override { inner_->delete_project(id); }
+  bool is_assigned(std::string_view p, std::string_view a) override {
+    return inner_->is_assigned(p, a);
+  }
+  void put_assignment(const ProjectActorRow& row) override { inner_->put_assignment(row); }
+  void delete_assignment(std::string_view p, std::string_view a) override {
+    inner_->delete_assignment(p, a);
+  }
+  std::vector<std::string> project_ids(const std::string* actor) override {
+    return inner_->project_ids(actor);
+  }
+  std::vector<ProjectRow> all_projects() override { return inner_->all_projects(); }
+  std::vector<ProjectActorRow> all_assignments() override { return inner_->all_assignments(); }
+  storage::Counts counts() override { return inner_->counts(); }
+
+ private:
+  std::unique_ptr<storage::Backend> inner_;
+  std::vector<storage::Sync>& log_;
+};
+
+std::vector<storage::Sync> syncs_for(Durability durability, const std::string& db) {
+  std::vector<storage::Sync> log;
+  ControlStore store{std::make_unique<RecordingBackend>(storage::open_sqlite(db), log),
+                     {.durability = durability}};
+  store.create_project("alpha", "A");
+  auto id = store.enqueue("alpha", "{}");
+  auto c = store.claim("w1");
+  store.finish(id, c->fence, Outcome::done);
+  return log;
+}
+
+}  // namespace
+
+TEST_CASE("a claim is durable before the worker learns its fence", "[commands][durability]") {
+  using storage::Sync;
+  TempDir dir;
+  // create_project, enqueue, claim, finish
+  CHECK(syncs_for(Durability::fenced, dir.file("a.db")) ==
+        std::vector<Sync>{Sync::full, Sync::full, Sync::full, Sync::normal});
+  CHECK(syncs_for(Durability::full, dir.file("b.db")) ==
+        std::vector<Sync>{Sync::full, Sync::full, Sync::full, Sync::full});
+  CHECK(syncs_for(Durability::normal, dir.file("c.db")) ==
+        std::vector<Sync>{Sync::normal, Sync::normal, Sync::normal, Sync::normal});
+  CHECK(StoreOptions{}.durability == Durability::fenced);
+  CHECK(parse_durability("normal") == Durability::normal);
+  CHECK_THROWS_AS(parse_durability("sometimes"), InvalidArgument);
+}
+
+TEST_CASE("worker processes sharing one file never claim an item twice", "[commands][claim]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  constexpr int kItems = 300;
+  constexpr int kWorkers = 4;
+  {
+    ControlStore store{db};
+    store.create_project("alpha", "A");
+    for (int i = 0; i < kItems; ++i) store.enqueue("alpha", "{}");
+  }
+  std::vector<pid_t> pids;
+  for (int w = 0; w < kWorkers; ++w) {
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      int code = 0;
+      try {
+        ControlStore store{db, {.durability = Durability::normal}};
+        while (auto c = store.claim("worker-" + std::to_string(w))) {
+          store.finish(c->item_id, c->fence, Outcome::done);
+        }
+      } catch (...) {
+        code = 1;
+      }
+      ::_exit(code);
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  CHECK(sql_column(db, "SELECT count(*) FROM events WHERE type = 'claimed'").at(0) ==
+        std::to_string(kItems));
+  CHECK(sql_column(db, "SELECT count(DISTINCT item_id) FROM events WHERE type = 'done'").at(0) ==
+        std::to_string(kItems));
+  CHECK(sql_column(db, "SELECT count(*) FROM items WHERE status <> 'done'").at(0) == "0");
+  ControlStore store{db};
+  CHECK(verify_ledger(store).empty());
+}

@@ -1,0 +1,147 @@
+// Opening databases: what is refused, and how.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include <cplane/cplane.hpp>
+
+#include "storage/sqlite_backend.hpp"
+#include "tests/support.hpp"
+
+using namespace cplane;
+using cplane::test::sql;
+using cplane::test::sql_column;
+using cplane::test::TempDir;
+
+namespace {
+
+StorageError::Category open_failure(const std::string& path) {
+  try {
+    ControlStore store{path};
+  } catch (const StorageError& e) {
+    CAPTURE(e.what());
+    CHECK(std::string(e.what()).find(path) != std::string::npos);
+    return e.category();
+  }
+  FAIL("opening " << path << " did not throw");
+  return StorageError::Category::io;
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+}
+
+}  // namespace
+
+TEST_CASE("a new database gets the schema, WAL mode and a version", "[storage]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  { ControlStore store{db}; }
+  CHECK(sql_column(db, "PRAGMA journal_mode").at(0) == "wal");
+  CHECK(sql_column(db, "PRAGMA user_version").at(0) == std::to_string(storage::kSqliteSchemaVersion));
+  auto tables = sql_column(db, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
+  CHECK(tables == std::vector<std::string>{"events", "items", "project_actors", "projects"});
+  // Reopening an existing database keeps it.
+  ControlStore again{db};
+  again.create_project("alpha", "A");
+  ControlStore third{db};
+  CHECK(third.visible_projects() == std::vector<std::string>{"alpha"});
+}
+
+TEST_CASE("a directory cannot be opened as a database", "[storage]") {
+  TempDir dir;
+  CHECK(open_failure(dir.path().string()) == StorageError::Category::unavailable);
+}
+
+TEST_CASE("a path in a missing directory is unavailable", "[storage]") {
+  TempDir dir;
+  CHECK(open_failure(dir.file("missing/sub/c.db")) == StorageError::Category::unavailable);
+}
+
+TEST_CASE("a file that is not a database is refused as corruption", "[storage]") {
+  TempDir dir;
+  const auto path = dir.file("notes.txt");
+  write_file(path, std::string(4096, 'x') + "this is not an SQLite database at all\n");
+  CHECK(open_failure(path) == StorageError::Category::corruption);
+  // and it was not modified
+  CHECK(std::filesystem::file_size(path) == 4096 + 38);
+}
+
+TEST_CASE("another application's SQLite database is refused, not written to", "[storage]") {
+  TempDir dir;
+  const auto path = dir.file("other.db");
+  write_file(path, "");
+  sql(path, "CREATE TABLE accounts (id INTEGER PRIMARY KEY, balance INTEGER)");
+  CHECK(open_failure(path) == StorageError::Category::corruption);
+  CHECK(sql_column(path, "SELECT count(*) FROM sqlite_master").at(0) == "1");
+}
+
+TEST_CASE("a database from a newer cplane is refused", "[storage]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  { ControlStore store{db}; }
+  sql(db, "PRAGMA user_version = 99");
+  CHECK(open_failure(db) == StorageError::Category::corruption);
+}
+
+TEST_CASE("a truncated database is reported as a storage error, not a crash", "[storage]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  {
+    ControlStore store{db};
+    store.create_project("alpha", "A");
+    for (int i = 0; i < 500; ++i) store.enqueue("alpha", R"({"padding":"........................"})");
+  }
+  sql(db, "PRAGMA wal_checkpoint(TRUNCATE)");
+  std::filesystem::remove(db + "-wal");
+  std::filesystem::remove(db + "-shm");
+  const auto size = std::filesystem::file_size(db);
+  REQUIRE(size > 3 * 4096);
+  std::filesystem::resize_file(db, size / 3);
+  bool refused = false;
+  try {
+    ControlStore store{db};
+    // Opening may succeed (the header is intact); reading the damaged part
+    // must fail cleanly.
+    auto problems = verify_ledger(store);
+    refused = !problems.empty();
+  } catch (const StorageError& e) {
+    CAPTURE(e.what());
+    refused = e.category() == StorageError::Category::corruption;
+  }
+  CHECK(refused);
+}
+
+TEST_CASE("a corrupt event body makes reading that item's events fail cleanly", "[storage]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  auto id = store.enqueue("alpha", "{}");
+  sql(db, "UPDATE events SET body = x'0102030405' WHERE item_id = '" + id + "'");
+  CHECK_THROWS_AS(store.events(id), UnreadableEvent);
+  try {
+    store.events(id);
+  } catch (const StorageError& e) {
+    CHECK(e.category() == StorageError::Category::corruption);
+  }
+}
+
+TEST_CASE("a held write lock makes a command wait, then fail as busy", "[storage]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  ControlStore holder{db};
+  holder.create_project("alpha", "A");
+  ControlStore waiter{db, {.busy_timeout = std::chrono::milliseconds{200}, .writer_flock = false}};
+  holder.backend().begin_write(storage::Sync::full);
+  try {
+    waiter.enqueue("alpha", "{}");
+    FAIL("enqueue did not wait for the lock");
+  } catch (const StorageError& e) {
+    CHECK(e.category() == StorageError::Category::busy);
+  }
+  holder.backend().rollback();
+  CHECK_NOTHROW(waiter.enqueue("alpha", "{}"));
+}

@@ -1,0 +1,110 @@
+#include "tests/support.hpp"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+namespace cplane::test {
+
+TempDir::TempDir() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "cplane-test-XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+namespace {
+
+struct Db {
+  explicit Db(const std::string& path) {
+    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
+      std::string message = sqlite3_errmsg(db);
+      sqlite3_close(db);
+      throw std::runtime_error("cannot open " + path + ": " + message);
+    }
+    sqlite3_busy_timeout(db, 10'000);
+  }
+  ~Db() { sqlite3_close(db); }
+  sqlite3* db = nullptr;
+};
+
+}  // namespace
+
+void sql(const std::string& db, const std::string& statements) {
+  Db d(db);
+  char* error = nullptr;
+  if (sqlite3_exec(d.db, statements.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
+    std::string message = error != nullptr ? error : "unknown error";
+    sqlite3_free(error);
+    throw std::runtime_error("SQL failed: " + message + " in: " + statements);
+  }
+}
+
+std::vector<std::string> sql_column(const std::string& db, const std::string& query) {
+  Db d(db);
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(d.db, query.c_str(), -1, &stmt, nullptr) != SQLITE_OK) {
+    throw std::runtime_error(std::string("SQL failed: ") + sqlite3_errmsg(d.db));
+  }
+  std::vector<std::string> out;
+  while (sqlite3_step(stmt) == SQLITE_ROW) {
+    auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+    out.emplace_back(text != nullptr ? text : "");
+  }
+  sqlite3_finalize(stmt);
+  return out;
+}
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+}  // namespace
+
+CliResult run_cli(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+  TempDir io;
+  const std::string out_path = io.file("stdout");
+  const std::string err_path = io.file("stderr");
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int in = ::open("/dev/null", O_RDONLY);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    ::dup2(in, 0);
+    for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(CPLANE_CLI_PATH));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(CPLANE_CLI_PATH, argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CliResult result;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.out = slurp(out_path);
+  result.err = slurp(err_path);
+  return result;
+}
+
+}  // namespace cplane::test

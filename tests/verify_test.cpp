@@ -1,0 +1,620 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <cplane/cplane.hpp>
+
+#include "events/codec.hpp"
+#include "tests/support.hpp"
+
+using namespace cplane;
+using cplane::test::sql;
+using cplane::test::sql_column;
+using cplane::test::TempDir;
+using Catch::Matchers::Contains;
+
+namespace {
+
+constexpr Micros T0 = 1'700'000'000'000'000;  // 2023-11-14, in microseconds
+constexpr Micros kLease = 900'000'000;        // the default lease (900 s)
+
+// One item in each state, in project "alpha", all written through the store.
+struct Seeded {
+  std::string done;     // claimed by w1 (fence 1) at T0+100, finished done at T0+200
+  std::string failed;   // claimed by w2 (fence 1) at T0+101, finished failed at T0+210
+  std::string claimed;  // claimed by w3 (fence 1) at T0+102
+  std::string ready;    // never claimed
+};
+
+Seeded seed(const std::string& db) {
+  ControlStore store(db);
+  store.create_project("alpha", "Project Alpha", "open", T0);
+  Seeded s;
+  s.done = store.enqueue("alpha", R"({"n":1})", {}, T0 + 10);
+  s.failed = store.enqueue("alpha", R"({"n":2})", {}, T0 + 20);
+  s.claimed = store.enqueue("alpha", R"({"n":3})", {}, T0 + 30);
+  s.ready = store.enqueue("alpha", R"({"n":4})", {}, T0 + 40);
+  auto c1 = store.claim("w1", {.now = T0 + 100});
+  auto c2 = store.claim("w2", {.now = T0 + 101});
+  auto c3 = store.claim("w3", {.now = T0 + 102});
+  REQUIRE(c1);
+  REQUIRE(c2);
+  REQUIRE(c3);
+  REQUIRE(c1->item_id == s.done);
+  REQUIRE(c2->item_id == s.failed);
+  REQUIRE(c3->item_id == s.claimed);
+  REQUIRE(c3->fence == 1);
+  store.finish(s.done, c1->fence, Outcome::done, "ok", T0 + 200);
+  store.finish(s.failed, c2->fence, Outcome::failed, "disk full", T0 + 210);
+  return s;
+}
+
+std::vector<LedgerProblem> verify_file(const std::string& db) {
+  ControlStore store(db);
+  return verify_ledger(store);
+}
+
+// The problems as sorted "kind item_id" lines, for whole-list comparisons.
+// Also checks that every kind reported is one that kProblemKinds documents.
+std::vector<std::string> summary(const std::vector<LedgerProblem>& problems) {
+  std::vector<std::string> out;
+  for (const auto& p : problems) {
+    CHECK(std::find(kProblemKinds.begin(), kProblemKinds.end(), p.kind) != kProblemKinds.end());
+    out.push_back(p.kind + " " + p.item_id);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string details(const std::vector<LedgerProblem>& problems) {
+  std::string out;
+  for (const auto& p : problems) out += p.kind + " [" + p.item_id + "]: " + p.detail + "\n";
+  return out;
+}
+
+const LedgerProblem& the_one(const std::vector<LedgerProblem>& problems, const std::string& kind) {
+  auto it = std::find_if(problems.begin(), problems.end(),
+                         [&](const LedgerProblem& p) { return p.kind == kind; });
+  REQUIRE(it != problems.end());
+  return *it;
+}
+
+std::string q(const std::string& s) { return "'" + s + "'"; }
+
+// Every row of items, projects and project_actors, every column quoted.
+std::vector<std::string> rows(const std::string& db) {
+  auto out = sql_column(
+      db,
+      "SELECT 'item ' || quote(item_id) || ',' || quote(project_id) || ',' || quote(payload) || "
+      "',' || quote(status) || ',' || quote(owner) || ',' || quote(fence) || ',' || "
+      "quote(attempts) || ',' || quote(lease_expires_at) || ',' || quote(detail) || ',' || "
+      "quote(queued_seq) || ',' || quote(queued_at) || ',' || quote(updated_at) || ',' || "
+      "quote(last_seq) FROM items ORDER BY item_id");
+  for (auto& r : sql_column(db,
+                            "SELECT 'project ' || quote(project_id) || ',' || quote(title) || ',' "
+                            "|| quote(status) || ',' || quote(created_at) || ',' || "
+                            "quote(last_seq) FROM projects ORDER BY project_id")) {
+    out.push_back(std::move(r));
+  }
+  for (auto& r : sql_column(db,
+                            "SELECT 'actor ' || quote(project_id) || ',' || quote(actor) || ',' || "
+                            "quote(assigned_at) || ',' || quote(last_seq) FROM project_actors "
+                            "ORDER BY project_id, actor")) {
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::string seq_of(const std::string& db, const std::string& item_id, const std::string& type) {
+  auto seqs = sql_column(db, "SELECT seq FROM events WHERE item_id = " + q(item_id) +
+                                 " AND type = " + q(type));
+  REQUIRE(seqs.size() == 1);
+  return seqs[0];
+}
+
+std::string from_hex(const std::string& hex) {
+  std::string out;
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  }
+  return out;
+}
+
+std::string to_hex(const std::string& bytes) {
+  static const char* digits = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out.push_back(digits[c >> 4]);
+    out.push_back(digits[c & 0xf]);
+  }
+  return out;
+}
+
+std::uint32_t u32(const std::string& b, std::size_t at) {
+  std::uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b[at + i]);
+  return v;
+}
+
+// Rewrites the `body` union discriminant of an encoded Event (events.capnp)
+// to `which`, returning the old value. Layout of `encode`'s output: an 8-byte
+// segment table (one segment), then the root struct pointer, whose bits 2..31
+// are the signed word offset of the struct after the pointer and whose upper
+// half gives the data section size in words. Event's data section is `at`
+// (word 0) and then the 16-bit union discriminant (the first 2 bytes of word 1).
+std::uint16_t patch_discriminant(std::string& body, std::uint16_t which) {
+  REQUIRE(body.size() >= 16);
+  REQUIRE(u32(body, 0) == 0);  // segment count - 1: a single segment
+  const std::size_t segment = 8;
+  const std::uint32_t lower = u32(body, segment);
+  const std::uint32_t upper = u32(body, segment + 4);
+  REQUIRE((lower & 3u) == 0);  // a struct pointer
+  const auto offset = static_cast<std::int32_t>(lower) >> 2;
+  const std::uint32_t data_words = upper & 0xffffu;
+  REQUIRE(data_words >= 2);
+  const std::size_t data = segment + 8 + static_cast<std::size_t>(offset) * 8;
+  const std::size_t at = data + 8;
+  REQUIRE(at + 2 <= body.size());
+  const auto old = static_cast<std::uint16_t>(static_cast<unsigned char>(body[at]) |
+                                              (static_cast<unsigned char>(body[at + 1]) << 8));
+  body[at] = static_cast<char>(which & 0xff);
+  body[at + 1] = static_cast<char>(which >> 8);
+  return old;
+}
+
+// Replaces the body of event `seq` with one whose union member is `which`,
+// an ordinal no build of cplane knows yet.
+void make_unknown_type(const std::string& db, const std::string& seq, std::uint16_t expected_old,
+                       std::uint16_t which) {
+  auto hex = sql_column(db, "SELECT hex(body) FROM events WHERE seq = " + seq);
+  REQUIRE(hex.size() == 1);
+  std::string body = from_hex(hex[0]);
+  REQUIRE_NOTHROW(decode(body));
+  // Checks that the patch hits the discriminant: the old value is the
+  // member the event was written with (itemQueued = 2, itemClaimed = 3, ...).
+  REQUIRE(patch_discriminant(body, which) == expected_old);
+  REQUIRE_THROWS_AS(decode(body), UnknownEventType);
+  sql(db, "UPDATE events SET body = x'" + to_hex(body) + "' WHERE seq = " + seq);
+}
+
+}  // namespace
+
+TEST_CASE("a store written only through commands verifies clean", "[verify]") {
+  TempDir dir;
+  const auto db = dir.file("control.db");
+  seed(db);
+  {
+    ControlStore store(db);
+    store.create_project("beta", "Project Beta", "open", T0 + 300);
+    store.assign("beta", "bob", T0 + 301);
+    const auto mine = store.enqueue("beta", R"({"by":"bob"})", std::string("bob"), T0 + 302);
+    auto first = store.claim("w4", {.actor = std::string("bob"), .lease = Seconds{1.0}, .now = T0 + 400});
+    REQUIRE(first);
+    REQUIRE(first->item_id == mine);
+    // The lease lapses; another worker takes the item under fence 2.
+    auto again = store.claim("w5", {.actor = std::string("bob"), .now = T0 + 400 + 2'000'000});
+    REQUIRE(again);
+    REQUIRE(again->item_id == mine);
+    REQUIRE(again->fence == 2);
+    store.finish(mine, again->fence, Outcome::done, "", T0 + 3'000'000);
+  }
+  const auto problems = verify_file(db);
+  INFO(details(problems));
+  CHECK(problems.empty());
+}
+
+TEST_CASE("an item row inserted with no events at all is reported as no_creation_event",
+          "[verify]") {
+  TempDir dir;
+  const auto db = dir.file("control.db");
+  seed(db);
+  sql(db,
+      "INSERT INTO items (item_id, project_id, payload, status, owner, fence, attempts, "
+      "lease_expires_at, detail, queued_seq, queued_at, updated_at, last_seq) VALUES "
+      "('ghost', 'alpha', '{}', 'ready', NULL, 0, 0, NULL, NULL, 999, 1, 1, 999)");
+  const auto problems = verify_file(db);
+  INFO(details(problems));
+  CHECK(summary(problems) == std::vector<std::string>{"no_creation_event ghost"});
+  CHECK(the_one(problems, "no_creation_event").project_id == "alpha");
+}
+
+TEST_CASE("an item whose queued event was deleted is reported as no_creation_event",
+          "[verify]") {
+  TempDir dir;
+  const auto db = dir.file("control.db");
+  const Seeded s = seed(db);
+  std::string target;
+  SECTION("a ready item: its row is left with no events") { target = s.ready; }
+  SECTION("a claimed item: its claimed event is left with no queued event before it") {
+    target = s.claimed;
+  }
+  sql(db, "DELETE FROM events WHERE seq = " + seq_of(db, target, "queued"));
+  const auto problems = verify_file(db);
+  INFO(details(problems));
+  CHECK(summary(problems) == std::vector<std::string>{"no_creation_event " + target});
+  CHECK_THAT(the_one(problems, "no_creation_event").detail, Contains(target));
+}
+
+TEST_CASE("events of an item whose row was deleted are reported as orphan_events", "[verify]") {
+  TempDir dir;
+  const auto db = dir.file("control.db");
+  const Seeded s = seed(db);
+  sql(db, "DELETE FROM items WHERE item_id = " + q(s.done));
+  const auto problems = verify_file(db);
+  INFO(details(problems));
+  CHECK(summary(problems) == std::vector<std::string>{"orphan_events " + s.done});
+  const auto& p = the_one(problems, "orphan_events");
+  CHECK(p.project_id == "alpha");
+  CHECK_THAT(p.detail, Contains("3 event(s)"));
+}
+
+TEST_CASE("a second terminal event for an item is reported as two_terminal_events", "[verify]") {
+  TempDir dir;
+  const auto db = dir.file("control.db");
+  const Seeded s = seed(db);
+  sql(db,
+      "INSERT INTO events (item_id, project_id, type, at, body) "
+      "SELECT item_id, project_id, type, at, body FROM events WHERE item_id = " +
+          q(s.done) + " AND type = 'done'");
+  const auto problems = verify_file(db);
+  INFO(details(problems));
+  // The copy is also an event after the terminal one, a finish of an item that
+  // was no longer claimed, and the fold's last_seq moves to it while the row
+  // keeps the first: every one of these is true of the tampered log.
+  CHECK(summary(problems) == std::vector<std::string>{
+                                 "event_after_terminal " + s.done,
+                                 "last_seq_disagrees " + s.done,
+                                 "stale_fence_accepted " + s.done,
+                                 "two_terminal_events " + s.done,
+                             });
+}
+
+TEST_CASE("a row marked done with no terminal event is reported as terminal_without_event",
+          "[verify]") {
+  TempDir dir;
+  const auto db = dir.file("control.db");
+  const Seeded s = seed(db);
+  sql(db, "UPDATE items SET status = 'done' WHERE item_id = " + q(s.claimed));
+  const auto problems = verify_file(db);
+  INFO(details(problems));
+  CHECK(summary(problems) == std::vector<std::string>{"terminal_without_event " + s.claimed});
+  CHECK_THAT(the_one(problems, "terminal_without_event").detail,
+             Contains("done") && Contains("claimed"));
+}
+
+TEST_CASE("a row that says done where the log says failed is reported as terminal_events_disagree",
+          "[verify]") {
+  TempDir dir;
+  const auto db = dir.file("control.db");
+  const Seeded s = seed(db);
+  sql(db, "UPDATE items SET status = 'done' WHERE item_id = " + q(s.failed));
+  const auto problems = verify_file(db);
+  INFO(details(problems));
+  CHECK(summary(problems) == std::vector<std::string>{"terminal_events_disagree " + s.failed});
+  CHECK_THAT(the_one(problems, "terminal_events_disagree").detail,
+             Contains("done") && Contains("failed"));
+}
+
+TEST_CASE("a finished item whose row went back to claimed is reported as event_without_terminal",
+          "[verify]") {
+  TempDir dir;
+  const auto db = dir.file("control.db");
+  const Seeded s = seed(db);
+  sql(db, "UPDATE items SET status = 'claimed' WHERE item_id = " + q(s.done));
+  const auto problems = verify_file(db);
+  INFO(details(problems));
+  CHECK(summary(problems) == std::vector<std::string>{"event_without_terminal " + s.done});
+  CHECK_THAT(the_one(problems, "event_without_terminal").detail,
+             Contains("claimed") && Contains("done"));
+}
+
+TEST_CASE("a claim repeating an earlier fence is reported as fence_not_monotonic", "[verify]") {
+  TempDir dir;
+  const auto db = dir.file("control.db");
+  const Seeded s = seed(db);
+  sql(db,
+      "INSERT INTO events (item_id, project_id, type, at, body) "
+      "SELECT item_id, project_id, type, at, body FROM events WHERE item_id = " +
+          q(s.claimed) + " AND type = 'claimed'");
+  const auto problems = verify_file(db);
+  INFO(details(problems));
+  // The copied claim is now the last event of the item, so the row's last_seq
+  // is also behind the log.
+  CHECK(summary(problems) == std::vector<std::string>{"fence_not_monotonic " + s.claimed,
+                                                      "last_seq_disagrees " + s.claimed});
+  CHECK_THAT(the_one(problems, "fence_not_monotonic").detail, Contains("fence 1"));
+}
+
+TEST_CASE("a row whose fence was changed is reported as fence_disagrees", "[verify]") {
+  TempDir dir;
+  const auto db = dir.file("control.db");
+  const Seeded s = seed(db);
+  sql(db, "UPDATE items SET fence = 17 WHERE item_id = " + q(s.claimed));
+  const auto problems = verify_file(db);
+  INFO(details(problems));
+  CHECK(summary(problems) == std::vector<std::string>{"fence_disagrees " + s.claimed});
+  CHECK_THAT(the_one(problems, "fence_disagrees").detail, Contains(" 17 ") && Contains(" 1 "));
+}
+
+TEST_CASE("a row whose owner was changed is reported as owner_disagrees", "[verify]") {
+  TempDir dir;
+  const auto db = dir.file("control.db");
+  const Seeded s = seed(db);
+  sql(db, "UPDATE items SET owner = 'mallory' WHERE item_id = " + q(s.claimed));
+  const auto problems = verify_file(db);
+  INFO(details(problems));
+  CHECK(summary(problems) == std::vector<std::string>{"owner_disagrees " + s.claimed});
+  CHECK_THAT(the_one(problems, "owner_disagrees").detail, Contains("mallory") && Contains("w3"));
+}
+
+TEST_CASE("a row whose attempts were changed is reported as attempts_disagrees", "[verify]") {
+  TempDir dir;
+  const auto db = dir.file("control.db");
+  const Seeded s = seed(db);
+  sql(db, "UPDATE items SET attempts = 4 WHERE item_id = " + q(s.claimed));
+  const auto problems = verify_file(db);
+  INFO(details(problems));
+  CHECK(summary(problems) == std::vector<std::string>{"attempts_disagrees " + s.claimed});
+  CHECK_THAT(the_one(problems, "attempts_disagrees").detail, Contains(" 4 ") && Contains(" 1 "));
+}
+
+TEST_CASE("a row whose lease was changed is reported as lease_disagrees", "[verify]") {
+  TempDir dir;
+  const auto db = dir.file("control.db");
+  const Seeded s = seed(db);
+  sql(db, "UPDATE items SET lease_expires_at = 4242 WHERE item_id = " + q(s.claimed));
+  const auto problems = verify_file(db);
+  INFO(details(problems));
+  CHECK(summary(problems) == std::vector<std::string>{"lease_disagrees " + s.claimed});
+  CHECK_THAT(the_one(problems, "lease_disagrees").detail,
+             Contains("4242") && Contains(std::to_string(T0 + 102 + kLease)));
+}
+
+TEST_CASE("a row moved to another project is reported as project_disagrees", "[verify]") {
+  TempDir dir;
+  const auto db = dir.file("control.db");
+  const Seeded s = seed(db);
+  {
+    ControlStore store(db);
+    store.create_project("beta", "Project Beta", "open", T0 + 500);
+  }
+  sql(db, "UPDATE items SET project_id = 'beta' WHERE item_id = " + q(s.ready));
+  const auto problems = verify_file(db);
+  INFO(details(problems));
+  CHECK(summary(problems) == std::vector<std::string>{"project_disagrees " + s.ready});
+  CHECK_THAT(the_one(problems, "project_disagrees").detail, Contains("beta") && Contains("alpha"));
+}
+
+TEST_CASE("a row whose payload was changed is reported as payload_disagrees", "[verify]") {
+  TempDir dir;
+  const auto db = dir.file("control.db");
+  const Seeded s = seed(db);
+  sql(db, "UPDATE items SET payload = '{\"n\":99}' WHERE item_id = " + q(s.ready));
+  const auto problems = verify_file(db);
+  INFO(details(problems));
+  CHECK(summary(problems) == std::vector<std::string>{"payload_disagrees " + s.ready});
+  CHECK_THAT(the_one(problems, "payload_disagrees").detail,
+             Contains(R"({"n":99})") && Contains(R"({"n":4})"));
+}
+
+TEST_CASE("a row reset to ready after a claim is reported as ready_after_claim", "[verify]") {
+  TempDir dir;
+  const auto db = dir.file("control.db");
+  const Seeded s = seed(db);
+  sql(db, "UPDATE items SET status = 'ready' WHERE item_id = " + q(s.claimed));
+  const auto problems = verify_file(db);
+  INFO(details(problems));
+  CHECK(summary(problems) == std::vector<std::string>{"ready_after_claim " + s.claimed});
+  CHECK_THAT(the_one(problems, "ready_after_claim").detail,
+             Contains("ready") && Contains("claimed"));
+}
+
+TEST_CASE("an event body that cannot be decoded is reported as undecodable_event, not thrown",
+          "[verify]") {
+  TempDir dir;
+  const auto db = dir.file("control.db");
+  const Seeded s = seed(db);
+  const std::string seq = seq_of(db, s.claimed, "claimed");
+  const auto body = GENERATE(as<std::string>{},
+                             "x'00112233'",                       // not whole words
+                             "x''",                               // empty
+                             "substr(body, 1, 16)",               // truncated
+                             "x'ffffffffffffffffffffffffffffffff'",  // a huge segment count
+                             "x'5d1b09a7c3e4f2086a4b0c9e71d3e5f8'");  // noise
+  CAPTURE(body);
+  sql(db, "UPDATE events SET body = " + body + " WHERE seq = " + seq);
+  std::vector<LedgerProblem> problems;
+  REQUIRE_NOTHROW(problems = verify_file(db));
+  INFO(details(problems));
+  CHECK(summary(problems) == std::vector<std::string>{"undecodable_event " + s.claimed});
+  const auto& p = the_one(problems, "undecodable_event");
+  CHECK(p.project_id == "alpha");
+  CHECK_THAT(p.detail, Contains("seq " + seq));
+}
+
+TEST_CASE("an event of a union member this build does not know is reported as unknown_event_type",
+          "[verify]") {
+  TempDir dir;
+  const auto db = dir.file("control.db");
+  const Seeded s = seed(db);
+  const std::string seq = seq_of(db, s.claimed, "claimed");
+  make_unknown_type(db, seq, /*itemClaimed*/ 3, /*the next ordinal*/ 5);
+  std::vector<LedgerProblem> problems;
+  REQUIRE_NOTHROW(problems = verify_file(db));
+  INFO(details(problems));
+  CHECK(summary(problems) == std::vector<std::string>{"unknown_event_type " + s.claimed});
+  CHECK_THAT(the_one(problems, "unknown_event_type").detail, Contains("seq " + seq));
+}
+
+TEST_CASE("an index column that disagrees with the event body is reported as index_disagrees",
+          "[verify]") {
+  TempDir dir;
+  const auto db = dir.file("control.db");
+  const Seeded s = seed(db);
+  SECTION("the type column") {
+    sql(db, "UPDATE events SET type = 'failed' WHERE type = 'done'");
+    const auto problems = verify_file(db);
+    INFO(details(problems));
+    CHECK(summary(problems) == std::vector<std::string>{"index_disagrees " + s.done});
+    CHECK_THAT(the_one(problems, "index_disagrees").detail,
+               Contains("'failed'") && Contains("'done'"));
+  }
+  SECTION("the at column") {
+    sql(db, "UPDATE events SET at = 12345 WHERE type = 'done'");
+    const auto problems = verify_file(db);
+    INFO(details(problems));
+    CHECK(summary(problems) == std::vector<std::string>{"index_disagrees " + s.done});
+    CHECK_THAT(the_one(problems, "index_disagrees").detail,
+               Contains("12345") && Contains(std::to_string(T0 + 200)));
+  }
+}
+
+TEST_CASE("rebuild --dry-run lists every row it would change and writes nothing", "[verify]") {
+  TempDir dir;
+  const auto db = dir.file("control.db");
+  const Seeded s = seed(db);
+  sql(db, "UPDATE items SET status = 'ready' WHERE item_id = " + q(s.claimed) +
+              "; UPDATE items SET fence = 9 WHERE item_id = " + q(s.done) +
+              "; DELETE FROM items WHERE item_id = " + q(s.failed) +
+              "; INSERT INTO items (item_id, project_id, payload, status, owner, fence, attempts, "
+              "lease_expires_at, detail, queued_seq, queued_at, updated_at, last_seq) VALUES "
+              "('ghost', 'alpha', '{}', 'ready', NULL, 0, 0, NULL, NULL, 999, 1, 1, 999)");
+  const auto tampered = rows(db);
+  const auto events = sql_column(db, "SELECT count(*) FROM events");
+
+  ControlStore store(db);
+  const RebuildReport report = rebuild(store, /*dry_run=*/true);
+  CHECK(report.dry_run);
+  CHECK(report.items == 4);
+  CHECK(std::to_string(report.events) == events[0]);
+  std::vector<std::string> changes;
+  for (const auto& c : report.changes) {
+    std::string line = c.table + " " + c.key + " " + c.action;
+    for (const auto& f : c.fields) line += " | " + f;
+    changes.push_back(line);
+  }
+  std::sort(changes.begin(), changes.end());
+  std::vector<std::string> expected = {
+      "items " + s.claimed + " update | status: ready -> claimed",
+      "items " + s.done + " update | fence: 9 -> 1",
+      "items " + s.failed + " insert",
+      "items ghost delete | no queued event in the log",
+  };
+  std::sort(expected.begin(), expected.end());
+  CHECK(changes == expected);
+
+  CHECK(rows(db) == tampered);
+  const auto problems = verify_ledger(store);
+  INFO(details(problems));
+  CHECK(summary(problems) == std::vector<std::string>{
+                                 "fence_disagrees " + s.done,
+                                 "no_creation_event ghost",
+                                 "orphan_events " + s.failed,
+                                 "ready_after_claim " + s.claimed,
+                             });
+}
+
+TEST_CASE("rebuild rewrites tampered rows from the log and verify is clean afterwards",
+          "[verify]") {
+  TempDir dir;
+  const auto db = dir.file("control.db");
+  const Seeded s = seed(db);
+  const auto original = rows(db);
+  sql(db, "UPDATE items SET status = 'ready' WHERE item_id = " + q(s.claimed) +
+              "; UPDATE items SET fence = 9 WHERE item_id = " + q(s.done) +
+              "; DELETE FROM items WHERE item_id = " + q(s.failed) +
+              "; INSERT INTO items (item_id, project_id, payload, status, owner, fence, attempts, "
+              "lease_expires_at, detail, queued_seq, queued_at, updated_at, last_seq) VALUES "
+              "('ghost', 'alpha', '{}', 'ready', NULL, 0, 0, NULL, NULL, 999, 1, 1, 999)");
+  REQUIRE(rows(db) != original);
+
+  ControlStore store(db);
+  const RebuildReport report = rebuild(store, /*dry_run=*/false);
+  CHECK_FALSE(report.dry_run);
+  CHECK(report.changes.size() == 4);
+
+  CHECK(rows(db) == original);  // byte for byte what the commands wrote
+  CHECK(sql_column(db, "SELECT count(*) FROM items WHERE item_id = 'ghost'") ==
+        std::vector<std::string>{"0"});
+  const auto problems = verify_ledger(store);
+  INFO(details(problems));
+  CHECK(problems.empty());
+  CHECK(store.item(s.claimed).status == ItemStatus::claimed);
+  CHECK(store.item(s.done).fence == 1);
+  CHECK(store.item(s.failed).status == ItemStatus::failed);
+
+  // A second rebuild finds nothing to change.
+  CHECK(rebuild(store, /*dry_run=*/false).changes.empty());
+}
+
+TEST_CASE("rebuild refuses an unreadable log with UnreadableEvent and changes nothing",
+          "[verify]") {
+  TempDir dir;
+  const auto db = dir.file("control.db");
+  const Seeded s = seed(db);
+  // A row rebuild would otherwise fix, to see that it does not.
+  sql(db, "UPDATE items SET status = 'ready' WHERE item_id = " + q(s.claimed));
+  SECTION("an undecodable body") {
+    sql(db, "UPDATE events SET body = x'00112233' WHERE seq = " + seq_of(db, s.done, "done"));
+  }
+  SECTION("an unknown event type") {
+    make_unknown_type(db, seq_of(db, s.done, "done"), /*itemFinished*/ 4, 5);
+  }
+  const auto before = rows(db);
+  ControlStore store(db);
+  try {
+    rebuild(store, /*dry_run=*/false);
+    FAIL("rebuild did not throw");
+  } catch (const UnreadableEvent& e) {
+    CHECK(e.category() == StorageError::Category::corruption);
+    const StorageError& as_storage = e;  // the family the CLI catches
+    CHECK_THAT(as_storage.what(), Contains("nothing changed"));
+  }
+  CHECK_THROWS_AS(rebuild(store, /*dry_run=*/true), UnreadableEvent);
+  CHECK(rows(db) == before);
+  CHECK(store.item(s.claimed).status == ItemStatus::ready);
+  // The store is still usable: the write lock was released.
+  CHECK_NOTHROW(store.enqueue("alpha", "{}", {}, T0 + 1000));
+}
+
+TEST_CASE("verify of many items calls progress and ends with done equal to total", "[verify]") {
+  TempDir dir;
+  const auto db = dir.file("control.db");
+  constexpr int kItems = 2000;
+  ControlStore store(db, {.durability = Durability::normal});
+  store.create_project("alpha", "Project Alpha", "open", T0);
+  for (int i = 0; i < kItems; ++i) {
+    store.enqueue("alpha", "{\"i\":" + std::to_string(i) + "}", {}, T0 + 1 + i);
+  }
+  for (int i = 0; i < 10; ++i) REQUIRE(store.claim("w", {.now = T0 + kItems + 10}));
+
+  std::vector<std::pair<std::int64_t, std::int64_t>> calls;
+  const auto problems = verify_ledger(
+      store, [&](std::int64_t done, std::int64_t total) { calls.emplace_back(done, total); });
+  CHECK(problems.empty());
+  REQUIRE_FALSE(calls.empty());
+  const std::int64_t events = 1 + kItems + 10;
+  CHECK(calls.back().first == events);
+  CHECK(calls.back().second == events);
+  for (std::size_t i = 1; i < calls.size(); ++i) CHECK(calls[i - 1].first <= calls[i].first);
+}
+
+TEST_CASE("rebuild's progress ends with done equal to total, with or without dry run",
+          "[verify]") {
+  TempDir dir;
+  const auto db = dir.file("control.db");
+  seed(db);
+  const std::int64_t events = 1 + 4 + 3 + 2;  // project, 4 queued, 3 claimed, 2 finished
+  ControlStore store(db);
+  const bool dry_run = GENERATE(false, true);
+  CAPTURE(dry_run);
+  std::vector<std::pair<std::int64_t, std::int64_t>> calls;
+  rebuild(store, dry_run,
+          [&](std::int64_t done, std::int64_t total) { calls.emplace_back(done, total); });
+  REQUIRE_FALSE(calls.empty());
+  CHECK(calls.back() == std::pair<std::int64_t, std::int64_t>{events, events});
+}
