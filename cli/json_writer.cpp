@@ -11,7 +11,20 @@ std::string json_string(std::string_view text) {
   std::string out;
   out.reserve(text.size() + 2);
   out += '"';
-  for (char c : text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      // Copy well-formed UTF-8 through; replace anything else with U+FFFD so
+      // the output stays valid JSON whatever the stored bytes are.
+      const std::size_t length = utf8_sequence_length(text, i);
+      if (length == 0) {
+        out += "\\ufffd";
+      } else {
+        out.append(text.substr(i, length));
+        i += length - 1;
+      }
+      continue;
+    }
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;

@@ -50,9 +50,12 @@ class CliContext final : public kj::ProcessContext {
   [[noreturn]] void exit() override { throw Exit{kOk}; }
   void warning(kj::StringPtr message) override { std::cerr << message.cStr() << '\n'; }
   void error(kj::StringPtr message) override { std::cerr << message.cStr() << '\n'; }
+  // KJ's message is "cplane claim: <what>\nTry 'cplane claim --help' ...":
+  // keep its first line, one sentence.
   [[noreturn]] void exitError(kj::StringPtr message) override {
-    std::cerr << message.cStr();
-    if (!message.endsWith("\n")) std::cerr << '\n';
+    std::string text = message.cStr();
+    text = text.substr(0, text.find('\n'));
+    std::cerr << text << " (see --help)\n";
     throw Exit{kUsage};
   }
   [[noreturn]] void exitInfo(kj::StringPtr message) override {

@@ -114,11 +114,26 @@ std::vector<std::string> ControlStore::visible_projects(const std::optional<std:
   return ids;
 }
 
-void ControlStore::require_visible(const std::string& project_id,
-                                   const std::optional<std::string>& actor) {
-  if (actor) {
-    if (!backend_->is_assigned(project_id, *actor)) throw ScopeDenied();
+ProjectRow ControlStore::visible_project(const std::string& project_id,
+                                         const std::optional<std::string>& actor) {
+  // Scope first: a scoped actor learns nothing about projects it cannot see,
+  // not even whether they exist.
+  if (actor && !backend_->is_assigned(project_id, *actor)) throw ScopeDenied();
+  auto project = backend_->find_project(project_id);
+  if (!project) {
+    if (actor) throw ScopeDenied();
+    throw NotFound(fmt::format("no such project: {}", project_id));
   }
+  return std::move(*project);
+}
+
+std::string ControlStore::enqueue_in_tx(const ProjectRow& project, const std::string& payload_json,
+                                        const std::optional<std::string>& actor, Micros at) {
+  const Event event =
+      decide_enqueue(project, new_item_id(at), payload_json, actor.value_or(kControlPlane), at);
+  const Seq seq = backend_->append(event);
+  backend_->put_item(apply(ItemRow{}, StoredEvent{seq, event}));
+  return event.item_id;
 }
 
 std::string ControlStore::enqueue(const std::string& project_id, const std::string& payload_json,
@@ -127,29 +142,30 @@ std::string ControlStore::enqueue(const std::string& project_id, const std::stri
   require_json(payload_json);
   const Micros at = clock(now);
   auto tx = Transaction::write(*backend_, sync_for_claims());
-  // Scope first: a scoped actor learns nothing about projects it cannot see,
-  // not even whether they exist.
-  require_visible(project_id, actor);
-  auto project = backend_->find_project(project_id);
-  if (!project) {
-    if (actor) throw ScopeDenied();
-    throw NotFound(fmt::format("no such project: {}", project_id));
-  }
-  const Event event =
-      decide_enqueue(*project, new_item_id(at), payload_json, actor.value_or(kControlPlane), at);
-  const Seq seq = backend_->append(event);
-  backend_->put_item(apply(ItemRow{}, StoredEvent{seq, event}));
+  const ProjectRow project = visible_project(project_id, actor);
+  std::string id = enqueue_in_tx(project, payload_json, actor, at);
   tx.commit();
-  return event.item_id;
+  return id;
 }
 
-std::optional<ClaimedItem> ControlStore::claim(const std::string& owner,
-                                               const ClaimOptions& options) {
-  const Micros lease = lease_micros(options.lease);
-  if (owner.empty()) throw InvalidArgument("a claim needs a non-empty owner");
-  const Micros at = clock(options.now);
+std::vector<std::string> ControlStore::enqueue_batch(const std::string& project_id,
+                                                     const std::vector<std::string>& payloads_json,
+                                                     const std::optional<std::string>& actor,
+                                                     std::optional<Micros> now) {
+  for (const auto& payload : payloads_json) require_json(payload);
+  const Micros at = clock(now);
   auto tx = Transaction::write(*backend_, sync_for_claims());
+  const ProjectRow project = visible_project(project_id, actor);
+  std::vector<std::string> ids;
+  ids.reserve(payloads_json.size());
+  for (const auto& payload : payloads_json) ids.push_back(enqueue_in_tx(project, payload, actor, at));
+  tx.commit();
+  return ids;
+}
 
+std::optional<ClaimedItem> ControlStore::claim_in_tx(const std::string& owner,
+                                                     const ClaimOptions& options, Micros lease,
+                                                     Micros at) {
   std::optional<ItemRow> best;
   auto consider = [&](std::optional<ItemRow> candidate) {
     if (candidate && (!best || candidate->queued_seq < best->queued_seq)) best = std::move(candidate);
@@ -169,20 +185,73 @@ std::optional<ClaimedItem> ControlStore::claim(const std::string& owner,
   const Seq seq = backend_->append(event);
   const ItemRow row = apply(std::move(*best), StoredEvent{seq, event});
   backend_->put_item(row);
-  tx.commit();
   return ClaimedItem{row.item_id, row.project_id, row.payload, row.fence, row.attempts,
                      row.lease_expires_at};
+}
+
+std::optional<ClaimedItem> ControlStore::claim(const std::string& owner,
+                                               const ClaimOptions& options) {
+  const Micros lease = lease_micros(options.lease);
+  if (owner.empty()) throw InvalidArgument("a claim needs a non-empty owner");
+  const Micros at = clock(options.now);
+  auto tx = Transaction::write(*backend_, sync_for_claims());
+  auto claimed = claim_in_tx(owner, options, lease, at);
+  if (claimed) tx.commit();
+  return claimed;
+}
+
+std::vector<ClaimedItem> ControlStore::claim_batch(const std::string& owner, std::size_t max_items,
+                                                   const ClaimOptions& options) {
+  const Micros lease = lease_micros(options.lease);
+  if (owner.empty()) throw InvalidArgument("a claim needs a non-empty owner");
+  if (max_items == 0) throw InvalidArgument("a batch claim needs max_items of at least 1");
+  const Micros at = clock(options.now);
+  auto tx = Transaction::write(*backend_, sync_for_claims());
+  std::vector<ClaimedItem> out;
+  while (out.size() < max_items) {
+    auto claimed = claim_in_tx(owner, options, lease, at);
+    if (!claimed) break;
+    out.push_back(std::move(*claimed));
+  }
+  if (!out.empty()) tx.commit();
+  return out;
+}
+
+void ControlStore::finish_in_tx(const std::string& item_id, Fence fence, Outcome outcome,
+                                const std::string& detail, Micros at) {
+  auto row = backend_->find_item(item_id);
+  const Event event = decide_finish(row, item_id, fence, outcome, detail, kControlPlane, at);
+  const Seq seq = backend_->append(event);
+  backend_->put_item(apply(std::move(*row), StoredEvent{seq, event}));
 }
 
 void ControlStore::finish(const std::string& item_id, Fence fence, Outcome outcome,
                           const std::string& detail, std::optional<Micros> now) {
   const Micros at = clock(now);
   auto tx = Transaction::write(*backend_, sync_for_finish());
-  auto row = backend_->find_item(item_id);
-  const Event event = decide_finish(row, item_id, fence, outcome, detail, kControlPlane, at);
-  const Seq seq = backend_->append(event);
-  backend_->put_item(apply(std::move(*row), StoredEvent{seq, event}));
+  finish_in_tx(item_id, fence, outcome, detail, at);
   tx.commit();
+}
+
+void ControlStore::finish_batch(const std::vector<Report>& reports, std::optional<Micros> now) {
+  const Micros at = clock(now);
+  auto tx = Transaction::write(*backend_, sync_for_finish());
+  for (const auto& r : reports) finish_in_tx(r.item_id, r.fence, r.outcome, r.detail, at);
+  tx.commit();
+}
+
+std::optional<ClaimedItem> ControlStore::finish_and_claim(const std::string& item_id, Fence fence,
+                                                          Outcome outcome, const std::string& owner,
+                                                          const ClaimOptions& options,
+                                                          const std::string& detail) {
+  const Micros lease = lease_micros(options.lease);
+  if (owner.empty()) throw InvalidArgument("a claim needs a non-empty owner");
+  const Micros at = clock(options.now);
+  auto tx = Transaction::write(*backend_, sync_for_claims());
+  finish_in_tx(item_id, fence, outcome, detail, at);
+  auto next = claim_in_tx(owner, options, lease, at);
+  tx.commit();
+  return next;
 }
 
 Item ControlStore::item(const std::string& item_id, const std::optional<std::string>& actor) {

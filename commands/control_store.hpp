@@ -116,6 +116,41 @@ class ControlStore {
   void finish(const std::string& item_id, Fence fence, Outcome outcome,
               const std::string& detail = "", std::optional<Micros> now = {});
 
+  // ---- batches: fewer transactions per item ------------------------------
+
+  // Queues several items in one transaction; all or nothing. Returns their
+  // ids in order. The same refusals as enqueue.
+  std::vector<std::string> enqueue_batch(const std::string& project_id,
+                                         const std::vector<std::string>& payloads_json,
+                                         const std::optional<std::string>& actor = {},
+                                         std::optional<Micros> now = {});
+
+  // Claims up to `max_items` items, oldest first, in one transaction (one
+  // claimed event each). Empty when nothing is available. InvalidArgument
+  // for max_items == 0 and as claim.
+  std::vector<ClaimedItem> claim_batch(const std::string& owner, std::size_t max_items,
+                                       const ClaimOptions& options = {});
+
+  struct Report {
+    std::string item_id;
+    Fence fence = 0;
+    Outcome outcome = Outcome::done;
+    std::string detail;
+  };
+
+  // Finishes several items in one transaction; all or nothing: if any report
+  // is refused, FenceRejected names that item and nothing is written.
+  void finish_batch(const std::vector<Report>& reports, std::optional<Micros> now = {});
+
+  // Finishes one item and, in the same transaction, claims `owner`'s next
+  // one: half the transactions of finish + claim. If the finish is refused
+  // (FenceRejected) nothing is claimed either. nullopt: finished, nothing
+  // left to claim.
+  std::optional<ClaimedItem> finish_and_claim(const std::string& item_id, Fence fence,
+                                              Outcome outcome, const std::string& owner,
+                                              const ClaimOptions& options = {},
+                                              const std::string& detail = "");
+
   // The item's row. Scoped: ScopeDenied for an item of another project or
   // one that does not exist. Unscoped: NotFound if it does not exist.
   Item item(const std::string& item_id, const std::optional<std::string>& actor = {});
@@ -132,10 +167,16 @@ class ControlStore {
   const StoreOptions& options() const { return options_; }
 
  private:
+  std::optional<ClaimedItem> claim_in_tx(const std::string& owner, const ClaimOptions& options,
+                                         Micros lease, Micros at);
+  void finish_in_tx(const std::string& item_id, Fence fence, Outcome outcome,
+                    const std::string& detail, Micros at);
+  std::string enqueue_in_tx(const ProjectRow& project, const std::string& payload_json,
+                            const std::optional<std::string>& actor, Micros at);
+  ProjectRow visible_project(const std::string& project_id, const std::optional<std::string>& actor);
   storage::Sync sync_for_claims() const;
   storage::Sync sync_for_finish() const;
   Micros lease_micros(const std::optional<Seconds>& lease) const;
-  void require_visible(const std::string& project_id, const std::optional<std::string>& actor);
 
   std::unique_ptr<storage::Backend> backend_;
   StoreOptions options_;

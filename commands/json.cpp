@@ -1,29 +1,205 @@
 #include "commands/json.hpp"
 
-#include <capnp/compat/json.h>
-#include <capnp/message.h>
-#include <kj/exception.h>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "events/errors.hpp"
 
 namespace cplane {
 
-void require_json(std::string_view text) {
-  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
-    throw InvalidArgument("the payload is empty: it must be a JSON value");
+std::size_t utf8_sequence_length(std::string_view text, std::size_t at) {
+  auto byte = [&](std::size_t i) -> unsigned { return static_cast<unsigned char>(text[i]); };
+  const unsigned b0 = byte(at);
+  if (b0 < 0x80) return 1;
+  std::size_t length;
+  unsigned lo = 0x80, hi = 0xbf;  // allowed range of the second byte
+  if (b0 >= 0xc2 && b0 <= 0xdf) {
+    length = 2;
+  } else if (b0 >= 0xe0 && b0 <= 0xef) {
+    length = 3;
+    if (b0 == 0xe0) lo = 0xa0;       // no overlongs
+    if (b0 == 0xed) hi = 0x9f;       // no surrogates
+  } else if (b0 >= 0xf0 && b0 <= 0xf4) {
+    length = 4;
+    if (b0 == 0xf0) lo = 0x90;       // no overlongs
+    if (b0 == 0xf4) hi = 0x8f;       // nothing above U+10FFFF
+  } else {
+    return 0;
   }
-  capnp::MallocMessageBuilder message;
-  auto root = message.initRoot<capnp::JsonValue>();
-  capnp::JsonCodec codec;
-  codec.setMaxNestingDepth(64);
-  auto error = kj::runCatchingExceptions(
-      [&] { codec.decodeRaw(kj::ArrayPtr<const char>(text.data(), text.size()), root); });
-  KJ_IF_MAYBE(e, error) {
-    // KJ prefixes the reason with the failed condition ("expected ...; reason").
-    std::string reason = e->getDescription().cStr();
-    if (auto cut = reason.rfind("; "); cut != std::string::npos) reason = reason.substr(cut + 2);
-    throw InvalidArgument("the payload is not valid JSON: " + reason);
+  if (at + length > text.size()) return 0;
+  if (byte(at + 1) < lo || byte(at + 1) > hi) return 0;
+  for (std::size_t i = 2; i < length; ++i) {
+    if (byte(at + i) < 0x80 || byte(at + i) > 0xbf) return 0;
   }
+  return length;
 }
+
+namespace {
+
+constexpr int kMaxDepth = 512;
+
+class Validator {
+ public:
+  explicit Validator(std::string_view text) : text_(text) {}
+
+  void run() {
+    skip_space();
+    if (at_end()) fail("the payload is empty: it must be a JSON value");
+    value(0);
+    skip_space();
+    if (!at_end()) fail("unexpected text after the JSON value");
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw InvalidArgument(fmt::format("the payload is not valid JSON: {} (at byte {})", what, pos_));
+  }
+  bool at_end() const { return pos_ >= text_.size(); }
+  char peek() const { return at_end() ? '\0' : text_[pos_]; }
+  void skip_space() {
+    while (!at_end() && (peek() == ' ' || peek() == '\t' || peek() == '\n' || peek() == '\r')) {
+      ++pos_;
+    }
+  }
+  void expect(char c) {
+    if (peek() != c) fail(fmt::format("expected '{}'", c));
+    ++pos_;
+  }
+  void literal(std::string_view word) {
+    if (text_.substr(pos_, word.size()) != word) fail("unknown literal");
+    pos_ += word.size();
+  }
+
+  void value(int depth) {
+    if (depth > kMaxDepth) fail("nested too deeply");
+    switch (peek()) {
+      case '{': object(depth); break;
+      case '[': array(depth); break;
+      case '"': string(); break;
+      case 't': literal("true"); break;
+      case 'f': literal("false"); break;
+      case 'n': literal("null"); break;
+      default:
+        if (peek() == '-' || (peek() >= '0' && peek() <= '9')) {
+          number();
+        } else {
+          fail(at_end() ? "the text ends where a value should be" : "expected a value");
+        }
+    }
+  }
+
+  void object(int depth) {
+    expect('{');
+    skip_space();
+    if (peek() == '}') {
+      ++pos_;
+      return;
+    }
+    while (true) {
+      skip_space();
+      if (peek() != '"') fail("expected a string key");
+      string();
+      skip_space();
+      expect(':');
+      skip_space();
+      value(depth + 1);
+      skip_space();
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      expect('}');
+      return;
+    }
+  }
+
+  void array(int depth) {
+    expect('[');
+    skip_space();
+    if (peek() == ']') {
+      ++pos_;
+      return;
+    }
+    while (true) {
+      skip_space();
+      value(depth + 1);
+      skip_space();
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      expect(']');
+      return;
+    }
+  }
+
+  void digits() {
+    if (!(peek() >= '0' && peek() <= '9')) fail("expected a digit");
+    while (peek() >= '0' && peek() <= '9') ++pos_;
+  }
+
+  void number() {
+    if (peek() == '-') ++pos_;
+    if (peek() == '0') {
+      ++pos_;
+    } else {
+      digits();
+    }
+    if (peek() == '.') {
+      ++pos_;
+      digits();
+    }
+    if (peek() == 'e' || peek() == 'E') {
+      ++pos_;
+      if (peek() == '+' || peek() == '-') ++pos_;
+      digits();
+    }
+  }
+
+  static bool is_hex(char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+  }
+
+  void string() {
+    expect('"');
+    while (true) {
+      if (at_end()) fail("unterminated string");
+      const auto c = static_cast<unsigned char>(peek());
+      if (c == '"') {
+        ++pos_;
+        return;
+      }
+      if (c < 0x20) fail("unescaped control character in a string");
+      if (c == '\\') {
+        ++pos_;
+        const char e = peek();
+        if (e == 'u') {
+          ++pos_;
+          for (int i = 0; i < 4; ++i) {
+            if (!is_hex(peek())) fail("bad \\u escape");
+            ++pos_;
+          }
+        } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' ||
+                   e == 'r' || e == 't') {
+          ++pos_;
+        } else {
+          fail("bad escape in a string");
+        }
+        continue;
+      }
+      const std::size_t length = utf8_sequence_length(text_, pos_);
+      if (length == 0) fail("invalid UTF-8");
+      pos_ += length;
+    }
+  }
+
+  std::string_view text_;
+  std::size_t pos_ = 0;
+};
+
+}  // namespace
+
+void require_json(std::string_view text) { Validator(text).run(); }
 
 }  // namespace cplane

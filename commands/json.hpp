@@ -1,12 +1,19 @@
-// JSON validation for payloads (KJ's JSON codec; its exceptions stop here).
+// Strict JSON validation for payloads (RFC 8259, UTF-8 text).
 #pragma once
 
+#include <cstddef>
 #include <string_view>
 
 namespace cplane {
 
-// Throws InvalidArgument, naming the problem, unless `text` is exactly one
-// well-formed JSON value (surrounding white space allowed).
+// Throws InvalidArgument, naming the problem and its byte offset, unless
+// `text` is exactly one JSON value (surrounding white space allowed) in valid
+// UTF-8, nested at most 512 deep. Stricter than many parsers on purpose: a
+// payload stored here is later embedded as-is in JSON output.
 void require_json(std::string_view text);
+
+// The length (1-4) of the well-formed UTF-8 sequence starting at `text[at]`,
+// or 0 if there is none (overlong, surrogate, out of range, truncated).
+std::size_t utf8_sequence_length(std::string_view text, std::size_t at);
 
 }  // namespace cplane

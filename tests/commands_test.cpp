@@ -451,3 +451,83 @@ TEST_CASE("worker processes sharing one file never claim an item twice", "[comma
   ControlStore store{db};
   CHECK(verify_ledger(store).empty());
 }
+
+TEST_CASE("a batch claim takes the oldest items in one transaction", "[commands][batch]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  std::vector<storage::Sync> syncs;
+  ControlStore store{std::make_unique<RecordingBackend>(storage::open_sqlite(db), syncs)};
+  store.create_project("alpha", "A");
+  auto ids = store.enqueue_batch("alpha", {"{}", "[1]", "2", "\"3\"", "null"}, {}, kT0);
+  REQUIRE(ids.size() == 5);
+  syncs.clear();
+  auto batch = store.claim_batch("w1", 3, {.now = kT0 + 1});
+  CHECK(syncs.size() == 1);
+  REQUIRE(batch.size() == 3);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(batch[i].item_id == ids[i]);
+    CHECK(batch[i].fence == 1);
+  }
+  CHECK(batch[1].payload == "[1]");
+  CHECK(store.claim_batch("w2", 10, {.now = kT0 + 1}).size() == 2);
+  CHECK(store.claim_batch("w3", 10, {.now = kT0 + 1}).empty());
+  CHECK_THROWS_AS(store.claim_batch("w3", 0), InvalidArgument);
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("a batch enqueue with one bad payload writes nothing", "[commands][batch]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  CHECK_THROWS_AS(store.enqueue_batch("alpha", {"{}", "{oops", "{}"}), InvalidArgument);
+  CHECK_THROWS_AS(store.enqueue_batch("ghost", {"{}"}), NotFound);
+  CHECK(count(db, "items") == 0);
+}
+
+TEST_CASE("a batch finish is all or nothing", "[commands][batch][fence]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  store.enqueue_batch("alpha", {"{}", "{}", "{}"});
+  auto batch = store.claim_batch("w1", 3);
+  REQUIRE(batch.size() == 3);
+  const auto events_before = count(db, "events");
+  std::vector<ControlStore::Report> reports;
+  for (const auto& c : batch) reports.push_back({c.item_id, c.fence, Outcome::done, ""});
+  reports[1].fence = 7;  // stale
+  CHECK_THROWS_AS(store.finish_batch(reports), FenceRejected);
+  CHECK(count(db, "events") == events_before);
+  CHECK(store.item(batch[0].item_id).status == ItemStatus::claimed);
+  reports[1].fence = batch[1].fence;
+  reports[2].outcome = Outcome::failed;
+  store.finish_batch(reports);
+  CHECK(store.item(batch[1].item_id).status == ItemStatus::done);
+  CHECK(store.item(batch[2].item_id).status == ItemStatus::failed);
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("finish_and_claim reports and takes the next item in one transaction",
+          "[commands][batch]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  std::vector<storage::Sync> syncs;
+  ControlStore store{std::make_unique<RecordingBackend>(storage::open_sqlite(db), syncs)};
+  store.create_project("alpha", "A");
+  auto ids = store.enqueue_batch("alpha", {"{}", "{}"}, {}, kT0);
+  auto first = store.claim("w1", {.now = kT0});
+  REQUIRE(first);
+  syncs.clear();
+  auto second = store.finish_and_claim(first->item_id, first->fence, Outcome::done, "w1");
+  CHECK(syncs == std::vector<storage::Sync>{storage::Sync::full});  // it hands out a fence
+  REQUIRE(second);
+  CHECK(second->item_id == ids[1]);
+  CHECK(store.item(ids[0]).status == ItemStatus::done);
+  // A refused finish claims nothing.
+  CHECK_THROWS_AS(store.finish_and_claim(ids[0], 1, Outcome::done, "w1"), FenceRejected);
+  CHECK(store.item(ids[1]).fence == 1);
+  CHECK_FALSE(store.finish_and_claim(second->item_id, second->fence, Outcome::done, "w1"));
+  CHECK(store.item(ids[1]).status == ItemStatus::done);
+  CHECK(verify_ledger(store).empty());
+}

@@ -1,0 +1,511 @@
+// cplane-bench: how fast the engine is and how its cost grows. One scenario
+// per run; each result is one JSON object per line on stdout, so a script can
+// compare runs. See README.md ("Benchmarks") for the table and the command.
+//
+//   cplane-bench --scenario enqueue   [--items N] [--batch B]
+//   cplane-bench --scenario single    [--items N] [--mode plain|batch|next]
+//   cplane-bench --scenario drain     [--workers W] [--items N] [--mode M] [--durability D]
+//   cplane-bench --scenario drain-matrix [--items N] [--mode M]   (1,2,4,16,64 x normal,fenced,full)
+//   cplane-bench --scenario latency   [--workers 16] [--items N]
+//   cplane-bench --scenario depth     [--max-depth 1000000]
+//   cplane-bench --scenario verify    [--max-items 1000000]
+//   cplane-bench --plot DIR           (drain-matrix + depth, as PNG charts; needs gnuplot)
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <kj/main.h>
+
+#include <cplane/cplane.hpp>
+
+#include "probe/fleet.hpp"
+
+namespace cplane::bench {
+namespace {
+
+using fleet::seconds_now;
+
+enum class Mode { plain, batch, next };
+
+Mode parse_mode(std::string_view s) {
+  if (s == "plain") return Mode::plain;
+  if (s == "batch") return Mode::batch;
+  if (s == "next") return Mode::next;
+  throw InvalidArgument(fmt::format("unknown mode '{}': expected plain, batch or next", s));
+}
+
+std::string_view to_string(Mode m) {
+  switch (m) {
+    case Mode::plain: return "plain";
+    case Mode::batch: return "batch";
+    case Mode::next: return "next";
+  }
+  return "?";
+}
+
+constexpr std::size_t kBatch = 8;
+
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "cplane-bench-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+void fill(const std::string& db, std::int64_t items, Durability durability = Durability::normal) {
+  ControlStore store{db, {.durability = durability}};
+  if (store.visible_projects().empty()) store.create_project("bench", "Benchmark");
+  std::vector<std::string> payloads;
+  for (std::int64_t done = 0; done < items;) {
+    const auto n = std::min<std::int64_t>(1000, items - done);
+    payloads.assign(static_cast<std::size_t>(n), R"({"task":"benchmark item"})");
+    store.enqueue_batch("bench", payloads);
+    done += n;
+  }
+}
+
+// Claims and finishes until the queue is dry. Every write transaction is
+// timed: claim latency, and the longest wait of any.
+fleet::WorkerRecord drain(ControlStore& store, const std::string& owner, Mode mode,
+                          std::int64_t limit = -1) {
+  fleet::WorkerRecord r;
+  auto timed = [&](auto&& f) {
+    const double t0 = seconds_now();
+    auto result = f();
+    const double dt = seconds_now() - t0;
+    r.longest_wait = std::max(r.longest_wait, dt);
+    return std::pair{std::move(result), dt};
+  };
+  std::optional<ClaimedItem> current;
+  while (limit < 0 || r.finishes < limit) {
+    try {
+      if (mode == Mode::batch) {
+        auto [batch, dt] = timed([&] { return store.claim_batch(owner, kBatch); });
+        r.claim_latency.push_back(dt);
+        if (batch.empty()) break;
+        r.claims += static_cast<std::int64_t>(batch.size());
+        std::vector<ControlStore::Report> reports;
+        for (const auto& c : batch) reports.push_back({c.item_id, c.fence, Outcome::done, ""});
+        timed([&] {
+          store.finish_batch(reports);
+          return 0;
+        });
+        r.finishes += static_cast<std::int64_t>(reports.size());
+      } else if (mode == Mode::next && current) {
+        auto [next, dt] = timed([&] {
+          return store.finish_and_claim(current->item_id, current->fence, Outcome::done, owner);
+        });
+        r.claim_latency.push_back(dt);
+        ++r.finishes;
+        current = std::move(next);
+        if (!current) break;
+        ++r.claims;
+      } else {
+        auto [claimed, dt] = timed([&] { return store.claim(owner); });
+        r.claim_latency.push_back(dt);
+        if (!claimed) break;
+        ++r.claims;
+        if (mode == Mode::next) {
+          current = std::move(claimed);
+          continue;
+        }
+        timed([&] {
+          store.finish(claimed->item_id, claimed->fence, Outcome::done);
+          return 0;
+        });
+        ++r.finishes;
+      }
+    } catch (const StorageError& e) {
+      if (e.category() != StorageError::Category::busy) throw;
+      ++r.busy_errors;
+    }
+  }
+  return r;
+}
+
+struct DrainResult {
+  double seconds = 0;
+  std::int64_t items = 0;
+  std::vector<fleet::WorkerRecord> workers;
+};
+
+DrainResult drain_fleet(const std::string& db, int workers, Mode mode, Durability durability,
+                        const std::string& scratch_prefix) {
+  fleet::StartGate gate;
+  std::vector<pid_t> pids;
+  for (int w = 0; w < workers; ++w) {
+    pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error("fork failed");
+    if (pid == 0) {
+      int code = 0;
+      try {
+        ControlStore store{db, {.durability = durability}};
+        gate.wait();
+        auto record = drain(store, fmt::format("worker-{}", w), mode);
+        fleet::write_record(fmt::format("{}.{}", scratch_prefix, w), record);
+      } catch (const std::exception& e) {
+        std::cerr << "worker " << w << ": " << e.what() << '\n';
+        code = 1;
+      }
+      std::fflush(nullptr);
+      ::_exit(code);
+    }
+    pids.push_back(pid);
+  }
+  ::usleep(100'000);  // let every worker open its connection
+  const double t0 = seconds_now();
+  gate.release();
+  bool ok = true;
+  for (pid_t pid : pids) ok = fleet::wait_exit(pid) == 0 && ok;
+  DrainResult result;
+  result.seconds = seconds_now() - t0;
+  if (!ok) throw std::runtime_error("a worker failed");
+  for (int w = 0; w < workers; ++w) {
+    result.workers.push_back(fleet::read_record(fmt::format("{}.{}", scratch_prefix, w)));
+    result.items += result.workers.back().finishes;
+  }
+  return result;
+}
+
+std::string drain_json(const char* scenario, int workers, Mode mode, Durability durability,
+                       const DrainResult& r) {
+  std::vector<double> latency;
+  std::int64_t min_claims = -1, max_claims = 0, busy = 0;
+  double longest = 0;
+  for (const auto& w : r.workers) {
+    latency.insert(latency.end(), w.claim_latency.begin(), w.claim_latency.end());
+    min_claims = min_claims < 0 ? w.claims : std::min(min_claims, w.claims);
+    max_claims = std::max(max_claims, w.claims);
+    busy += w.busy_errors;
+    longest = std::max(longest, w.longest_wait);
+  }
+  const double mean = r.workers.empty() ? 0 : double(r.items) / r.workers.size();
+  return fmt::format(
+      R"({{"scenario":"{}","workers":{},"mode":"{}","durability":"{}","items":{},"seconds":{:.3f},"items_per_s":{:.0f},"claim_p50_ms":{:.3f},"claim_p99_ms":{:.3f},"claim_max_ms":{:.3f},"longest_wait_ms":{:.1f},"min_claims":{},"max_claims":{},"mean_claims":{:.1f},"fair":{},"busy_errors":{}}})",
+      scenario, r.workers.size(), to_string(mode), cplane::to_string(durability), r.items,
+      r.seconds, r.items / r.seconds, 1e3 * fleet::percentile(latency, 50),
+      1e3 * fleet::percentile(latency, 99), 1e3 * fleet::percentile(latency, 100), 1e3 * longest,
+      min_claims, max_claims, mean, (min_claims >= mean / 4) ? "true" : "false", busy);
+}
+
+// Peak resident memory of this process, MiB.
+double peak_rss_mib() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss / 1024.0;
+}
+
+class Bench {
+ public:
+  explicit Bench(kj::ProcessContext& context) : context_(context) {}
+
+  kj::MainFunc main() {
+    return kj::MainBuilder(context_, "cplane-bench 0.1.0",
+                           "Benchmarks of cplane on SQLite; one JSON object per result line.")
+        .addOptionWithArg({"scenario"}, KJ_BIND_METHOD(*this, set_scenario), "<name>",
+                          "enqueue, single, drain, drain-matrix, latency, depth, verify")
+        .addOptionWithArg({"items"}, KJ_BIND_METHOD(*this, set_items), "<n>",
+                          "items to drain (default 10000)")
+        .addOptionWithArg({"workers"}, KJ_BIND_METHOD(*this, set_workers), "<n>",
+                          "worker processes (default 16)")
+        .addOptionWithArg({"batch"}, KJ_BIND_METHOD(*this, set_batch), "<n>",
+                          "enqueue batch size (default 1)")
+        .addOptionWithArg({"mode"}, KJ_BIND_METHOD(*this, set_mode), "<plain|batch|next>",
+                          "plain: claim + finish; batch: 8 per transaction; next: "
+                          "finish_and_claim")
+        .addOptionWithArg({"durability"}, KJ_BIND_METHOD(*this, set_durability),
+                          "<full|fenced|normal>", "default normal")
+        .addOptionWithArg({"max-depth"}, KJ_BIND_METHOD(*this, set_max), "<n>",
+                          "depth scenario: deepest queue (default 1000000)")
+        .addOptionWithArg({"max-items"}, KJ_BIND_METHOD(*this, set_max), "<n>",
+                          "verify scenario: largest store (default 1000000)")
+        .addOptionWithArg({"plot"}, KJ_BIND_METHOD(*this, set_plot), "<dir>",
+                          "run drain-matrix and depth, write PNG charts into DIR")
+        .callAfterParsing(KJ_BIND_METHOD(*this, run))
+        .build();
+  }
+
+ private:
+  using Validity = kj::MainBuilder::Validity;
+  Validity set_scenario(kj::StringPtr s) {
+    scenario_ = s.cStr();
+    return true;
+  }
+  Validity set_items(kj::StringPtr s) { return positive(s, items_); }
+  Validity set_workers(kj::StringPtr s) { return positive(s, workers_); }
+  Validity set_batch(kj::StringPtr s) { return positive(s, batch_); }
+  Validity set_max(kj::StringPtr s) { return positive(s, max_); }
+  Validity set_mode(kj::StringPtr s) {
+    try {
+      mode_ = parse_mode(s.cStr());
+    } catch (const std::exception& e) {
+      return kj::str(e.what());
+    }
+    return true;
+  }
+  Validity set_durability(kj::StringPtr s) {
+    try {
+      durability_ = parse_durability(s.cStr());
+    } catch (const std::exception& e) {
+      return kj::str(e.what());
+    }
+    return true;
+  }
+  Validity set_plot(kj::StringPtr s) {
+    plot_ = s.cStr();
+    return true;
+  }
+  template <class Int>
+  Validity positive(kj::StringPtr s, Int& out) {
+    char* end = nullptr;
+    const long long v = std::strtoll(s.cStr(), &end, 10);
+    if (end == s.cStr() || *end != '\0' || v <= 0) return "expected a positive integer";
+    out = static_cast<Int>(v);
+    return true;
+  }
+
+  Validity run() {
+    try {
+      if (plot_) {
+        plot(*plot_);
+      } else if (scenario_ == "enqueue") {
+        enqueue();
+      } else if (scenario_ == "single") {
+        single();
+      } else if (scenario_ == "drain") {
+        emit(drain_once("drain", workers_, mode_, durability_));
+      } else if (scenario_ == "drain-matrix") {
+        for (auto d : {Durability::normal, Durability::fenced, Durability::full}) {
+          for (int w : {1, 2, 4, 16, 64}) emit(drain_once("drain", w, mode_, d));
+        }
+      } else if (scenario_ == "latency") {
+        emit(drain_once("latency", workers_, Mode::plain, durability_));
+      } else if (scenario_ == "depth") {
+        depth();
+      } else if (scenario_ == "verify") {
+        verify();
+      } else {
+        return "--scenario is one of enqueue, single, drain, drain-matrix, latency, depth, "
+               "verify (or use --plot DIR)";
+      }
+    } catch (const std::exception& e) {
+      std::cerr << "cplane-bench: " << e.what() << '\n';
+      std::exit(1);
+    }
+    return true;
+  }
+
+  void emit(const std::string& line) {
+    std::cout << line << std::endl;
+    lines_.push_back(line);
+  }
+
+  std::string drain_once(const char* scenario, int workers, Mode mode, Durability durability) {
+    ScratchDir dir;
+    const auto db = dir.file("bench.db");
+    fill(db, items_);
+    auto result = drain_fleet(db, workers, mode, durability, dir.file("worker"));
+    if (result.items != items_) {
+      throw std::runtime_error(
+          fmt::format("drain finished {} of {} items", result.items, items_));
+    }
+    return drain_json(scenario, workers, mode, durability, result);
+  }
+
+  void enqueue() {
+    ScratchDir dir;
+    ControlStore store{dir.file("bench.db"), {.durability = durability_}};
+    store.create_project("bench", "Benchmark");
+    const std::string payload = R"({"task":"benchmark item"})";
+    const double t0 = seconds_now();
+    if (batch_ <= 1) {
+      for (std::int64_t i = 0; i < items_; ++i) store.enqueue("bench", payload);
+    } else {
+      std::vector<std::string> payloads;
+      for (std::int64_t done = 0; done < items_;) {
+        const auto n = std::min<std::int64_t>(batch_, items_ - done);
+        payloads.assign(static_cast<std::size_t>(n), payload);
+        store.enqueue_batch("bench", payloads);
+        done += n;
+      }
+    }
+    const double dt = seconds_now() - t0;
+    emit(fmt::format(
+        R"({{"scenario":"enqueue","batch":{},"durability":"{}","items":{},"seconds":{:.3f},"items_per_s":{:.0f}}})",
+        batch_, cplane::to_string(durability_), items_, dt, items_ / dt));
+  }
+
+  void single() {
+    ScratchDir dir;
+    const auto db = dir.file("bench.db");
+    ControlStore store{db, {.durability = durability_}};
+    store.create_project("bench", "Benchmark");
+    const double t0 = seconds_now();
+    for (std::int64_t i = 0; i < items_; ++i) store.enqueue("bench", R"({"task":"benchmark item"})");
+    const double t1 = seconds_now();
+    auto r = drain(store, "worker-1", mode_);
+    const double t2 = seconds_now();
+    auto problems = verify_ledger(store);
+    const double t3 = seconds_now();
+    auto report = rebuild(store, false);
+    const double t4 = seconds_now();
+    if (r.finishes != items_ || !problems.empty() || !report.changes.empty()) {
+      throw std::runtime_error("single: the run did not come out exact");
+    }
+    emit(fmt::format(
+        R"({{"scenario":"single","mode":"{}","durability":"{}","items":{},"enqueue_s":{:.3f},"drain_s":{:.3f},"total_s":{:.3f},"drain_items_per_s":{:.0f},"verify_s":{:.3f},"rebuild_s":{:.3f}}})",
+        to_string(mode_), cplane::to_string(durability_), items_, t1 - t0, t2 - t1, t2 - t0,
+        items_ / (t2 - t1), t3 - t2, t4 - t3));
+  }
+
+  void depth() {
+    for (std::int64_t depth : {1'000LL, 10'000LL, 100'000LL, 1'000'000LL}) {
+      if (depth > max_) break;
+      ScratchDir dir;
+      const auto db = dir.file("bench.db");
+      fill(db, depth);
+      ControlStore store{db, {.durability = durability_}};
+      const std::int64_t sample = std::min<std::int64_t>(depth, 2'000);
+      const double t0 = seconds_now();
+      auto r = drain(store, "worker-1", Mode::plain, sample);
+      const double dt = seconds_now() - t0;
+      emit(fmt::format(
+          R"({{"scenario":"depth","depth":{},"durability":"{}","sample":{},"us_per_item":{:.1f}}})",
+          depth, cplane::to_string(durability_), r.finishes, 1e6 * dt / r.finishes));
+    }
+  }
+
+  // Each size runs in a child process so that its peak memory is its own.
+  void verify() {
+    for (std::int64_t items : {10'000LL, 100'000LL, 1'000'000LL}) {
+      if (items > max_) break;
+      ScratchDir dir;
+      const auto db = dir.file("bench.db");
+      {
+        fill(db, items);
+        ControlStore store{db, {.durability = Durability::normal}};
+        while (true) {
+          auto batch = store.claim_batch("w", 1000);
+          if (batch.empty()) break;
+          std::vector<ControlStore::Report> reports;
+          for (const auto& c : batch) reports.push_back({c.item_id, c.fence, Outcome::done, ""});
+          store.finish_batch(reports);
+        }
+      }
+      for (const char* what : {"verify", "rebuild"}) {
+        const std::string out = dir.file("result");
+        pid_t pid = ::fork();
+        if (pid == 0) {
+          try {
+            const double base = peak_rss_mib();
+            ControlStore store{db};
+            const double t0 = seconds_now();
+            std::int64_t events = 0;
+            bool clean = false;
+            if (std::string(what) == "verify") {
+              clean = verify_ledger(store, [&](std::int64_t d, std::int64_t) { events = d; }).empty();
+            } else {
+              auto report = rebuild(store, false);
+              events = report.events;
+              clean = report.changes.empty();
+            }
+            const double dt = seconds_now() - t0;
+            std::ofstream(out) << fmt::format(
+                R"({{"scenario":"{}","items":{},"events":{},"seconds":{:.3f},"events_per_s":{:.0f},"peak_rss_mib":{:.1f},"rss_before_mib":{:.1f},"clean":{}}})",
+                what, items, events, dt, events / dt, peak_rss_mib(), base, clean ? "true" : "false");
+            ::_exit(0);
+          } catch (const std::exception& e) {
+            std::cerr << e.what() << '\n';
+            ::_exit(1);
+          }
+        }
+        if (fleet::wait_exit(pid) != 0) throw std::runtime_error(fmt::format("{} failed", what));
+        std::ifstream in(out);
+        std::string line;
+        std::getline(in, line);
+        emit(line);
+      }
+    }
+  }
+
+  void plot(const std::string& dir) {
+    std::filesystem::create_directories(dir);
+    std::ofstream drains(dir + "/drain.dat");
+    for (auto d : {Durability::normal, Durability::fenced, Durability::full}) {
+      drains << "\"" << cplane::to_string(d) << "\"\n";
+      for (int w : {1, 2, 4, 16, 64}) {
+        const auto line = drain_once("drain", w, mode_, d);
+        emit(line);
+        const auto at = line.find("\"items_per_s\":");
+        drains << w << ' ' << std::atof(line.c_str() + at + 14) << '\n';
+      }
+      drains << "\n\n";
+    }
+    drains.close();
+    std::ofstream depths(dir + "/depth.dat");
+    lines_.clear();
+    depth();
+    for (const auto& line : lines_) {
+      const auto d = line.find("\"depth\":");
+      const auto u = line.find("\"us_per_item\":");
+      depths << std::atoll(line.c_str() + d + 8) << ' ' << std::atof(line.c_str() + u + 14) << '\n';
+    }
+    depths.close();
+    const std::string script = fmt::format(
+        "set terminal pngcairo size 800,500\n"
+        "set output '{0}/drain.png'\n"
+        "set title 'Multi-process drain ({1} items, mode {2})'\n"
+        "set xlabel 'worker processes'; set ylabel 'items/s'; set logscale x 2; set grid\n"
+        "plot for [i=0:2] '{0}/drain.dat' index i using 1:2 with linespoints title columnheader(1)\n"
+        "set output '{0}/depth.png'\n"
+        "set title 'Claim + finish cost against queue depth'\n"
+        "set xlabel 'items queued'; set ylabel 'microseconds per item'; set logscale x 10; "
+        "unset logscale y; set yrange [0:*]\n"
+        "plot '{0}/depth.dat' using 1:2 with linespoints title 'us per item'\n",
+        dir, items_, to_string(mode_));
+    std::ofstream(dir + "/plot.gp") << script;
+    if (std::system(fmt::format("gnuplot '{}/plot.gp'", dir).c_str()) != 0) {
+      throw std::runtime_error("gnuplot failed (apt-get install gnuplot-nox)");
+    }
+  }
+
+  kj::ProcessContext& context_;
+  std::string scenario_;
+  std::int64_t items_ = 10'000;
+  int workers_ = 16;
+  std::int64_t batch_ = 1;
+  std::int64_t max_ = 1'000'000;
+  Mode mode_ = Mode::plain;
+  Durability durability_ = Durability::normal;
+  std::optional<std::string> plot_;
+  std::vector<std::string> lines_;
+};
+
+}  // namespace
+}  // namespace cplane::bench
+
+int main(int argc, char** argv) {
+  kj::TopLevelProcessContext context(argv[0]);
+  cplane::bench::Bench bench(context);
+  return kj::runMainAndExit(context, bench.main(), argc, argv);
+}
