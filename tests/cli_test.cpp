@@ -886,7 +886,7 @@ TEST_CASE("a --db that is not a database, or is a directory, exits 1 with a one-
   }
 }
 
-TEST_CASE("--help works for the top level and every subcommand", "[cli]") {
+TEST_CASE("the --help option works for the top level and every subcommand", "[cli]") {
   TempDir dir;
   const std::string db = dir.file("control.db");
   for (const std::vector<std::string>& command : std::vector<std::vector<std::string>>{
@@ -964,7 +964,7 @@ TEST_CASE("$CPLANE_DB is used without --db, else XDG_CACHE_HOME or HOME/.cache/c
   }
 }
 
-TEST_CASE("--now is the command's clock: event times, lease expiry and reclaiming a lapsed lease",
+TEST_CASE("the --now option is the command's clock: event times, lease expiry and reclaiming a lapsed lease",
           "[cli]") {
   TempDir dir;
   const std::string db = dir.file("control.db");
