@@ -254,6 +254,13 @@ std::optional<ClaimedItem> ControlStore::finish_and_claim(const std::string& ite
   return next;
 }
 
+ControlStore::StatusCounts ControlStore::status_counts(const std::optional<std::string>& project_id) {
+  auto tx = Transaction::read(*backend_);
+  const auto c = backend_->status_counts(project_id ? &*project_id : nullptr);
+  tx.commit();
+  return StatusCounts{c[0], c[1], c[2], c[3]};
+}
+
 Item ControlStore::item(const std::string& item_id, const std::optional<std::string>& actor) {
   auto tx = Transaction::read(*backend_);
   auto row = backend_->find_item(item_id);

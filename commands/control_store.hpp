@@ -161,6 +161,13 @@ class ControlStore {
   std::vector<StoredEvent> events(const std::string& item_id,
                                   const std::optional<std::string>& actor = {});
 
+  // How many items of `project_id` (all projects if nullopt) are in each
+  // status. Reads every such row: a report for operators and probes.
+  struct StatusCounts {
+    std::int64_t ready = 0, claimed = 0, done = 0, failed = 0;
+  };
+  StatusCounts status_counts(const std::optional<std::string>& project_id = {});
+
   // The connection, for verify/rebuild and tests. Not for writing rows.
   storage::Backend& backend();
 

@@ -6,10 +6,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
+#include <ostream>
 #include <stdexcept>
 
 namespace cplane::fleet {
+
+void write_to(std::ostream& out, const WorkerRecord& r);
 
 double percentile(std::vector<double> samples, double p) {
   if (samples.empty()) return 0;
@@ -33,10 +37,18 @@ StartGate::~StartGate() {
 }
 
 void StartGate::wait() {
-  ::close(fds_[1]);
+  prepare_exec();
+  wait_on(fds_[0]);
+}
+
+void StartGate::prepare_exec() {
+  if (fds_[1] >= 0) ::close(fds_[1]);
   fds_[1] = -1;
+}
+
+void StartGate::wait_on(int fd) {
   char c;
-  while (::read(fds_[0], &c, 1) < 0) {
+  while (::read(fd, &c, 1) < 0) {
   }
 }
 
@@ -55,7 +67,15 @@ int wait_exit(pid_t pid) {
 }
 
 void write_record(const std::string& path, const WorkerRecord& r) {
-  std::ofstream out(path, std::ios::trunc);
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    write_to(out, r);
+  }
+  std::rename(temporary.c_str(), path.c_str());
+}
+
+void write_to(std::ostream& out, const WorkerRecord& r) {
   out << r.claims << ' ' << r.finishes << ' ' << r.busy_errors << ' ' << r.refused << ' '
       << r.other_errors << ' ' << r.longest_wait << ' ' << r.claim_latency.size() << ' '
       << r.claimed_ids.size() << '\n';

@@ -22,8 +22,14 @@ class StartGate {
  public:
   StartGate();
   ~StartGate();
-  void wait();      // in a child
+  void wait();      // in a forked child
   void release();   // in the parent, once
+  // In a child about to exec: drop the write end so that release() in the
+  // parent is seen; the exec'd program then waits with wait_on(read_fd()).
+  void prepare_exec();
+  int read_fd() const { return fds_[0]; }
+  static void wait_on(int fd);
+
  private:
   int fds_[2];
 };
@@ -43,6 +49,7 @@ struct WorkerRecord {
   std::vector<std::string> claimed_ids;
 };
 
+// Writes atomically (a temporary file renamed into place).
 void write_record(const std::string& path, const WorkerRecord& record);
 WorkerRecord read_record(const std::string& path);
 

@@ -6,6 +6,7 @@
 // process. All methods throw StorageError (with a category) on failure.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -95,6 +96,10 @@ class Backend {
   virtual std::vector<ProjectActorRow> all_assignments() = 0;
 
   virtual Counts counts() = 0;
+
+  // How many items of `project_id` (all, if null) are in each status,
+  // indexed by ItemStatus. Reads every such row: for operators, not hot paths.
+  virtual std::array<std::int64_t, 4> status_counts(const std::string* project_id) = 0;
 };
 
 // RAII guard: rolls back unless committed.

@@ -516,6 +516,22 @@ class SqliteBackend final : public Backend {
     return out;
   }
 
+  std::array<std::int64_t, 4> status_counts(const std::string* project_id) override {
+    Statement s(db_, project_id == nullptr
+                         ? "SELECT status, count(*) FROM items GROUP BY status"
+                         : "SELECT status, count(*) FROM items WHERE project_id = ?1 GROUP BY status");
+    if (project_id == nullptr) {
+      s.bind();
+    } else {
+      s.bind(*project_id);
+    }
+    std::array<std::int64_t, 4> out{};
+    while (s.step()) {
+      if (auto status = parse_item_status(s.text(0))) out[static_cast<int>(*status)] = s.i64(1);
+    }
+    return out;
+  }
+
   Counts counts() override {
     Statement e(db_, "SELECT coalesce(max(seq), 0) FROM events");
     Statement i(db_, "SELECT count(*) FROM items");

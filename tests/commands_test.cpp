@@ -375,6 +375,9 @@ class RecordingBackend final : public storage::Backend {
   std::vector<ProjectRow> all_projects() override { return inner_->all_projects(); }
   std::vector<ProjectActorRow> all_assignments() override { return inner_->all_assignments(); }
   storage::Counts counts() override { return inner_->counts(); }
+  std::array<std::int64_t, 4> status_counts(const std::string* project) override {
+    return inner_->status_counts(project);
+  }
 
  private:
   std::unique_ptr<storage::Backend> inner_;
@@ -530,4 +533,26 @@ TEST_CASE("finish_and_claim reports and takes the next item in one transaction",
   CHECK_FALSE(store.finish_and_claim(second->item_id, second->fence, Outcome::done, "w1"));
   CHECK(store.item(ids[1]).status == ItemStatus::done);
   CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("status counts tell how many items are in each state", "[commands]") {
+  TempDir dir;
+  ControlStore store{dir.file("c.db")};
+  store.create_project("alpha", "A");
+  store.create_project("beta", "B");
+  store.enqueue_batch("alpha", {"{}", "{}", "{}", "{}"});
+  store.enqueue("beta", "{}");
+  auto a = store.claim("w1");
+  auto b = store.claim("w1");
+  store.claim("w1");
+  store.finish(a->item_id, a->fence, Outcome::done);
+  store.finish(b->item_id, b->fence, Outcome::failed);
+  auto alpha = store.status_counts("alpha");
+  CHECK(alpha.ready == 1);
+  CHECK(alpha.claimed == 1);
+  CHECK(alpha.done == 1);
+  CHECK(alpha.failed == 1);
+  auto all = store.status_counts();
+  CHECK(all.ready == 2);
+  CHECK(store.status_counts("ghost").ready == 0);
 }
