@@ -150,7 +150,7 @@ struct DrainResult {
 };
 
 DrainResult drain_fleet(const std::string& db, int workers, Mode mode, Durability durability,
-                        const std::string& scratch_prefix) {
+                        bool writer_flock, const std::string& scratch_prefix) {
   fleet::StartGate gate;
   std::vector<pid_t> pids;
   for (int w = 0; w < workers; ++w) {
@@ -159,7 +159,7 @@ DrainResult drain_fleet(const std::string& db, int workers, Mode mode, Durabilit
     if (pid == 0) {
       int code = 0;
       try {
-        ControlStore store{db, {.durability = durability}};
+        ControlStore store{db, {.durability = durability, .writer_flock = writer_flock}};
         gate.wait();
         auto record = drain(store, fmt::format("worker-{}", w), mode);
         fleet::write_record(fmt::format("{}.{}", scratch_prefix, w), record);
@@ -188,7 +188,7 @@ DrainResult drain_fleet(const std::string& db, int workers, Mode mode, Durabilit
 }
 
 std::string drain_json(const char* scenario, int workers, Mode mode, Durability durability,
-                       const DrainResult& r) {
+                       const std::string& lock, const DrainResult& r) {
   std::vector<double> latency;
   std::int64_t min_claims = -1, max_claims = 0, busy = 0;
   double longest = 0;
@@ -201,8 +201,8 @@ std::string drain_json(const char* scenario, int workers, Mode mode, Durability 
   }
   const double mean = r.workers.empty() ? 0 : double(r.items) / r.workers.size();
   return fmt::format(
-      R"({{"scenario":"{}","workers":{},"mode":"{}","durability":"{}","items":{},"seconds":{:.3f},"items_per_s":{:.0f},"claim_p50_ms":{:.3f},"claim_p99_ms":{:.3f},"claim_max_ms":{:.3f},"longest_wait_ms":{:.1f},"min_claims":{},"max_claims":{},"mean_claims":{:.1f},"fair":{},"busy_errors":{}}})",
-      scenario, r.workers.size(), to_string(mode), cplane::to_string(durability), r.items,
+      R"({{"scenario":"{}","workers":{},"mode":"{}","durability":"{}","lock":"{}","items":{},"seconds":{:.3f},"items_per_s":{:.0f},"claim_p50_ms":{:.3f},"claim_p99_ms":{:.3f},"claim_max_ms":{:.3f},"longest_wait_ms":{:.1f},"min_claims":{},"max_claims":{},"mean_claims":{:.1f},"fair":{},"busy_errors":{}}})",
+      scenario, r.workers.size(), to_string(mode), cplane::to_string(durability), lock, r.items,
       r.seconds, r.items / r.seconds, 1e3 * fleet::percentile(latency, 50),
       1e3 * fleet::percentile(latency, 99), 1e3 * fleet::percentile(latency, 100), 1e3 * longest,
       min_claims, max_claims, mean, (min_claims >= mean / 4) ? "true" : "false", busy);
@@ -235,6 +235,9 @@ class Bench {
                           "finish_and_claim")
         .addOptionWithArg({"durability"}, KJ_BIND_METHOD(*this, set_durability),
                           "<full|fenced|normal>", "default normal")
+        .addOptionWithArg({"lock"}, KJ_BIND_METHOD(*this, set_lock), "<flock|busy>",
+                          "how writers wait: a fair flock queue (default) or SQLite's "
+                          "busy_timeout alone")
         .addOptionWithArg({"max-depth"}, KJ_BIND_METHOD(*this, set_max), "<n>",
                           "depth scenario: deepest queue (default 1000000)")
         .addOptionWithArg({"max-items"}, KJ_BIND_METHOD(*this, set_max), "<n>",
@@ -269,6 +272,11 @@ class Bench {
     } catch (const std::exception& e) {
       return kj::str(e.what());
     }
+    return true;
+  }
+  Validity set_lock(kj::StringPtr s) {
+    lock_ = s.cStr();
+    if (lock_ != "flock" && lock_ != "busy") return "--lock is flock or busy";
     return true;
   }
   Validity set_plot(kj::StringPtr s) {
@@ -324,12 +332,12 @@ class Bench {
     ScratchDir dir;
     const auto db = dir.file("bench.db");
     fill(db, items_);
-    auto result = drain_fleet(db, workers, mode, durability, dir.file("worker"));
+    auto result = drain_fleet(db, workers, mode, durability, lock_ == "flock", dir.file("worker"));
     if (result.items != items_) {
       throw std::runtime_error(
           fmt::format("drain finished {} of {} items", result.items, items_));
     }
-    return drain_json(scenario, workers, mode, durability, result);
+    return drain_json(scenario, workers, mode, durability, lock_, result);
   }
 
   void enqueue() {
@@ -496,6 +504,7 @@ class Bench {
   std::int64_t batch_ = 1;
   std::int64_t max_ = 1'000'000;
   Mode mode_ = Mode::plain;
+  std::string lock_ = "flock";
   Durability durability_ = Durability::normal;
   std::optional<std::string> plot_;
   std::vector<std::string> lines_;

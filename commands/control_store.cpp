@@ -170,14 +170,11 @@ std::optional<ClaimedItem> ControlStore::claim_in_tx(const std::string& owner,
   auto consider = [&](std::optional<ItemRow> candidate) {
     if (candidate && (!best || candidate->queued_seq < best->queued_seq)) best = std::move(candidate);
   };
-  if (options.actor) {
-    for (const auto& project : backend_->project_ids(&*options.actor)) {
-      consider(backend_->oldest_ready(&project));
-      consider(backend_->earliest_lapsed(at, &project));
-    }
-  } else {
-    consider(backend_->oldest_ready(nullptr));
-    consider(backend_->earliest_lapsed(at, nullptr));
+  // Two index seeks per project in scope: the cost grows with the number of
+  // projects, never with the number of items.
+  for (const auto& project : backend_->project_ids(options.actor ? &*options.actor : nullptr)) {
+    consider(backend_->oldest_ready(project));
+    consider(backend_->earliest_lapsed(at, project));
   }
   if (!best) return std::nullopt;
 

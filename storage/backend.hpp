@@ -76,10 +76,11 @@ class Backend {
   virtual std::optional<ItemRow> find_item(std::string_view item_id) = 0;
   virtual void put_item(const ItemRow& row) = 0;  // insert or replace
   virtual void delete_item(std::string_view item_id) = 0;
-  // The ready item queued first (optionally within one project): an index seek.
-  virtual std::optional<ItemRow> oldest_ready(const std::string* project_id) = 0;
-  // The claimed item whose lease lapsed first, at or before `now`: an index seek.
-  virtual std::optional<ItemRow> earliest_lapsed(Micros now, const std::string* project_id) = 0;
+  // The ready item of a project queued first: an index seek.
+  virtual std::optional<ItemRow> oldest_ready(const std::string& project_id) = 0;
+  // The claimed item of a project whose lease lapsed first, at or before
+  // `now`: an index seek.
+  virtual std::optional<ItemRow> earliest_lapsed(Micros now, const std::string& project_id) = 0;
   // Every item row, ordered by item_id.
   virtual std::unique_ptr<Cursor<ItemRow>> scan_items() = 0;
 

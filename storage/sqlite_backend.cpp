@@ -16,12 +16,14 @@
 //
 //   items           one row per item: the fold of its events (projections/).
 //                   WITHOUT ROWID, keyed by item_id. `last_seq` is the seq of
-//                   the last event applied. The partial indexes below make a
-//                   claim an index seek whatever the depth of the queue:
-//       items_ready            (queued_seq)           WHERE status = 'ready'
-//       items_ready_project    (project_id, queued_seq) WHERE status = 'ready'
-//       items_lease            (lease_expires_at)     WHERE status = 'claimed'
-//       items_lease_project    (project_id, lease_expires_at) WHERE status = 'claimed'
+//                   the last event applied. Two partial indexes make a claim
+//                   two index seeks per project in scope, whatever the depth
+//                   of the queue:
+//       items_ready  (project_id, queued_seq)       WHERE status = 'ready'
+//       items_lease  (project_id, lease_expires_at) WHERE status = 'claimed'
+//                   They are per project only: a global copy of each would
+//                   cost every claim two more page writes, to spare a loop
+//                   over the (few) projects.
 //
 //   projects        one row per project_created event.
 //   project_actors  one row per (project, actor) assignment.
@@ -105,10 +107,8 @@ CREATE TABLE items (
   updated_at       INTEGER NOT NULL,
   last_seq         INTEGER NOT NULL
 ) WITHOUT ROWID;
-CREATE INDEX items_ready ON items(queued_seq) WHERE status = 'ready';
-CREATE INDEX items_ready_project ON items(project_id, queued_seq) WHERE status = 'ready';
-CREATE INDEX items_lease ON items(lease_expires_at) WHERE status = 'claimed';
-CREATE INDEX items_lease_project ON items(project_id, lease_expires_at) WHERE status = 'claimed';
+CREATE INDEX items_ready ON items(project_id, queued_seq) WHERE status = 'ready';
+CREATE INDEX items_lease ON items(project_id, lease_expires_at) WHERE status = 'claimed';
 )sql";
 
 const char* const kItemColumns =
@@ -363,8 +363,7 @@ class SqliteBackend final : public Backend {
 
   void begin_write(Sync sync) override {
     if (sync != sync_) {
-      exec(sync == Sync::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
-           "cannot set synchronous");
+      (sync == Sync::full ? stmts_.sync_full : stmts_.sync_normal).run();
       sync_ = sync;
     }
     writer_lock_.lock();
@@ -441,14 +440,12 @@ class SqliteBackend final : public Backend {
 
   void delete_item(std::string_view item_id) override { stmts_.delete_item.bind(item_id).run(); }
 
-  std::optional<ItemRow> oldest_ready(const std::string* project_id) override {
-    if (project_id == nullptr) return one_item(stmts_.oldest_ready.bind());
-    return one_item(stmts_.oldest_ready_project.bind(*project_id));
+  std::optional<ItemRow> oldest_ready(const std::string& project_id) override {
+    return one_item(stmts_.oldest_ready.bind(project_id));
   }
 
-  std::optional<ItemRow> earliest_lapsed(Micros now, const std::string* project_id) override {
-    if (project_id == nullptr) return one_item(stmts_.earliest_lapsed.bind(now));
-    return one_item(stmts_.earliest_lapsed_project.bind(*project_id, now));
+  std::optional<ItemRow> earliest_lapsed(Micros now, const std::string& project_id) override {
+    return one_item(stmts_.earliest_lapsed.bind(project_id, now));
   }
 
   std::unique_ptr<Cursor<ItemRow>> scan_items() override {
@@ -545,10 +542,10 @@ class SqliteBackend final : public Backend {
 
  private:
   struct Statements {
-    Statement begin_immediate, begin_deferred, commit;
+    Statement begin_immediate, begin_deferred, commit, sync_full, sync_normal;
     Statement append, item_events;
     Statement find_item, put_item, delete_item;
-    Statement oldest_ready, oldest_ready_project, earliest_lapsed, earliest_lapsed_project;
+    Statement oldest_ready, earliest_lapsed;
     Statement find_project, put_project, delete_project;
     Statement is_assigned, put_assignment, delete_assignment;
     Statement all_project_ids, actor_project_ids;
@@ -627,6 +624,8 @@ class SqliteBackend final : public Backend {
     stmts_.begin_immediate = p("BEGIN IMMEDIATE");
     stmts_.begin_deferred = p("BEGIN DEFERRED");
     stmts_.commit = p("COMMIT");
+    stmts_.sync_full = p("PRAGMA synchronous=FULL");
+    stmts_.sync_normal = p("PRAGMA synchronous=NORMAL");
     stmts_.append = p("INSERT INTO events (item_id, project_id, type, at, body) VALUES (?1, ?2, ?3, ?4, ?5)");
     stmts_.item_events = p(
         "SELECT seq, item_id, project_id, type, at, body FROM events WHERE item_id = ?1 ORDER BY seq");
@@ -637,9 +636,7 @@ class SqliteBackend final : public Backend {
     stmts_.delete_item = p("DELETE FROM items WHERE item_id = ?1");
     const auto claim = claim_queries();
     stmts_.oldest_ready = p(claim[0]);
-    stmts_.oldest_ready_project = p(claim[1]);
-    stmts_.earliest_lapsed = p(claim[2]);
-    stmts_.earliest_lapsed_project = p(claim[3]);
+    stmts_.earliest_lapsed = p(claim[1]);
     stmts_.find_project = p(
         "SELECT project_id, title, status, created_at, last_seq FROM projects WHERE project_id = ?1");
     stmts_.put_project = p(
@@ -668,16 +665,8 @@ class SqliteBackend final : public Backend {
 
 std::vector<std::string> claim_queries() {
   return {
-      // `queued_seq > 0` (always true) makes the plan a range seek on the
-      // partial index rather than an ordered walk of it: the same first row.
-      fmt::format("SELECT {} FROM items WHERE status = 'ready' AND queued_seq > 0 "
-                  "ORDER BY queued_seq LIMIT 1",
-                  kItemColumns),
       fmt::format("SELECT {} FROM items WHERE status = 'ready' AND project_id = ?1 "
                   "ORDER BY queued_seq LIMIT 1",
-                  kItemColumns),
-      fmt::format("SELECT {} FROM items WHERE status = 'claimed' AND lease_expires_at <= ?1 "
-                  "ORDER BY lease_expires_at LIMIT 1",
                   kItemColumns),
       fmt::format("SELECT {} FROM items WHERE status = 'claimed' AND project_id = ?1 "
                   "AND lease_expires_at <= ?2 ORDER BY lease_expires_at LIMIT 1",

@@ -27,8 +27,8 @@ struct SqliteOptions {
 // cplane database (or is newer than this build understands).
 std::unique_ptr<Backend> open_sqlite(const std::string& path, const SqliteOptions& options = {});
 
-// The SQL a claim runs to find its candidate: oldest ready (all projects,
-// one project), earliest lapsed lease (all, one). Exposed so that a test can
+// The SQL a claim runs, per project in scope, to find its candidate: the
+// oldest ready item, the earliest lapsed lease. Exposed so that a test can
 // check with EXPLAIN QUERY PLAN that each is an index seek.
 std::vector<std::string> claim_queries();
 

@@ -350,10 +350,10 @@ class RecordingBackend final : public storage::Backend {
   std::optional<ItemRow> find_item(std::string_view id) override { return inner_->find_item(id); }
   void put_item(const ItemRow& row) override { inner_->put_item(row); }
   void delete_item(std::string_view id) override { inner_->delete_item(id); }
-  std::optional<ItemRow> oldest_ready(const std::string* p) override {
+  std::optional<ItemRow> oldest_ready(const std::string& p) override {
     return inner_->oldest_ready(p);
   }
-  std::optional<ItemRow> earliest_lapsed(Micros now, const std::string* p) override {
+  std::optional<ItemRow> earliest_lapsed(Micros now, const std::string& p) override {
     return inner_->earliest_lapsed(now, p);
   }
   std::unique_ptr<storage::Cursor<ItemRow>> scan_items() override { return inner_->scan_items(); }
