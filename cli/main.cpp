@@ -298,14 +298,19 @@ class Cli {
 
   // ---- claim ----------------------------------------------------------------
   kj::MainFunc claim_command() {
-    return globals(kj::MainBuilder(context_, kVersion, "Claim the oldest available item (ready, or with a lapsed lease) for OWNER. "
-               "Exit 3 when there is nothing to claim."))
+    return globals(kj::MainBuilder(
+               context_, kVersion,
+               "Claim the oldest available item (ready, or with a lapsed lease) for OWNER. With "
+               "--max N, claim up to N items in one transaction (JSON: an array). Exit 3 when "
+               "there is nothing to claim."))
         .addOptionWithArg({"owner"}, KJ_BIND_METHOD(*this, set_owner), "<owner>",
                           "the worker that will hold the item (required)")
         .addOptionWithArg({"actor"}, KJ_BIND_METHOD(*this, set_actor), "<actor>",
                           "claim only from this scoped actor's projects")
         .addOptionWithArg({"lease"}, KJ_BIND_METHOD(*this, set_lease), "<seconds>",
                           "how long the claim holds (default 900)")
+        .addOptionWithArg({"max"}, KJ_BIND_METHOD(*this, set_max), "<n>",
+                          "claim up to n items in one transaction")
         .callAfterParsing(KJ_BIND_METHOD(*this, run_claim))
         .build();
   }
@@ -320,74 +325,143 @@ class Cli {
     lease_ = *v;
     return true;
   }
+  Validity set_max(kj::StringPtr text) {
+    auto v = parse_int<std::size_t>(text);
+    if (!v || *v == 0) return "--max takes a positive integer";
+    max_ = *v;
+    return true;
+  }
+  ClaimOptions claim_options() const {
+    ClaimOptions options{actor_, {}, now_};
+    if (lease_) options.lease = Seconds{*lease_};
+    return options;
+  }
+  std::string claimed_json(const ClaimedItem& c) const {
+    return JsonObject()
+        .str("item_id", c.item_id)
+        .str("project_id", c.project_id)
+        .raw("payload", json_raw_or_string(c.payload))
+        .num("fence", static_cast<std::int64_t>(c.fence))
+        .num("attempts", c.attempts)
+        .num("lease_expires_at", c.lease_expires_at)
+        .str("owner", *owner_)
+        .done();
+  }
+  static std::string claimed_text(const ClaimedItem& c) {
+    return fmt::format("item_id: {}\nproject_id: {}\nfence: {}\nattempts: {}\n"
+                       "lease_expires_at: {}\npayload: {}",
+                       c.item_id, c.project_id, c.fence, c.attempts, c.lease_expires_at,
+                       c.payload);
+  }
+  [[noreturn]] void nothing_to_claim(const char* message) {
+    if (json_) print("null");
+    std::cerr << message << '\n';
+    throw Exit{kNothingToClaim};
+  }
   Validity run_claim() {
     if (!owner_) return "claim needs --owner OWNER";
     return run([&] {
       auto store = open();
-      ClaimOptions options{actor_, {}, now_};
-      if (lease_) options.lease = Seconds{*lease_};
-      auto claimed = store.claim(*owner_, options);
-      if (!claimed) {
-        if (json_) print("null");
-        else std::cerr << "nothing to claim\n";
-        throw Exit{kNothingToClaim};
+      if (max_) {
+        auto batch = store.claim_batch(*owner_, *max_, claim_options());
+        if (batch.empty()) {
+          if (json_) print("[]");
+          std::cerr << "nothing to claim\n";
+          throw Exit{kNothingToClaim};
+        }
+        std::string out = json_ ? "[" : "";
+        for (std::size_t i = 0; i < batch.size(); ++i) {
+          out += json_ ? (i ? "," : "") + claimed_json(batch[i])
+                       : (i ? "\n\n" : "") + claimed_text(batch[i]);
+        }
+        print(json_ ? out + "]" : out);
+        return;
       }
-      if (json_) {
-        print(JsonObject()
-                  .str("item_id", claimed->item_id)
-                  .str("project_id", claimed->project_id)
-                  .raw("payload", json_raw_or_string(claimed->payload))
-                  .num("fence", static_cast<std::int64_t>(claimed->fence))
-                  .num("attempts", claimed->attempts)
-                  .num("lease_expires_at", claimed->lease_expires_at)
-                  .str("owner", *owner_)
-                  .done());
-      } else {
-        print(fmt::format("item_id: {}\nproject_id: {}\nfence: {}\nattempts: {}\n"
-                          "lease_expires_at: {}\npayload: {}",
-                          claimed->item_id, claimed->project_id, claimed->fence,
-                          claimed->attempts, claimed->lease_expires_at, claimed->payload));
-      }
+      auto claimed = store.claim(*owner_, claim_options());
+      if (!claimed) nothing_to_claim("nothing to claim");
+      print(json_ ? claimed_json(*claimed) : claimed_text(*claimed));
     });
   }
 
   // ---- finish ---------------------------------------------------------------
   kj::MainFunc finish_command() {
-    return globals(kj::MainBuilder(context_, kVersion, "Report ITEM done or failed under its current fence. Exit 4 if the fence is "
-               "stale or the item is not claimed."))
+    return globals(kj::MainBuilder(
+               context_, kVersion,
+               "Report ITEM done or failed under its current fence. Several items may be "
+               "given, each with its own --fence in the same order: all are finished in one "
+               "transaction, or (exit 4) none. With --next --owner OWNER, also claim OWNER's "
+               "next item in the same transaction (exit 3 if there is none). Exit 4 if a fence "
+               "is stale or an item is not claimed."))
         .addOptionWithArg({"fence"}, KJ_BIND_METHOD(*this, set_fence), "<n>",
-                          "the fence the claim returned (required)")
+                          "the fence the claim returned (required; once per ITEM)")
         .addOptionWithArg({"status"}, KJ_BIND_METHOD(*this, set_status), "<done|failed>",
                           "the outcome (required)")
         .addOptionWithArg({"detail"}, KJ_BIND_METHOD(*this, set_detail), "<text>",
                           "a note kept with the outcome")
-        .expectArg("ITEM", KJ_BIND_METHOD(*this, set_positional))
+        .addOption({"next"}, KJ_BIND_METHOD(*this, set_next),
+                   "also claim the next item for --owner, in the same transaction")
+        .addOptionWithArg({"owner"}, KJ_BIND_METHOD(*this, set_owner), "<owner>",
+                          "with --next: the worker that claims the next item")
+        .addOptionWithArg({"actor"}, KJ_BIND_METHOD(*this, set_actor), "<actor>",
+                          "with --next: claim only from this scoped actor's projects")
+        .addOptionWithArg({"lease"}, KJ_BIND_METHOD(*this, set_lease), "<seconds>",
+                          "with --next: the next claim's lease (default 900)")
+        .expectOneOrMoreArgs("ITEM", KJ_BIND_METHOD(*this, set_positional))
         .callAfterParsing(KJ_BIND_METHOD(*this, run_finish))
         .build();
   }
   Validity set_fence(kj::StringPtr text) {
     auto v = parse_int<Fence>(text);
     if (!v) return "--fence takes a non-negative integer";
-    fence_ = *v;
+    fences_.push_back(*v);
     return true;
   }
   Validity set_detail(kj::StringPtr text) {
     detail_ = std::string(text.cStr());
     return true;
   }
+  Validity set_next() {
+    next_ = true;
+    return true;
+  }
   Validity run_finish() {
-    if (!fence_) return "finish needs --fence N";
+    if (fences_.empty()) return "finish needs --fence N";
+    if (fences_.size() != args_.size()) return "finish needs one --fence per ITEM, in order";
     if (!status_set_) return "finish needs --status done|failed";
+    if (next_ && !owner_) return "finish --next needs --owner OWNER";
+    if (next_ && args_.size() != 1) return "finish --next takes one ITEM";
     return run([&] {
       const Outcome outcome = parse_outcome(status_);
       auto store = open();
-      store.finish(args_[0], *fence_, outcome, detail_, now_);
-      print(json_ ? JsonObject()
-                        .str("item_id", args_[0])
-                        .str("status", to_string(outcome))
-                        .num("fence", static_cast<std::int64_t>(*fence_))
-                        .done()
-                  : fmt::format("{} {}", args_[0], to_string(outcome)));
+      if (next_) {
+        auto next = store.finish_and_claim(args_[0], fences_[0], outcome, *owner_,
+                                           claim_options(), detail_);
+        if (!next) nothing_to_claim("finished; nothing to claim next");
+        print(json_ ? claimed_json(*next) : claimed_text(*next));
+        return;
+      }
+      if (args_.size() == 1) {
+        store.finish(args_[0], fences_[0], outcome, detail_, now_);
+      } else {
+        std::vector<ControlStore::Report> reports;
+        for (std::size_t i = 0; i < args_.size(); ++i) {
+          reports.push_back({args_[i], fences_[i], outcome, detail_});
+        }
+        store.finish_batch(reports, now_);
+      }
+      std::string out = json_ && args_.size() > 1 ? "[" : "";
+      for (std::size_t i = 0; i < args_.size(); ++i) {
+        if (json_) {
+          out += (i ? "," : "") + JsonObject()
+                                      .str("item_id", args_[i])
+                                      .str("status", to_string(outcome))
+                                      .num("fence", static_cast<std::int64_t>(fences_[i]))
+                                      .done();
+        } else {
+          out += fmt::format("{}{} {}", i ? "\n" : "", args_[i], to_string(outcome));
+        }
+      }
+      print(json_ && args_.size() > 1 ? out + "]" : out);
     });
   }
 
@@ -617,7 +691,9 @@ class Cli {
   std::optional<std::string> actor_;
   std::optional<std::string> owner_;
   std::optional<double> lease_;
-  std::optional<Fence> fence_;
+  std::vector<Fence> fences_;
+  std::optional<std::size_t> max_;
+  bool next_ = false;
   std::string status_ = "open";
   bool status_set_ = false;
   std::string detail_;

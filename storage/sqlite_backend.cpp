@@ -363,7 +363,10 @@ class SqliteBackend final : public Backend {
 
   void begin_write(Sync sync) override {
     if (sync != sync_) {
-      (sync == Sync::full ? stmts_.sync_full : stmts_.sync_normal).run();
+      // Not a prepared statement: PRAGMA synchronous takes effect when it is
+      // compiled, not when it is stepped.
+      exec(sync == Sync::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
+           "cannot set synchronous");
       sync_ = sync;
     }
     writer_lock_.lock();
@@ -529,6 +532,12 @@ class SqliteBackend final : public Backend {
     return out;
   }
 
+  int synchronous_level() {
+    Statement s(db_, "PRAGMA synchronous");
+    s.bind();
+    return s.step() ? static_cast<int>(s.i64(0)) : -1;
+  }
+
   Counts counts() override {
     Statement e(db_, "SELECT coalesce(max(seq), 0) FROM events");
     Statement i(db_, "SELECT count(*) FROM items");
@@ -542,7 +551,7 @@ class SqliteBackend final : public Backend {
 
  private:
   struct Statements {
-    Statement begin_immediate, begin_deferred, commit, sync_full, sync_normal;
+    Statement begin_immediate, begin_deferred, commit;
     Statement append, item_events;
     Statement find_item, put_item, delete_item;
     Statement oldest_ready, earliest_lapsed;
@@ -624,8 +633,6 @@ class SqliteBackend final : public Backend {
     stmts_.begin_immediate = p("BEGIN IMMEDIATE");
     stmts_.begin_deferred = p("BEGIN DEFERRED");
     stmts_.commit = p("COMMIT");
-    stmts_.sync_full = p("PRAGMA synchronous=FULL");
-    stmts_.sync_normal = p("PRAGMA synchronous=NORMAL");
     stmts_.append = p("INSERT INTO events (item_id, project_id, type, at, body) VALUES (?1, ?2, ?3, ?4, ?5)");
     stmts_.item_events = p(
         "SELECT seq, item_id, project_id, type, at, body FROM events WHERE item_id = ?1 ORDER BY seq");
@@ -672,6 +679,11 @@ std::vector<std::string> claim_queries() {
                   "AND lease_expires_at <= ?2 ORDER BY lease_expires_at LIMIT 1",
                   kItemColumns),
   };
+}
+
+int sqlite_synchronous(Backend& backend) {
+  auto* sqlite = dynamic_cast<SqliteBackend*>(&backend);
+  return sqlite != nullptr ? sqlite->synchronous_level() : -1;
 }
 
 std::unique_ptr<Backend> open_sqlite(const std::string& path, const SqliteOptions& options) {

@@ -32,6 +32,10 @@ std::unique_ptr<Backend> open_sqlite(const std::string& path, const SqliteOption
 // check with EXPLAIN QUERY PLAN that each is an index seek.
 std::vector<std::string> claim_queries();
 
+// The `synchronous` level (0 OFF, 1 NORMAL, 2 FULL) the connection of a
+// SQLite backend has now; -1 for any other backend. For tests.
+int sqlite_synchronous(Backend& backend);
+
 // The schema version this build writes (PRAGMA user_version).
 inline constexpr int kSqliteSchemaVersion = 1;
 

@@ -3,6 +3,8 @@
 // the contract in README.md.
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
+
 #include <capnp/compat/json.h>
 #include <capnp/message.h>
 #include <kj/exception.h>
@@ -1077,4 +1079,86 @@ TEST_CASE("a payload that only a lenient parser accepts is refused with exit 2, 
     auto events = cli(db, {"events", id, "--json"});
     CHECK(strict_json(events.out));
   }
+}
+
+TEST_CASE("claim --max claims several items in one transaction, as a JSON array", "[cli][batch]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  create_project(db, "alpha");
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    auto r = cli(db, {"enqueue", "alpha", fmt::format(R"({{"n":{}}})", i)});
+    REQUIRE_EXIT(r, 0);
+    ids.push_back(trim(r.out));
+  }
+  auto r = cli(db, {"claim", "--owner", "w1", "--max", "2", "--json"});
+  REQUIRE_EXIT(r, 0);
+  auto json = parse_json(r.out);
+  auto claims = array_of(json.root());
+  REQUIRE(claims.size() == 2);
+  CHECK(str_field(claims[0], "item_id") == ids[0]);
+  CHECK(str_field(claims[1], "item_id") == ids[1]);
+  CHECK(num_field(claims[1], "fence") == 1);
+  r = cli(db, {"claim", "--owner", "w1", "--max", "5", "--json"});
+  REQUIRE_EXIT(r, 0);
+  auto rest = parse_json(r.out);
+  CHECK(array_of(rest.root()).size() == 1);
+  r = cli(db, {"claim", "--owner", "w1", "--max", "5", "--json"});
+  CHECK_EXIT(r, 3);
+  CHECK(trim(r.out) == "[]");
+  CHECK_EXIT(cli(db, {"claim", "--owner", "w1", "--max", "0"}), 2);
+}
+
+TEST_CASE("finish takes several items with their fences, all or nothing", "[cli][batch]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  create_project(db, "alpha");
+  std::vector<std::string> ids;
+  for (int i = 0; i < 2; ++i) {
+    auto r = cli(db, {"enqueue", "alpha", "{}"});
+    REQUIRE_EXIT(r, 0);
+    ids.push_back(trim(r.out));
+  }
+  REQUIRE_EXIT(cli(db, {"claim", "--owner", "w1", "--max", "2"}), 0);
+  const auto events_before = count_rows(db, "events");
+  // One stale fence refuses the whole batch.
+  CHECK_EXIT(cli(db, {"finish", ids[0], ids[1], "--fence", "1", "--fence", "7", "--status", "done"}), 4);
+  CHECK(count_rows(db, "events") == events_before);
+  // One --fence per item.
+  CHECK_EXIT(cli(db, {"finish", ids[0], ids[1], "--fence", "1", "--status", "done"}), 2);
+  auto r = cli(db, {"finish", ids[0], ids[1], "--fence", "1", "--fence", "1", "--status", "done", "--json"});
+  REQUIRE_EXIT(r, 0);
+  auto json = parse_json(r.out);
+  CHECK(array_of(json.root()).size() == 2);
+  CHECK(item_column(db, "status", ids[0]) == "done");
+  CHECK(item_column(db, "status", ids[1]) == "done");
+  CHECK(count_rows(db, "events") == events_before + 2);
+}
+
+TEST_CASE("finish --next reports and claims the next item in one transaction", "[cli][batch]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  create_project(db, "alpha");
+  std::vector<std::string> ids;
+  for (int i = 0; i < 2; ++i) {
+    auto r = cli(db, {"enqueue", "alpha", "{}"});
+    REQUIRE_EXIT(r, 0);
+    ids.push_back(trim(r.out));
+  }
+  REQUIRE_EXIT(cli(db, {"claim", "--owner", "w1"}), 0);
+  CHECK_EXIT(cli(db, {"finish", ids[0], "--fence", "1", "--status", "done", "--next"}), 2);
+  auto r = cli(db, {"finish", ids[0], "--fence", "1", "--status", "done", "--next", "--owner", "w1", "--json"});
+  REQUIRE_EXIT(r, 0);
+  auto json = parse_json(r.out);
+  CHECK(str_field(json.root(), "item_id") == ids[1]);
+  CHECK(num_field(json.root(), "fence") == 1);
+  CHECK(item_column(db, "status", ids[0]) == "done");
+  // A stale finish claims nothing.
+  CHECK_EXIT(cli(db, {"finish", ids[0], "--fence", "1", "--status", "done", "--next", "--owner", "w2"}), 4);
+  CHECK(item_column(db, "owner", ids[1]) == "w1");
+  // The last one: finished, nothing next (exit 3, JSON null).
+  r = cli(db, {"finish", ids[1], "--fence", "1", "--status", "failed", "--next", "--owner", "w1", "--json"});
+  CHECK_EXIT(r, 3);
+  CHECK(trim(r.out) == "null");
+  CHECK(item_column(db, "status", ids[1]) == "failed");
 }

@@ -145,3 +145,18 @@ TEST_CASE("a held write lock makes a command wait, then fail as busy", "[storage
   holder.backend().rollback();
   CHECK_NOTHROW(waiter.enqueue("alpha", "{}"));
 }
+
+TEST_CASE("each write transaction commits with the synchronous level it asked for",
+          "[storage][durability]") {
+  // A prepared "PRAGMA synchronous=..." takes effect when compiled, not when
+  // stepped: this once left every commit at the last level prepared.
+  TempDir dir;
+  auto backend = storage::open_sqlite(dir.file("c.db"));
+  for (auto sync : {storage::Sync::normal, storage::Sync::full, storage::Sync::normal,
+                    storage::Sync::full}) {
+    backend->begin_write(sync);
+    CHECK(storage::sqlite_synchronous(*backend) == (sync == storage::Sync::full ? 2 : 1));
+    backend->commit();
+    CHECK(storage::sqlite_synchronous(*backend) == (sync == storage::Sync::full ? 2 : 1));
+  }
+}
