@@ -199,9 +199,12 @@ class Cli {
     return true;
   }
 
-  ControlStore open() {
+  // `create`: off for audits (verify, rebuild), so that a mistyped path is
+  // an error (exit 1) rather than a new, empty, "clean" store.
+  ControlStore open(bool create = true) {
     StoreOptions options;
     options.durability = durability_;
+    options.create = create;
     return ControlStore(db_ ? *db_ : default_db_path(), options);
   }
 
@@ -403,7 +406,8 @@ class Cli {
         .addOptionWithArg({"owner"}, KJ_BIND_METHOD(*this, set_owner), "<owner>",
                           "with --next: the worker that claims the next item")
         .addOptionWithArg({"actor"}, KJ_BIND_METHOD(*this, set_actor), "<actor>",
-                          "with --next: claim only from this scoped actor's projects")
+                          "report as this scoped actor (exit 5 outside its projects); with "
+                          "--next, claim only from its projects")
         .addOptionWithArg({"lease"}, KJ_BIND_METHOD(*this, set_lease), "<seconds>",
                           "with --next: the next claim's lease (default 900)")
         .expectOneOrMoreArgs("ITEM", KJ_BIND_METHOD(*this, set_positional))
@@ -439,6 +443,11 @@ class Cli {
         if (!next) nothing_to_claim("finished; nothing to claim next");
         print(json_ ? claimed_json(*next) : claimed_text(*next));
         return;
+      }
+      // A scoped actor may report only its projects' items (exit 5 otherwise,
+      // whether or not the item exists).
+      if (actor_) {
+        for (const auto& id : args_) store.item(id, actor_);
       }
       if (args_.size() == 1) {
         store.finish(args_[0], fences_[0], outcome, detail_, now_);
@@ -557,7 +566,7 @@ class Cli {
   }
   Validity run_verify() {
     return run([&] {
-      auto store = open();
+      auto store = open(false);
       auto problems = verify_ledger(store, progress("verify"));
       end_progress();
       if (json_) {
@@ -601,7 +610,7 @@ class Cli {
   }
   Validity run_rebuild() {
     return run([&] {
-      auto store = open();
+      auto store = open(false);
       auto report = rebuild(store, dry_run_, progress("rebuild"));
       end_progress();
       if (json_) {

@@ -1,6 +1,7 @@
 #include "commands/control_store.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -48,7 +49,32 @@ Micros to_micros(Seconds lease) {
   return micros;
 }
 
-Micros clock(std::optional<Micros> now) { return now ? *now : now_micros(); }
+// Explicit clocks stay where lease arithmetic cannot overflow, and after
+// the epoch (a lease expiry of 0 would mean "none").
+constexpr Micros kMaxNow = std::numeric_limits<Micros>::max() / 2;
+
+Micros clock(std::optional<Micros> now) {
+  if (!now) return now_micros();
+  if (*now <= 0 || *now > kMaxNow) {
+    throw InvalidArgument("now must be a positive number of microseconds since the epoch");
+  }
+  return *now;
+}
+
+// Every text stored in an event: bounded, so that a body always decodes.
+constexpr std::size_t kMaxPayloadBytes = 1 << 20;
+constexpr std::size_t kMaxTextBytes = 64 << 10;
+
+void require_size(const std::string& text, std::size_t limit, const char* what) {
+  if (text.size() > limit) {
+    throw InvalidArgument(fmt::format("the {} is {} bytes; the limit is {}", what, text.size(), limit));
+  }
+}
+
+void require_payload(const std::string& payload) {
+  require_size(payload, kMaxPayloadBytes, "payload");
+  require_json(payload);
+}
 
 const std::string kControlPlane;
 
@@ -59,7 +85,8 @@ StoredEvent decode_stored(const storage::RawEvent& raw) {
 }  // namespace
 
 ControlStore::ControlStore(const std::string& path, StoreOptions options)
-    : ControlStore(storage::open_sqlite(path, {options.busy_timeout, options.writer_flock}),
+    : ControlStore(storage::open_sqlite(
+                       path, {options.busy_timeout, options.writer_flock, options.create}),
                    options) {}
 
 ControlStore::ControlStore(std::unique_ptr<storage::Backend> backend, StoreOptions options)
@@ -87,6 +114,9 @@ Micros ControlStore::lease_micros(const std::optional<Seconds>& lease) const {
 
 void ControlStore::create_project(const std::string& id, const std::string& title,
                                   const std::string& status, std::optional<Micros> now) {
+  require_size(id, kMaxTextBytes, "project id");
+  require_size(title, kMaxTextBytes, "title");
+  require_size(status, kMaxTextBytes, "status");
   auto tx = Transaction::write(*backend_, sync_for_claims());
   const Event event =
       decide_create_project(backend_->find_project(id), id, title, status, clock(now));
@@ -129,17 +159,18 @@ ProjectRow ControlStore::visible_project(const std::string& project_id,
 
 std::string ControlStore::enqueue_in_tx(const ProjectRow& project, const std::string& payload_json,
                                         const std::optional<std::string>& actor, Micros at) {
-  const Event event =
-      decide_enqueue(project, new_item_id(at), payload_json, actor.value_or(kControlPlane), at);
+  std::string id = new_item_id(at);
+  while (backend_->find_item(id)) id = new_item_id(at);  // never reuse an id, however unlikely
+  const Event event = decide_enqueue(project, id, payload_json, actor.value_or(kControlPlane), at);
   const Seq seq = backend_->append(event);
-  backend_->put_item(apply(ItemRow{}, StoredEvent{seq, event}));
+  backend_->insert_item(apply(ItemRow{}, StoredEvent{seq, event}));
   return event.item_id;
 }
 
 std::string ControlStore::enqueue(const std::string& project_id, const std::string& payload_json,
                                   const std::optional<std::string>& actor,
                                   std::optional<Micros> now) {
-  require_json(payload_json);
+  require_payload(payload_json);
   const Micros at = clock(now);
   auto tx = Transaction::write(*backend_, sync_for_claims());
   const ProjectRow project = visible_project(project_id, actor);
@@ -152,7 +183,7 @@ std::vector<std::string> ControlStore::enqueue_batch(const std::string& project_
                                                      const std::vector<std::string>& payloads_json,
                                                      const std::optional<std::string>& actor,
                                                      std::optional<Micros> now) {
-  for (const auto& payload : payloads_json) require_json(payload);
+  for (const auto& payload : payloads_json) require_payload(payload);
   const Micros at = clock(now);
   auto tx = Transaction::write(*backend_, sync_for_claims());
   const ProjectRow project = visible_project(project_id, actor);
@@ -215,8 +246,13 @@ std::vector<ClaimedItem> ControlStore::claim_batch(const std::string& owner, std
 }
 
 void ControlStore::finish_in_tx(const std::string& item_id, Fence fence, Outcome outcome,
-                                const std::string& detail, Micros at) {
+                                const std::string& detail, Micros at,
+                                const std::optional<std::string>& actor) {
+  require_size(detail, kMaxTextBytes, "detail");
   auto row = backend_->find_item(item_id);
+  // A scoped actor may report only its projects' items, and learns nothing
+  // (not even a fence) about others.
+  if (actor && (!row || !backend_->is_assigned(row->project_id, *actor))) throw ScopeDenied();
   const Event event = decide_finish(row, item_id, fence, outcome, detail, kControlPlane, at);
   const Seq seq = backend_->append(event);
   backend_->put_item(apply(std::move(*row), StoredEvent{seq, event}));
@@ -226,14 +262,14 @@ void ControlStore::finish(const std::string& item_id, Fence fence, Outcome outco
                           const std::string& detail, std::optional<Micros> now) {
   const Micros at = clock(now);
   auto tx = Transaction::write(*backend_, sync_for_finish());
-  finish_in_tx(item_id, fence, outcome, detail, at);
+  finish_in_tx(item_id, fence, outcome, detail, at, {});
   tx.commit();
 }
 
 void ControlStore::finish_batch(const std::vector<Report>& reports, std::optional<Micros> now) {
   const Micros at = clock(now);
   auto tx = Transaction::write(*backend_, sync_for_finish());
-  for (const auto& r : reports) finish_in_tx(r.item_id, r.fence, r.outcome, r.detail, at);
+  for (const auto& r : reports) finish_in_tx(r.item_id, r.fence, r.outcome, r.detail, at, {});
   tx.commit();
 }
 
@@ -245,7 +281,7 @@ std::optional<ClaimedItem> ControlStore::finish_and_claim(const std::string& ite
   if (owner.empty()) throw InvalidArgument("a claim needs a non-empty owner");
   const Micros at = clock(options.now);
   auto tx = Transaction::write(*backend_, sync_for_claims());
-  finish_in_tx(item_id, fence, outcome, detail, at);
+  finish_in_tx(item_id, fence, outcome, detail, at, options.actor);
   auto next = claim_in_tx(owner, options, lease, at);
   tx.commit();
   return next;

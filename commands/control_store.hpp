@@ -52,6 +52,7 @@ struct StoreOptions {
   Durability durability = Durability::fenced;
   std::chrono::milliseconds busy_timeout{30'000};
   bool writer_flock = true;  // SQLite: fair writer queue (storage/sqlite_backend.hpp)
+  bool create = true;        // create the database if missing (off for audits)
 };
 
 using Item = ItemRow;
@@ -96,15 +97,18 @@ class ControlStore {
   std::vector<std::string> visible_projects(const std::optional<std::string>& actor = {});
 
   // Appends queued and returns the new item id. InvalidArgument for a payload
-  // that is not JSON. An unknown project is NotFound for the control plane
+  // that is not JSON or is over 1 MiB. An unknown project is NotFound for the control plane
   // and ScopeDenied for a scoped actor, exactly as a project not theirs.
   std::string enqueue(const std::string& project_id, const std::string& payload_json,
                       const std::optional<std::string>& actor = {},
                       std::optional<Micros> now = {});
 
-  // Claims the oldest available item (ready, or claimed with a lapsed lease;
-  // whichever was queued first) for `owner` and appends claimed with a fence
-  // one above the item's last. nullopt when nothing is available.
+  // Claims an available item for `owner` and appends claimed with a fence
+  // one above the item's last. Per project in scope the candidates are the
+  // oldest ready item (queue order) and the item whose lease lapsed first;
+  // of all candidates the one queued first wins, so a lapsed item is not
+  // starved behind a deep queue. nullopt when nothing is available.
+  // Every `now` is a positive number of microseconds since the epoch.
   // InvalidArgument for an empty owner or a lease that is not a positive,
   // finite number of seconds.
   std::optional<ClaimedItem> claim(const std::string& owner, const ClaimOptions& options = {});
@@ -144,8 +148,9 @@ class ControlStore {
 
   // Finishes one item and, in the same transaction, claims `owner`'s next
   // one: half the transactions of finish + claim. If the finish is refused
-  // (FenceRejected) nothing is claimed either. nullopt: finished, nothing
-  // left to claim.
+  // (FenceRejected; ScopeDenied when options.actor is set and the item is
+  // not in its projects) nothing is claimed either. nullopt: finished,
+  // nothing left to claim.
   std::optional<ClaimedItem> finish_and_claim(const std::string& item_id, Fence fence,
                                               Outcome outcome, const std::string& owner,
                                               const ClaimOptions& options = {},
@@ -177,7 +182,7 @@ class ControlStore {
   std::optional<ClaimedItem> claim_in_tx(const std::string& owner, const ClaimOptions& options,
                                          Micros lease, Micros at);
   void finish_in_tx(const std::string& item_id, Fence fence, Outcome outcome,
-                    const std::string& detail, Micros at);
+                    const std::string& detail, Micros at, const std::optional<std::string>& actor);
   std::string enqueue_in_tx(const ProjectRow& project, const std::string& payload_json,
                             const std::optional<std::string>& actor, Micros at);
   ProjectRow visible_project(const std::string& project_id, const std::optional<std::string>& actor);

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <random>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 namespace cplane {
@@ -12,12 +14,24 @@ Micros now_micros() {
   return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
 }
 
+namespace {
+
+std::mt19937_64 seeded() {
+  std::random_device device;
+  std::seed_seq seed{device(), device(), device(), device()};
+  return std::mt19937_64(seed);
+}
+
+}  // namespace
+
 std::string new_item_id(Micros now) {
-  thread_local std::mt19937_64 rng{[] {
-    std::random_device device;
-    std::seed_seq seed{device(), device(), device(), device()};
-    return std::mt19937_64(seed);
-  }()};
+  // Reseeded after fork: a child must not repeat its parent's stream.
+  thread_local std::mt19937_64 rng = seeded();
+  thread_local pid_t owner = ::getpid();
+  if (::getpid() != owner) {
+    owner = ::getpid();
+    rng = seeded();
+  }
   const std::uint64_t ms = static_cast<std::uint64_t>(now / 1000) & 0xffffffffffffULL;
   const std::uint64_t r1 = rng();
   const std::uint64_t r2 = rng();

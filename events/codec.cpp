@@ -63,7 +63,9 @@ namespace {
 
 Event decode_aligned(kj::ArrayPtr<const capnp::word> words) {
   capnp::ReaderOptions options;
-  options.traversalLimitInWords = 1 << 20;
+  // Proportional to the body: text is charged against the limit, and a
+  // stored body can hold a payload of up to 1 MiB.
+  options.traversalLimitInWords = 4 * words.size() + 1024;
   options.nestingLimit = 16;
   capnp::FlatArrayMessageReader reader(words, options);
   auto root = reader.getRoot<wire::Event>();

@@ -321,20 +321,24 @@ class Probe {
   void check_ledger(Report& report, const std::vector<std::string>& ids) {
     ControlStore store{config_.store};
     std::int64_t done = 0, lost = 0, multiple_terminals = 0, fence_violations = 0,
-                 reclaims = 0, claim_events = 0;
+                 reclaims = 0, claim_events = 0, claims_while_leased = 0;
     for (const auto& id : ids) {
       const auto events = store.events(id);
       int terminals = 0;
       Fence last = 0;
+      Micros leased_until = 0;  // while claimed and not finished
       bool fences_ok = true;
       for (const auto& e : events) {
         if (auto* c = std::get_if<ItemClaimed>(&e.event.body)) {
           ++claim_events;
+          if (e.event.at < leased_until) ++claims_while_leased;  // two holders at once
+          leased_until = c->lease_expires_at;
           if (c->attempt > 1) ++reclaims;
           if (c->fence <= last) fences_ok = false;
           last = c->fence;
         } else if (auto* f = std::get_if<ItemFinished>(&e.event.body)) {
           ++terminals;
+          leased_until = 0;
           if (f->fence != last) fences_ok = false;
         }
       }
@@ -359,12 +363,14 @@ class Probe {
     report.count("reclaims", reclaims);
     report.count("items_with_two_terminal_events", multiple_terminals);
     report.count("fence_violations", fence_violations);
+    report.count("claims_while_leased", claims_while_leased);
     report.count("verify_problems", problems.size());
     report.fixed("verify_seconds", verify_seconds);
     report.check(done == static_cast<std::int64_t>(ids.size()), "done == items");
     report.check(lost == 0, "lost == 0");
     report.check(multiple_terminals == 0, "no item has two terminal events");
     report.check(fence_violations == 0, "fences rise strictly per item");
+    report.check(claims_while_leased == 0, "no item was claimed while another lease held it");
     report.check(problems.empty(), "verify finds no problems");
   }
 
@@ -456,10 +462,19 @@ class Probe {
     report.count("victim_killed_by_signal", status == 128 + SIGKILL ? SIGKILL : 0);
     report.check(status == 128 + SIGKILL, "the victim died of SIGKILL while holding its item");
     report.count("victim_fence", fence);
+    std::int64_t probe_claims = 0;
     {
-      // Before the lease lapses nobody may take the item.
+      // Before the lease lapses a claim must take another item, never the
+      // one the dead worker holds.
       ControlStore store{config_.store};
-      report.check(store.item(item).status == ItemStatus::claimed, "the item stays claimed");
+      auto other = store.claim("probe-competitor", {.actor = project_, .lease = Seconds{30}});
+      report.check(other.has_value() || items == 1, "a competing claim found work");
+      if (other) {
+        report.check(other->item_id != item, "the held item is not handed out before its lease lapses");
+        store.finish(other->item_id, other->fence, Outcome::done);
+        ++probe_claims;
+      }
+      report.check(store.item(item).owner == "probe-worker-999", "the item stays with the victim");
     }
     sleep_for(lease + 0.1);
 
@@ -491,7 +506,8 @@ class Probe {
     report.check(reclaim_fence > fence, "the item was reclaimed under a higher fence");
     report.check(refused, "the killed worker's token is refused on finish");
     report.check(terminals == 1, "the victim's item has exactly one terminal event");
-    report.check(stats_claimed_ == items, "every item claimed once by the survivors");
+    report.check(stats_claimed_ + probe_claims == items,
+                 "every item claimed once by the survivors (and the competitor)");
     check_ledger(report, ids);
   }
 

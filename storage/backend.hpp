@@ -74,6 +74,8 @@ class Backend {
 
   // ---- items --------------------------------------------------------------
   virtual std::optional<ItemRow> find_item(std::string_view item_id) = 0;
+  // Inserts a new item; StorageError if the id is taken (never overwrites).
+  virtual void insert_item(const ItemRow& row) = 0;
   virtual void put_item(const ItemRow& row) = 0;  // insert or replace
   virtual void delete_item(std::string_view item_id) = 0;
   // The ready item of a project queued first: an index seek.

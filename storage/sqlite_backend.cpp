@@ -329,9 +329,10 @@ class WriterLock {
 class SqliteBackend final : public Backend {
  public:
   SqliteBackend(const std::string& path, const SqliteOptions& options) : path_(path) {
-    int rc = sqlite3_open_v2(path.c_str(), &db_,
-                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                             nullptr);
+    int rc = sqlite3_open_v2(
+        path.c_str(), &db_,
+        SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (options.create ? SQLITE_OPEN_CREATE : 0),
+        nullptr);
     if (rc != SQLITE_OK) {
       std::string message = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
       sqlite3_close(db_);
@@ -344,9 +345,14 @@ class SqliteBackend final : public Backend {
       sqlite3_busy_timeout(db_, static_cast<int>(options.busy_timeout.count()));
       const bool in_memory = path.empty() || path == ":memory:" || path.starts_with("file:");
       if (options.writer_flock && !in_memory) writer_lock_ = WriterLock(path + "-lock");
-      exec("PRAGMA journal_mode=WAL", "cannot switch database " + path + " to WAL mode");
-      exec("PRAGMA synchronous=FULL", "cannot set synchronous");
+      // Identify the file before changing anything about it: a foreign
+      // database is refused with its journal mode untouched.
       migrate();
+      exec("PRAGMA synchronous=FULL", "cannot set synchronous on " + path);
+      if (pragma_text("PRAGMA journal_mode=WAL") != "wal") {
+        throw StorageError(StorageError::Category::unavailable,
+                           fmt::format("cannot switch database {} to WAL mode", path));
+      }
       prepare();
     } catch (...) {
       stmts_ = {};
@@ -362,6 +368,7 @@ class SqliteBackend final : public Backend {
   }
 
   void begin_write(Sync sync) override {
+    check_usable();
     if (sync != sync_) {
       // Not a prepared statement: PRAGMA synchronous takes effect when it is
       // compiled, not when it is stepped.
@@ -379,7 +386,10 @@ class SqliteBackend final : public Backend {
     in_write_ = true;
   }
 
-  void begin_read() override { stmts_.begin_deferred.run(); }
+  void begin_read() override {
+    check_usable();
+    stmts_.begin_deferred.run();
+  }
 
   void commit() override {
     try {
@@ -394,7 +404,11 @@ class SqliteBackend final : public Backend {
   }
 
   void rollback() noexcept override {
-    if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    if (!sqlite3_get_autocommit(db_) &&
+        sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr) != SQLITE_OK &&
+        !sqlite3_get_autocommit(db_)) {
+      broken_ = true;  // still inside a transaction we cannot end: refuse further use
+    }
     release_writer();
   }
 
@@ -433,12 +447,24 @@ class SqliteBackend final : public Backend {
     return one_item(stmts_.find_item.bind(item_id));
   }
 
-  void put_item(const ItemRow& r) override {
-    stmts_.put_item
-        .bind(r.item_id, r.project_id, r.payload, to_string(r.status), NullIfEmpty{r.owner},
-              r.fence, r.attempts, NullIfZero{r.lease_expires_at}, NullIfEmpty{r.detail},
-              r.queued_seq, r.queued_at, r.updated_at, r.last_seq)
-        .run();
+  void insert_item(const ItemRow& r) override {
+    try {
+      bind_item(stmts_.insert_item, r).run();
+    } catch (const StorageError& e) {
+      if (sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_PRIMARYKEY) {
+        throw StorageError(StorageError::Category::io,
+                           fmt::format("item id {} is already taken", r.item_id));
+      }
+      throw;
+    }
+  }
+
+  void put_item(const ItemRow& r) override { bind_item(stmts_.put_item, r).run(); }
+
+  static Statement& bind_item(Statement& s, const ItemRow& r) {
+    return s.bind(r.item_id, r.project_id, r.payload, to_string(r.status), NullIfEmpty{r.owner},
+                  r.fence, r.attempts, NullIfZero{r.lease_expires_at}, NullIfEmpty{r.detail},
+                  r.queued_seq, r.queued_at, r.updated_at, r.last_seq);
   }
 
   void delete_item(std::string_view item_id) override { stmts_.delete_item.bind(item_id).run(); }
@@ -553,7 +579,7 @@ class SqliteBackend final : public Backend {
   struct Statements {
     Statement begin_immediate, begin_deferred, commit;
     Statement append, item_events;
-    Statement find_item, put_item, delete_item;
+    Statement find_item, insert_item, put_item, delete_item;
     Statement oldest_ready, earliest_lapsed;
     Statement find_project, put_project, delete_project;
     Statement is_assigned, put_assignment, delete_assignment;
@@ -578,10 +604,30 @@ class SqliteBackend final : public Backend {
     if (rc != SQLITE_OK) fail(db_, rc, what);
   }
 
+  std::string pragma_text(const char* sql) {
+    Statement s(db_, sql);
+    s.bind();
+    return s.step() ? s.text(0) : std::string();
+  }
+
   std::int64_t pragma(const char* sql) {
     Statement s(db_, sql);
     s.bind();
     return s.step() ? s.i64(0) : 0;
+  }
+
+  // A connection must not be used by a process it was not opened in (after
+  // fork, parent and child would share one flock and one SQLite handle), nor
+  // after a ROLLBACK that failed.
+  void check_usable() {
+    if (::getpid() != pid_) {
+      throw StorageError(StorageError::Category::unavailable,
+                         "this store was opened in another process (before fork): open a new one");
+    }
+    if (broken_) {
+      throw StorageError(StorageError::Category::io,
+                         "this store's connection could not roll back a transaction: reopen it");
+    }
   }
 
   void release_writer() noexcept {
@@ -597,7 +643,7 @@ class SqliteBackend final : public Backend {
       WriterLock& l;
       ~Unlock() { l.unlock(); }
     } unlock{writer_lock_};
-    exec("BEGIN IMMEDIATE", "cannot lock database " + path_);
+    exec("BEGIN IMMEDIATE", "cannot open database " + path_);
     try {
       const auto version = pragma("PRAGMA user_version");
       const auto application = pragma("PRAGMA application_id");
@@ -637,6 +683,9 @@ class SqliteBackend final : public Backend {
     stmts_.item_events = p(
         "SELECT seq, item_id, project_id, type, at, body FROM events WHERE item_id = ?1 ORDER BY seq");
     stmts_.find_item = p(fmt::format("SELECT {} FROM items WHERE item_id = ?1", kItemColumns));
+    stmts_.insert_item = p(fmt::format(
+        "INSERT INTO items ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        kItemColumns));
     stmts_.put_item = p(fmt::format(
         "INSERT OR REPLACE INTO items ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
         kItemColumns));
@@ -666,6 +715,8 @@ class SqliteBackend final : public Backend {
   Statements stmts_;
   Sync sync_ = Sync::full;
   bool in_write_ = false;
+  bool broken_ = false;
+  pid_t pid_ = ::getpid();
 };
 
 }  // namespace

@@ -19,6 +19,9 @@ struct SqliteOptions {
   // the kernel instead of polling, so no worker starves. busy_timeout stays
   // as a safety net for writers that do not take the side lock (sqlite3).
   bool writer_flock = true;
+  // Create the file (and the schema) if it does not exist. Off for audits, so
+  // that a mistyped path is an error rather than an empty, clean store.
+  bool create = true;
 };
 
 // Opens (creating if missing) the database at `path`, in WAL mode, and

@@ -1162,3 +1162,31 @@ TEST_CASE("finish --next reports and claims the next item in one transaction", "
   CHECK(trim(r.out) == "null");
   CHECK(item_column(db, "status", ids[1]) == "failed");
 }
+
+TEST_CASE("verify and rebuild of a missing database fail instead of creating one", "[cli]") {
+  TempDir dir;
+  const auto db = dir.file("typo.db");
+  for (const char* command : {"verify", "rebuild"}) {
+    auto r = cli(db, {command});
+    CHECK_EXIT(r, 1);
+    CHECK(one_line(r.err));
+    CHECK_FALSE(std::filesystem::exists(db));
+  }
+}
+
+TEST_CASE("finish as a scoped actor is denied outside its projects", "[cli][scope]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  create_project(db, "alpha");
+  create_project(db, "secret");
+  REQUIRE_EXIT(cli(db, {"project", "assign", "alpha", "bob"}), 0);
+  const auto theirs = enqueue(db, "secret");
+  REQUIRE_EXIT(cli(db, {"claim", "--owner", "w1"}), 0);
+  auto denied = cli(db, {"finish", theirs, "--fence", "1", "--status", "done", "--actor", "bob"});
+  CHECK_EXIT(denied, 5);
+  auto missing = cli(db, {"finish", "no-such-item", "--fence", "1", "--status", "done", "--actor", "bob"});
+  CHECK_EXIT(missing, 5);
+  CHECK(denied.err == missing.err);
+  CHECK(item_column(db, "status", theirs) == "claimed");
+  CHECK_EXIT(cli(db, {"finish", theirs, "--fence", "1", "--status", "done"}), 0);
+}

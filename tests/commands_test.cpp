@@ -348,6 +348,7 @@ class RecordingBackend final : public storage::Backend {
     return inner_->scan_project_events();
   }
   std::optional<ItemRow> find_item(std::string_view id) override { return inner_->find_item(id); }
+  void insert_item(const ItemRow& row) override { inner_->insert_item(row); }
   void put_item(const ItemRow& row) override { inner_->put_item(row); }
   void delete_item(std::string_view id) override { inner_->delete_item(id); }
   std::optional<ItemRow> oldest_ready(const std::string& p) override {
@@ -555,4 +556,81 @@ TEST_CASE("status counts tell how many items are in each state", "[commands]") {
   auto all = store.status_counts();
   CHECK(all.ready == 2);
   CHECK(store.status_counts("ghost").ready == 0);
+}
+
+TEST_CASE("an explicit clock must be a positive time that leases cannot overflow",
+          "[commands]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  CHECK_THROWS_AS(store.enqueue("alpha", "{}", {}, 0), InvalidArgument);
+  CHECK_THROWS_AS(store.enqueue("alpha", "{}", {}, -5), InvalidArgument);
+  store.enqueue("alpha", "{}", {}, kT0);
+  CHECK_THROWS_AS(store.claim("w1", {.now = std::numeric_limits<Micros>::max()}), InvalidArgument);
+  CHECK_THROWS_AS(store.claim("w1", {.now = -1}), InvalidArgument);
+  CHECK(count(db, "events") == 2);
+  CHECK(store.claim("w1", {.now = kT0}).has_value());
+}
+
+TEST_CASE("a payload over 1 MiB is refused before anything is written", "[commands]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  const std::string big = "\"" + std::string((1 << 20) + 1, 'x') + "\"";
+  CHECK_THROWS_AS(store.enqueue("alpha", big), InvalidArgument);
+  CHECK(count(db, "items") == 0);
+  // Just under the limit is stored and reads back.
+  const std::string fits = "\"" + std::string((1 << 20) - 2, 'y') + "\"";
+  auto id = store.enqueue("alpha", fits);
+  CHECK(std::get<ItemQueued>(store.events(id).at(0).event.body).payload == fits);
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("a scoped finish_and_claim cannot report another project's item", "[commands][scope]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  store.create_project("secret", "S");
+  store.assign("alpha", "bob");
+  auto theirs = store.enqueue("secret", "{}");
+  auto c = store.claim("w-secret");
+  REQUIRE(c);
+  REQUIRE(c->item_id == theirs);
+  const auto events_before = count(db, "events");
+  CHECK_THROWS_AS(store.finish_and_claim(theirs, c->fence, Outcome::done, "bob",
+                                         {.actor = std::string("bob")}),
+                  ScopeDenied);
+  CHECK_THROWS_AS(store.finish_and_claim("no-such-item", 1, Outcome::done, "bob",
+                                         {.actor = std::string("bob")}),
+                  ScopeDenied);
+  CHECK(count(db, "events") == events_before);
+  CHECK(store.item(theirs).status == ItemStatus::claimed);
+}
+
+TEST_CASE("a store opened before fork refuses to work in the child", "[commands]") {
+  TempDir dir;
+  ControlStore store{dir.file("c.db")};
+  store.create_project("alpha", "A");
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    int code = 2;
+    try {
+      store.enqueue("alpha", "{}");
+      code = 1;  // it worked: wrong
+    } catch (const StorageError& e) {
+      code = e.category() == StorageError::Category::unavailable ? 0 : 3;
+    } catch (...) {
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  // The parent's store is untouched and still works.
+  CHECK_NOTHROW(store.enqueue("alpha", "{}"));
 }

@@ -160,3 +160,43 @@ TEST_CASE("each write transaction commits with the synchronous level it asked fo
     CHECK(storage::sqlite_synchronous(*backend) == (sync == storage::Sync::full ? 2 : 1));
   }
 }
+
+TEST_CASE("inserting an item never overwrites an existing one", "[storage]") {
+  TempDir dir;
+  auto backend = storage::open_sqlite(dir.file("c.db"));
+  ItemRow row;
+  row.item_id = "same-id";
+  row.project_id = "alpha";
+  row.payload = "{}";
+  row.queued_seq = 1;
+  backend->begin_write(storage::Sync::normal);
+  backend->insert_item(row);
+  ItemRow other = row;
+  other.fence = 9;
+  other.status = ItemStatus::claimed;
+  CHECK_THROWS_AS(backend->insert_item(other), StorageError);
+  CHECK(backend->find_item("same-id")->fence == 0);
+  backend->rollback();
+}
+
+TEST_CASE("a foreign database keeps its journal mode when refused", "[storage]") {
+  TempDir dir;
+  const auto path = dir.file("other.db");
+  write_file(path, "");
+  sql(path, "CREATE TABLE accounts (id INTEGER PRIMARY KEY)");
+  CHECK(sql_column(path, "PRAGMA journal_mode").at(0) == "delete");
+  CHECK(open_failure(path) == StorageError::Category::corruption);
+  CHECK(sql_column(path, "PRAGMA journal_mode").at(0) == "delete");
+}
+
+TEST_CASE("an audit does not create a missing database", "[storage]") {
+  TempDir dir;
+  const auto path = dir.file("typo.db");
+  try {
+    ControlStore store{path, {.create = false}};
+    FAIL("a missing database was opened");
+  } catch (const StorageError& e) {
+    CHECK(e.category() == StorageError::Category::unavailable);
+  }
+  CHECK_FALSE(std::filesystem::exists(path));
+}

@@ -21,7 +21,7 @@ const std::vector<std::string> kProblemKinds = {
     "lease_disagrees",        "project_disagrees",        "payload_disagrees",
     "detail_disagrees",       "queued_disagrees",         "last_seq_disagrees",
     "item_in_unknown_project", "undecodable_event",       "unknown_event_type",
-    "index_disagrees",        "project_row_missing",      "project_row_without_event",
+    "index_disagrees",        "claim_while_leased",       "project_row_missing",      "project_row_without_event",
     "project_row_disagrees",  "assignment_missing",       "assignment_without_event",
 };
 
@@ -175,6 +175,14 @@ void fold_item_event(ItemAudit& audit, const storage::RawEvent& raw) {
                         type_name(e.body), audit.item_id));
   }
   if (auto* claimed = std::get_if<ItemClaimed>(&e.body)) {
+    // Exactly one worker at a time: a claim may only take a ready item or
+    // one whose lease had lapsed when the claim was made.
+    if (audit.folded.status == ItemStatus::claimed && e.at < audit.folded.lease_expires_at) {
+      problem("claim_while_leased",
+              fmt::format("claim seq {} by {} at {} took the item while {}'s lease ran until {}",
+                          raw.seq, claimed->owner, e.at, audit.folded.owner,
+                          audit.folded.lease_expires_at));
+    }
     if (claimed->fence <= audit.folded.fence) {
       problem("fence_not_monotonic",
               fmt::format("claim seq {} has fence {}, not above the earlier fence {}", raw.seq,
@@ -194,9 +202,7 @@ void fold_item_event(ItemAudit& audit, const storage::RawEvent& raw) {
                           to_string(audit.folded.status), audit.folded.fence));
     }
   }
-  const Fence before = audit.folded.fence;
   audit.folded = apply(std::move(audit.folded), *stored);
-  if (audit.folded.fence < before) audit.folded.fence = before;  // never let a bad claim lower it
 }
 
 // Walks the item events (by item_id, seq) and the item rows (by item_id)
@@ -211,9 +217,22 @@ void replay_items(storage::Backend& backend, const Progress& progress, std::int6
   ItemRow row;
   bool have_event = events->next(raw);
   bool have_row = rows->next(row);
+  std::string previous;
+  bool first = true;
   while (have_event || have_row) {
     const std::string key =
         !have_row ? raw.item_id : !have_event ? row.item_id : std::min(raw.item_id, row.item_id);
+    // The merge needs both sides in one order; SQLite's BINARY collation of
+    // TEXT is memcmp, as is std::string's. An id stored as a BLOB (only by
+    // tampering) sorts elsewhere: stop rather than report false problems.
+    if (!first && key <= previous) {
+      throw StorageError(StorageError::Category::corruption,
+                         fmt::format("item ids are out of order near '{}': an id is stored with "
+                                     "a type other than TEXT",
+                                     key));
+    }
+    first = false;
+    previous = key;
     ItemAudit audit;
     audit.item_id = key;
     while (have_event && raw.item_id == key) {

@@ -50,6 +50,7 @@ struct LedgerProblem {
 //   undecodable_event        an event body that cannot be decoded
 //   unknown_event_type       an event of a type this build does not know
 //   index_disagrees          an event's item_id/project_id/type/at column is not its body's
+//   claim_while_leased       a claim made while another worker's lease had not lapsed
 //   project_row_missing, project_row_without_event, project_row_disagrees,
 //   assignment_missing, assignment_without_event
 //                            the same checks for projects and assignments
