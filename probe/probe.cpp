@@ -506,6 +506,7 @@ class Probe {
     report.check(reclaim_fence > fence, "the item was reclaimed under a higher fence");
     report.check(refused, "the killed worker's token is refused on finish");
     report.check(terminals == 1, "the victim's item has exactly one terminal event");
+    report.count("competitor_claims", probe_claims);
     report.check(stats_claimed_ + probe_claims == items,
                  "every item claimed once by the survivors (and the competitor)");
     check_ledger(report, ids);
