@@ -57,6 +57,7 @@
 #include <fmt/format.h>
 
 #include "events/codec.hpp"
+#include "storage/coalescing_vfs.hpp"
 #include "events/errors.hpp"
 
 namespace cplane::storage {
@@ -332,7 +333,7 @@ class SqliteBackend final : public Backend {
     int rc = sqlite3_open_v2(
         path.c_str(), &db_,
         SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (options.create ? SQLITE_OPEN_CREATE : 0),
-        nullptr);
+        options.coalesce_wal_writes ? coalescing_vfs_name() : nullptr);
     if (rc != SQLITE_OK) {
       std::string message = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
       sqlite3_close(db_);

@@ -22,6 +22,8 @@ struct SqliteOptions {
   // Create the file (and the schema) if it does not exist. Off for audits, so
   // that a mistyped path is an error rather than an empty, clean store.
   bool create = true;
+  // Write each WAL commit with one system call (storage/coalescing_vfs.cpp).
+  bool coalesce_wal_writes = true;
 };
 
 // Opens (creating if missing) the database at `path`, in WAL mode, and
