@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <concepts>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -134,6 +135,15 @@ class ControlStore {
   // for max_items == 0 and as claim.
   std::vector<ClaimedItem> claim_batch(const std::string& owner, std::size_t max_items,
                                        const ClaimOptions& options = {});
+
+  // The same as claim_batch: `store.claim("worker-1", 8)`. (A template so
+  // that `claim(owner, {})` still means one claim with default options.)
+  template <std::integral N>
+  std::vector<ClaimedItem> claim(const std::string& owner, N max_items,
+                                 const ClaimOptions& options = {}) {
+    if (max_items <= 0) throw InvalidArgument("a batch claim needs max_items of at least 1");
+    return claim_batch(owner, static_cast<std::size_t>(max_items), options);
+  }
 
   struct Report {
     std::string item_id;

@@ -34,6 +34,8 @@ std::string_view type_name(const EventBody& body) {
       body);
 }
 
+std::string_view StoredEvent::type() const { return type_name(event.body); }
+
 std::optional<Fence> fence_of(const EventBody& body) {
   if (auto* c = std::get_if<ItemClaimed>(&body)) return c->fence;
   if (auto* f = std::get_if<ItemFinished>(&body)) return f->fence;

@@ -67,6 +67,8 @@ struct Event {
 struct StoredEvent {
   Seq seq = 0;
   Event event;
+  // "queued", "claimed", "done", ... (see type_name below).
+  std::string_view type() const;
 };
 
 // The name stored in the `type` column and shown to users:

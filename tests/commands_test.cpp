@@ -32,7 +32,7 @@ std::size_t count(const std::string& db, const std::string& table) {
 
 std::vector<std::string> types(const std::vector<StoredEvent>& events) {
   std::vector<std::string> out;
-  for (const auto& e : events) out.emplace_back(type_name(e.event.body));
+  for (const auto& e : events) out.emplace_back(e.type());
   return out;
 }
 
@@ -166,7 +166,7 @@ TEST_CASE("a lease must be a positive, finite number of seconds", "[commands][cl
   }
   CHECK(count(db, "events") == events_before);
   CHECK_THROWS_AS(ControlStore(db, {.lease = Seconds{0}}), InvalidArgument);
-  CHECK_THROWS_AS(store.claim("", {}), InvalidArgument);
+  CHECK_THROWS_AS(store.claim("", {}), InvalidArgument);  // one claim, default options
   CHECK(store.claim("w1", {.lease = Seconds{0.5}}).has_value());
 }
 
@@ -473,7 +473,7 @@ TEST_CASE("a batch claim takes the oldest items in one transaction", "[commands]
     CHECK(batch[i].fence == 1);
   }
   CHECK(batch[1].payload == "[1]");
-  CHECK(store.claim_batch("w2", 10, {.now = kT0 + 1}).size() == 2);
+  CHECK(store.claim("w2", 10, {.now = kT0 + 1}).size() == 2);  // claim(owner, max_items)
   CHECK(store.claim_batch("w3", 10, {.now = kT0 + 1}).empty());
   CHECK_THROWS_AS(store.claim_batch("w3", 0), InvalidArgument);
   CHECK(verify_ledger(store).empty());
