@@ -9,4 +9,5 @@ $SUDO apt-get install -y --no-install-recommends \
   build-essential cmake pkg-config \
   capnproto libcapnp-dev \
   libsqlite3-dev sqlite3 \
-  libfmt-dev librange-v3-dev catch2
+  libfmt-dev librange-v3-dev catch2 \
+  gnuplot-nox
