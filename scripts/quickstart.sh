@@ -9,3 +9,7 @@ bash scripts/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$(nproc)"
 bash scripts/demo.sh build/cli/cplane build/demo.db
+# And the same store under contention: four worker processes drain 1,000
+# items; the probe checks every count exactly (PASS) and verifies the ledger.
+rm -f build/probe-demo.db build/probe-demo.db-wal build/probe-demo.db-shm build/probe-demo.db-lock
+build/probe/cplane-probe --store build/probe-demo.db --scenario concurrent-queue --workers 4 --items 1000
