@@ -361,6 +361,7 @@ class Probe {
     report.count("lost", lost);
     report.count("claim_events", claim_events);
     report.count("reclaims", reclaims);
+    ledger_reclaims_ = reclaims;
     report.count("items_with_two_terminal_events", multiple_terminals);
     report.count("fence_violations", fence_violations);
     report.count("claims_while_leased", claims_while_leased);
@@ -531,6 +532,7 @@ class Probe {
     report.fixed("elapsed_s", seconds_now() - t0);
     report.check(finished && failures == 0, "every worker finished before --timeout");
     check_ledger(report, ids);
+    report.check(ledger_reclaims_ > 0, "lapsed leases were reclaimed (the storm happened)");
     report.check(stats_refused_ > 0, "stale reports were refused (the storm happened)");
   }
 
@@ -597,6 +599,7 @@ class Probe {
   std::vector<pid_t> live_;
   double start_ = seconds_now();
   std::int64_t stats_claimed_ = 0, stats_distinct_ = 0, stats_refused_ = 0;
+  std::int64_t ledger_reclaims_ = 0;
 };
 
 // ---------------------------------------------------------------------------
