@@ -3,44 +3,51 @@
 //
 // SQLite appends a commit to the WAL as frames, each written with two
 // pwrite(2) calls: a 24-byte frame header, then the page. A cplane claim
-// touches about five pages, so a commit costs some ten system calls, and on
-// a virtual machine a system call costs microseconds. This shim keeps the
-// writes to a WAL file in a buffer while they are contiguous and issues them
-// as one write when:
+// touches about five pages, so a commit costs some ten system calls inside
+// the writer's critical section, and on a virtual machine a system call
+// costs microseconds. This shim buffers the contiguous writes of a
+// transaction to its WAL file and hands them to the kernel in one call
+// (in chunks under the unix VFS's 128 KiB limit per write):
 //
-//   * the page that follows a commit frame's header has been buffered (the
-//     frame header's bytes 4-7, "database size after commit", are non-zero):
-//     the flush happens inside that xWrite, so an I/O error is reported by
-//     the write SQLite is waiting on, before the commit is published in the
-//     wal-index;
-//   * anything else touches the file: xRead, xSync, xTruncate, xFileSize,
-//     xClose, a non-contiguous write, or the buffer reaching 256 KiB;
-//   * the database file of the same thread takes or releases a lock or
-//     publishes the wal-index (xLock, xUnlock, xShmLock, xShmBarrier,
-//     xShmUnmap, xClose): a safety net that finds the buffer empty in
-//     practice.
+//   * inside the xWrite of the page that follows a commit frame's header
+//     (a 24-byte write whose bytes 4-7, "database size after commit", are
+//     non-zero): the error, if any, goes to the write SQLite is waiting on,
+//     before the commit can be published in the wal-index. From then until
+//     the connection releases the WAL write lock, every write to that WAL
+//     passes straight through (checksum rewrites, sync padding), so each
+//     reports its own error;
+//   * before anything else touches the file: xRead, xSync, xTruncate,
+//     xFileSize, xClose, a non-contiguous write, or 256 KiB buffered;
+//   * before the connection's database file takes or releases a lock or
+//     publishes the wal-index (xLock, xUnlock, xShmLock, xShmBarrier): a
+//     safety net. A failed flush there cannot stop publication from a void
+//     barrier, so the process aborts rather than publish a torn commit; an
+//     unlock is always passed on, its error returned after.
 //
-// Invariant: when SQLite publishes a commit (writes the wal-index header),
-// every byte of it has been handed to the kernel, exactly as without the
-// shim; a process that dies before that leaves an uncommitted tail, which
-// SQLite ignores as it always does. The database file and all other files
-// pass straight through.
+// Each WAL file is tied to its own connection's database file through
+// sqlite3_database_file_object(), so flushes never cross connections or
+// threads. A failed flush drops the buffer and poisons the WAL: writes and
+// syncs fail (SQLITE_IOERR_WRITE, which makes SQLite roll the whole
+// transaction back) until the write lock is released; nothing unflushed is
+// ever published. Invariant: when SQLite publishes a commit, every byte of
+// it has been handed to the kernel, exactly as without the shim. The
+// database file and all other files pass straight through.
 
 #include "storage/coalescing_vfs.hpp"
 
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <string>
 
 namespace cplane::storage {
 namespace {
 
-// The unix VFS writes at most 0x1ffff bytes per call (it masks the length):
-// flush in chunks well under that.
-constexpr std::size_t kChunk = 64 << 10;
+constexpr std::size_t kChunk = 64 << 10;  // the unix VFS masks a write's length to 17 bits
 constexpr std::size_t kFlushAt = 4 * kChunk;
 constexpr int kFrameHeader = 24;
 
@@ -50,193 +57,237 @@ sqlite3_io_methods g_methods;
 
 struct ShimFile {
   sqlite3_file base;  // base.pMethods == &g_methods
-  bool wal = false;
-  std::string* buffer = nullptr;     // pending bytes (WAL files only)
-  sqlite3_int64 buffer_at = 0;       // file offset of buffer[0]
-  bool commit_page_next = false;     // the last write was a commit frame's header
-  ShimFile* next_dirty = nullptr;
-  bool listed = false;
+  bool is_wal = false;
+  // WAL files:
+  std::string* buffer = nullptr;  // pending bytes
+  sqlite3_int64 buffer_at = 0;    // file offset of buffer[0]
+  bool commit_page_next = false;  // the last write was a commit frame's header
+  bool committing = false;        // the commit frame is out: write through
+  bool poisoned = false;          // a flush failed: refuse writes until unlock
+  ShimFile* db = nullptr;         // the connection's database file
+  // Database files:
+  ShimFile* wal = nullptr;        // the connection's WAL file, while open
 
   sqlite3_file* real() { return reinterpret_cast<sqlite3_file*>(this + 1); }
+  const sqlite3_io_methods* m() { return real()->pMethods; }
 };
-
-// WAL files with buffered bytes, per thread (a connection runs one statement
-// on one thread at a time).
-thread_local ShimFile* t_dirty = nullptr;
-
-int flush(ShimFile* f) {
-  if (f->buffer == nullptr || f->buffer->empty()) return SQLITE_OK;
-  sqlite3_file* real = f->real();
-  int rc = SQLITE_OK;
-  for (std::size_t at = 0; at < f->buffer->size() && rc == SQLITE_OK; at += kChunk) {
-    const std::size_t n = std::min(kChunk, f->buffer->size() - at);
-    rc = real->pMethods->xWrite(real, f->buffer->data() + at, static_cast<int>(n),
-                                f->buffer_at + static_cast<sqlite3_int64>(at));
-  }
-  f->buffer->clear();
-  return rc;
-}
-
-void unlist(ShimFile* f) {
-  if (!f->listed) return;
-  for (ShimFile** p = &t_dirty; *p != nullptr; p = &(*p)->next_dirty) {
-    if (*p == f) {
-      *p = f->next_dirty;
-      break;
-    }
-  }
-  f->listed = false;
-  f->next_dirty = nullptr;
-}
-
-int flush_and_unlist(ShimFile* f) {
-  const int rc = flush(f);
-  unlist(f);
-  return rc;
-}
-
-int flush_all() {
-  int rc = SQLITE_OK;
-  while (t_dirty != nullptr) {
-    ShimFile* f = t_dirty;
-    const int r = flush_and_unlist(f);
-    if (rc == SQLITE_OK) rc = r;
-  }
-  return rc;
-}
 
 ShimFile* shim(sqlite3_file* file) { return reinterpret_cast<ShimFile*>(file); }
 
+int write_through(ShimFile* f, const char* data, std::size_t n, sqlite3_int64 offset) {
+  int rc = SQLITE_OK;
+  for (std::size_t at = 0; at < n && rc == SQLITE_OK; at += kChunk) {
+    const std::size_t k = std::min(kChunk, n - at);
+    rc = f->m()->xWrite(f->real(), data + at, static_cast<int>(k),
+                        offset + static_cast<sqlite3_int64>(at));
+  }
+  return rc;
+}
+
+// Hands the buffer to the kernel. On failure the bytes are dropped and the
+// WAL is poisoned; the error is always an SQLITE_IOERR (never the
+// non-sticky SQLITE_FULL), so that SQLite rolls the transaction back.
+int flush(ShimFile* f) {
+  if (f == nullptr || f->buffer == nullptr || f->buffer->empty()) return SQLITE_OK;
+  const int rc = write_through(f, f->buffer->data(), f->buffer->size(), f->buffer_at);
+  f->buffer->clear();
+  if (rc == SQLITE_OK) return rc;
+  // Poisoned until its connection releases the write lock; a WAL not tied
+  // to a connection (never seen in practice) is not poisoned, as nothing
+  // would lift it.
+  if (f->db != nullptr) f->poisoned = true;
+  return (rc & 0xff) == SQLITE_IOERR ? rc : SQLITE_IOERR_WRITE;
+}
+
+// The WAL's write transaction is over: buffer again, forgive a failure.
+void end_of_write(ShimFile* wal) {
+  if (wal == nullptr) return;
+  wal->committing = false;
+  wal->commit_page_next = false;
+  wal->poisoned = false;
+}
+
+// ---- methods ----------------------------------------------------------------
+
 int x_close(sqlite3_file* file) {
   ShimFile* f = shim(file);
-  int rc = f->wal ? flush_and_unlist(f) : flush_all();
-  delete f->buffer;
-  f->buffer = nullptr;
-  const int close_rc = f->real()->pMethods->xClose(f->real());
+  int rc = SQLITE_OK;
+  if (f->is_wal) {
+    rc = flush(f);
+    if (f->db != nullptr) f->db->wal = nullptr;
+    delete f->buffer;
+    f->buffer = nullptr;
+  } else {
+    rc = flush(f->wal);
+    if (f->wal != nullptr) f->wal->db = nullptr;
+  }
+  const int close_rc = f->m()->xClose(f->real());
   return rc != SQLITE_OK ? rc : close_rc;
 }
 
 int x_read(sqlite3_file* file, void* out, int amount, sqlite3_int64 offset) {
   ShimFile* f = shim(file);
-  if (f->wal) {
-    if (int rc = flush_and_unlist(f); rc != SQLITE_OK) return rc;
+  if (f->is_wal) {
+    if (int rc = flush(f); rc != SQLITE_OK) return rc;
   }
-  return f->real()->pMethods->xRead(f->real(), out, amount, offset);
+  return f->m()->xRead(f->real(), out, amount, offset);
 }
 
 int x_write(sqlite3_file* file, const void* data, int amount, sqlite3_int64 offset) {
   ShimFile* f = shim(file);
-  if (!f->wal) return f->real()->pMethods->xWrite(f->real(), data, amount, offset);
+  if (!f->is_wal) return f->m()->xWrite(f->real(), data, amount, offset);
+  if (f->poisoned) return SQLITE_IOERR_WRITE;
+  const auto* bytes = static_cast<const char*>(data);
+  if (f->committing) return write_through(f, bytes, static_cast<std::size_t>(amount), offset);
   if (!f->buffer->empty() &&
       offset != f->buffer_at + static_cast<sqlite3_int64>(f->buffer->size())) {
     if (int rc = flush(f); rc != SQLITE_OK) return rc;
   }
   if (f->buffer->empty()) f->buffer_at = offset;
-  f->buffer->append(static_cast<const char*>(data), static_cast<std::size_t>(amount));
-  if (!f->listed) {
-    f->next_dirty = t_dirty;
-    t_dirty = f;
-    f->listed = true;
+  try {
+    f->buffer->append(bytes, static_cast<std::size_t>(amount));
+  } catch (const std::bad_alloc&) {
+    const int rc = flush(f);
+    if (rc != SQLITE_OK) return rc;
+    return write_through(f, bytes, static_cast<std::size_t>(amount), offset);
   }
   const bool page_of_commit = f->commit_page_next && amount != kFrameHeader;
   f->commit_page_next = false;
   if (amount == kFrameHeader) {
-    const auto* b = static_cast<const unsigned char*>(data);
+    const auto* b = reinterpret_cast<const unsigned char*>(bytes);
     f->commit_page_next = (b[4] | b[5] | b[6] | b[7]) != 0;
   }
-  if (page_of_commit || f->buffer->size() >= kFlushAt) return flush_and_unlist(f);
+  if (page_of_commit) {
+    f->committing = true;
+    return flush(f);
+  }
+  if (f->buffer->size() >= kFlushAt) return flush(f);
   return SQLITE_OK;
 }
 
 int x_truncate(sqlite3_file* file, sqlite3_int64 size) {
   ShimFile* f = shim(file);
-  if (f->wal) {
-    if (int rc = flush_and_unlist(f); rc != SQLITE_OK) return rc;
+  if (f->is_wal) {
+    if (int rc = flush(f); rc != SQLITE_OK) return rc;
   }
-  return f->real()->pMethods->xTruncate(f->real(), size);
+  return f->m()->xTruncate(f->real(), size);
 }
 
 int x_sync(sqlite3_file* file, int flags) {
   ShimFile* f = shim(file);
-  const int rc = f->wal ? flush_and_unlist(f) : flush_all();
-  if (rc != SQLITE_OK) return rc;
-  return f->real()->pMethods->xSync(f->real(), flags);
+  if (f->is_wal && f->poisoned) return SQLITE_IOERR_WRITE;
+  if (int rc = flush(f->is_wal ? f : f->wal); rc != SQLITE_OK) return rc;
+  return f->m()->xSync(f->real(), flags);
 }
 
 int x_file_size(sqlite3_file* file, sqlite3_int64* size) {
   ShimFile* f = shim(file);
-  if (f->wal) {
-    if (int rc = flush_and_unlist(f); rc != SQLITE_OK) return rc;
+  if (f->is_wal) {
+    if (int rc = flush(f); rc != SQLITE_OK) return rc;
   }
-  return f->real()->pMethods->xFileSize(f->real(), size);
+  return f->m()->xFileSize(f->real(), size);
 }
 
 int x_lock(sqlite3_file* file, int level) {
-  if (int rc = flush_all(); rc != SQLITE_OK) return rc;
-  return shim(file)->real()->pMethods->xLock(shim(file)->real(), level);
+  ShimFile* f = shim(file);
+  if (int rc = flush(f->wal); rc != SQLITE_OK) return rc;
+  return f->m()->xLock(f->real(), level);
 }
 
 int x_unlock(sqlite3_file* file, int level) {
-  if (int rc = flush_all(); rc != SQLITE_OK) return rc;
-  return shim(file)->real()->pMethods->xUnlock(shim(file)->real(), level);
+  ShimFile* f = shim(file);
+  const int rc = flush(f->wal);
+  const int unlock_rc = f->m()->xUnlock(f->real(), level);  // always release
+  return rc != SQLITE_OK ? rc : unlock_rc;
 }
 
 int x_check_reserved_lock(sqlite3_file* file, int* out) {
-  return shim(file)->real()->pMethods->xCheckReservedLock(shim(file)->real(), out);
+  return shim(file)->m()->xCheckReservedLock(shim(file)->real(), out);
 }
 
 int x_file_control(sqlite3_file* file, int op, void* arg) {
-  return shim(file)->real()->pMethods->xFileControl(shim(file)->real(), op, arg);
+  return shim(file)->m()->xFileControl(shim(file)->real(), op, arg);
 }
 
 int x_sector_size(sqlite3_file* file) {
-  return shim(file)->real()->pMethods->xSectorSize(shim(file)->real());
+  return shim(file)->m()->xSectorSize(shim(file)->real());
 }
 
 int x_device_characteristics(sqlite3_file* file) {
-  return shim(file)->real()->pMethods->xDeviceCharacteristics(shim(file)->real());
+  return shim(file)->m()->xDeviceCharacteristics(shim(file)->real());
 }
 
+bool has_shm(ShimFile* f) { return f->m()->iVersion >= 2 && f->m()->xShmMap != nullptr; }
+
 int x_shm_map(sqlite3_file* file, int page, int size, int extend, void volatile** out) {
-  return shim(file)->real()->pMethods->xShmMap(shim(file)->real(), page, size, extend, out);
+  ShimFile* f = shim(file);
+  if (!has_shm(f)) return SQLITE_IOERR_SHMMAP;
+  return f->m()->xShmMap(f->real(), page, size, extend, out);
 }
 
 int x_shm_lock(sqlite3_file* file, int offset, int n, int flags) {
-  if (int rc = flush_all(); rc != SQLITE_OK) return rc;
-  return shim(file)->real()->pMethods->xShmLock(shim(file)->real(), offset, n, flags);
+  ShimFile* f = shim(file);
+  if (!has_shm(f)) return SQLITE_IOERR_SHMLOCK;
+  const int rc = flush(f->wal);
+  if ((flags & SQLITE_SHM_UNLOCK) != 0) {
+    const int unlock_rc = f->m()->xShmLock(f->real(), offset, n, flags);  // always release
+    if (offset == 0 /* WAL_WRITE_LOCK */) end_of_write(f->wal);
+    return rc != SQLITE_OK ? rc : unlock_rc;
+  }
+  if (rc != SQLITE_OK) return rc;
+  return f->m()->xShmLock(f->real(), offset, n, flags);
 }
 
 void x_shm_barrier(sqlite3_file* file) {
-  flush_all();  // normally empty: commits flush inside their last write
-  shim(file)->real()->pMethods->xShmBarrier(shim(file)->real());
+  ShimFile* f = shim(file);
+  // Publication follows this barrier and cannot be stopped from here: a
+  // commit whose bytes did not reach the kernel must not become visible.
+  if (flush(f->wal) != SQLITE_OK) std::abort();
+  if (has_shm(f)) f->m()->xShmBarrier(f->real());
 }
 
 int x_shm_unmap(sqlite3_file* file, int delete_flag) {
-  flush_all();
-  return shim(file)->real()->pMethods->xShmUnmap(shim(file)->real(), delete_flag);
+  ShimFile* f = shim(file);
+  if (!has_shm(f)) return SQLITE_OK;
+  return f->m()->xShmUnmap(f->real(), delete_flag);
 }
 
 int x_fetch(sqlite3_file* file, sqlite3_int64 offset, int amount, void** out) {
-  return shim(file)->real()->pMethods->xFetch(shim(file)->real(), offset, amount, out);
+  ShimFile* f = shim(file);
+  if (f->m()->iVersion < 3 || f->m()->xFetch == nullptr) {
+    *out = nullptr;
+    return SQLITE_OK;
+  }
+  return f->m()->xFetch(f->real(), offset, amount, out);
 }
 
 int x_unfetch(sqlite3_file* file, sqlite3_int64 offset, void* page) {
-  return shim(file)->real()->pMethods->xUnfetch(shim(file)->real(), offset, page);
+  ShimFile* f = shim(file);
+  if (f->m()->iVersion < 3 || f->m()->xUnfetch == nullptr) return SQLITE_OK;
+  return f->m()->xUnfetch(f->real(), offset, page);
 }
 
 int x_open(sqlite3_vfs*, const char* name, sqlite3_file* file, int flags, int* out_flags) {
-  ShimFile* f = shim(file);
-  f->base.pMethods = nullptr;
-  f->wal = (flags & SQLITE_OPEN_WAL) != 0;
-  f->buffer = nullptr;
-  f->buffer_at = 0;
-  f->commit_page_next = false;
-  f->next_dirty = nullptr;
-  f->listed = false;
+  ShimFile* f = new (file) ShimFile();
+  f->is_wal = (flags & SQLITE_OPEN_WAL) != 0;
+  if (f->is_wal) {
+    f->buffer = new (std::nothrow) std::string();
+    if (f->buffer == nullptr) return SQLITE_NOMEM;
+  }
   const int rc = g_real->xOpen(g_real, name, f->real(), flags, out_flags);
-  if (rc != SQLITE_OK) return rc;
-  if (f->real()->pMethods == nullptr) return rc;
-  if (f->wal) f->buffer = new std::string();
+  if (rc != SQLITE_OK || f->real()->pMethods == nullptr) {
+    delete f->buffer;
+    f->buffer = nullptr;
+    return rc;
+  }
+  if (f->is_wal && name != nullptr) {
+    // The main database file of the same connection (SQLite >= 3.32).
+    ShimFile* db = shim(sqlite3_database_file_object(name));
+    if (db != nullptr && db->base.pMethods == &g_methods) {
+      db->wal = f;
+      f->db = db;
+    }
+  }
   f->base.pMethods = &g_methods;
   return rc;
 }

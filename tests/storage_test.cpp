@@ -4,6 +4,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cplane/cplane.hpp>
 
 #include "storage/sqlite_backend.hpp"
@@ -237,4 +242,47 @@ TEST_CASE("the coalescing WAL writer and the plain one read each other's commits
     CHECK(coalescing.item(a).status == ItemStatus::done);
   }
   CHECK(verify_ledger(plain).empty());
+}
+
+TEST_CASE("a write that fails for lack of space changes nothing and leaves the file sound",
+          "[storage]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  {
+    ControlStore store{db};
+    store.create_project("alpha", "A");
+    store.enqueue_batch("alpha", std::vector<std::string>(100, "{}"));
+  }
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // The child may write no file beyond 1 MiB: a 4 MiB transaction fails
+    // part-way through its WAL writes, as on a full disk.
+    ::signal(SIGXFSZ, SIG_IGN);
+    rlimit limit{1 << 20, 1 << 20};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    int code = 1;
+    try {
+      ControlStore store{db};
+      try {
+        store.enqueue_batch("alpha", std::vector<std::string>(2000, "\"" + std::string(2000, 'x') + "\""));
+        code = 2;  // it should not have fitted
+      } catch (const StorageError&) {
+        // The connection still works for what fits.
+        store.enqueue("alpha", "{}");
+        code = 0;
+      }
+    } catch (...) {
+      code = 3;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  ControlStore store{db};
+  CHECK(store.status_counts("alpha").ready == 101);
+  CHECK(verify_ledger(store).empty());
+  CHECK(sql_column(db, "PRAGMA integrity_check").at(0) == "ok");
 }
