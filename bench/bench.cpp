@@ -187,7 +187,7 @@ DrainResult drain_fleet(const std::string& db, int workers, Mode mode, Durabilit
   return result;
 }
 
-std::string drain_json(const char* scenario, int workers, Mode mode, Durability durability,
+std::string drain_json(const char* scenario, Mode mode, Durability durability,
                        const std::string& lock, const DrainResult& r) {
   std::vector<double> latency;
   std::int64_t min_claims = -1, max_claims = 0, busy = 0;
@@ -337,7 +337,7 @@ class Bench {
       throw std::runtime_error(
           fmt::format("drain finished {} of {} items", result.items, items_));
     }
-    return drain_json(scenario, workers, mode, durability, lock_, result);
+    return drain_json(scenario, mode, durability, lock_, result);
   }
 
   void enqueue() {
