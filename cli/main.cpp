@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -143,6 +144,8 @@ class Cli {
                        "replay the log and compare it with the rows")
         .addSubCommand("rebuild", KJ_BIND_METHOD(*this, rebuild_command),
                        "rewrite the rows from the log")
+        .addSubCommand("stats", KJ_BIND_METHOD(*this, stats_command),
+                       "count items by status (one project with --project)")
         .build();
   }
 
@@ -557,6 +560,44 @@ class Cli {
     });
   }
 
+  // ---- stats ------------------------------------------------------------------
+  kj::MainFunc stats_command() {
+    return globals(kj::MainBuilder(context_, kVersion,
+                                   "Count items by status: ready, claimed, done, failed. Reads "
+                                   "every item row of the scope: for operators, not hot loops."))
+        .addOptionWithArg({"project"}, KJ_BIND_METHOD(*this, set_project), "<id>",
+                          "only this project's items")
+        .callAfterParsing(KJ_BIND_METHOD(*this, run_stats))
+        .build();
+  }
+  Validity set_project(kj::StringPtr text) {
+    project_ = std::string(text.cStr());
+    return true;
+  }
+  Validity run_stats() {
+    return run([&] {
+      auto store = open();
+      if (project_) {
+        const auto ids = store.visible_projects();
+        if (std::find(ids.begin(), ids.end(), *project_) == ids.end()) {
+          throw NotFound("no such project: " + *project_);
+        }
+      }
+      const auto c = store.status_counts(project_);
+      if (json_) {
+        print(JsonObject()
+                  .num("ready", c.ready)
+                  .num("claimed", c.claimed)
+                  .num("done", c.done)
+                  .num("failed", c.failed)
+                  .done());
+      } else {
+        print(fmt::format("ready: {}\nclaimed: {}\ndone: {}\nfailed: {}", c.ready, c.claimed,
+                          c.done, c.failed));
+      }
+    });
+  }
+
   // ---- verify / rebuild -----------------------------------------------------
   kj::MainFunc verify_command() {
     return globals(kj::MainBuilder(context_, kVersion, "Replay the whole log through the projection and compare it with the stored "
@@ -699,6 +740,7 @@ class Cli {
   Durability durability_ = Durability::fenced;
   std::optional<std::string> actor_;
   std::optional<std::string> owner_;
+  std::optional<std::string> project_;
   std::optional<double> lease_;
   std::vector<Fence> fences_;
   std::optional<std::size_t> max_;

@@ -1190,3 +1190,26 @@ TEST_CASE("finish as a scoped actor is denied outside its projects", "[cli][scop
   CHECK(item_column(db, "status", theirs) == "claimed");
   CHECK_EXIT(cli(db, {"finish", theirs, "--fence", "1", "--status", "done"}), 0);
 }
+
+TEST_CASE("stats counts items by status, for all projects or one", "[cli]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  create_project(db, "alpha");
+  create_project(db, "beta");
+  const auto a1 = enqueue(db, "alpha");
+  enqueue(db, "alpha");
+  enqueue(db, "beta");
+  REQUIRE_EXIT(cli(db, {"claim", "--owner", "w1"}), 0);
+  REQUIRE_EXIT(cli(db, {"finish", a1, "--fence", "1", "--status", "failed"}), 0);
+  auto r = cli(db, {"stats", "--json"});
+  REQUIRE_EXIT(r, 0);
+  auto all = parse_json(r.out);
+  CHECK(num_field(all.root(), "ready") == 2);
+  CHECK(num_field(all.root(), "failed") == 1);
+  r = cli(db, {"stats", "--project", "beta", "--json"});
+  REQUIRE_EXIT(r, 0);
+  auto beta = parse_json(r.out);
+  CHECK(num_field(beta.root(), "ready") == 1);
+  CHECK(num_field(beta.root(), "claimed") == 0);
+  CHECK_EXIT(cli(db, {"stats", "--project", "ghost"}), 7);
+}
