@@ -49,14 +49,14 @@ Micros to_micros(Seconds lease) {
   return micros;
 }
 
-// Explicit clocks stay where lease arithmetic cannot overflow, and after
-// the epoch (a lease expiry of 0 would mean "none").
+// Explicit clocks stay where lease arithmetic cannot overflow, and not
+// before the epoch (so a lease expiry is never 0, which means "none").
 constexpr Micros kMaxNow = std::numeric_limits<Micros>::max() / 2;
 
 Micros clock(std::optional<Micros> now) {
   if (!now) return now_micros();
-  if (*now <= 0 || *now > kMaxNow) {
-    throw InvalidArgument("now must be a positive number of microseconds since the epoch");
+  if (*now < 0 || *now > kMaxNow) {
+    throw InvalidArgument("now must be a number of microseconds since the epoch, not negative");
   }
   return *now;
 }

@@ -109,7 +109,7 @@ class ControlStore {
   // oldest ready item (queue order) and the item whose lease lapsed first;
   // of all candidates the one queued first wins, so a lapsed item is not
   // starved behind a deep queue. nullopt when nothing is available.
-  // Every `now` is a positive number of microseconds since the epoch.
+  // Every `now` is a non-negative number of microseconds since the epoch.
   // InvalidArgument for an empty owner or a lease that is not a positive,
   // finite number of seconds.
   std::optional<ClaimedItem> claim(const std::string& owner, const ClaimOptions& options = {});

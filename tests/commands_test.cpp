@@ -558,19 +558,22 @@ TEST_CASE("status counts tell how many items are in each state", "[commands]") {
   CHECK(store.status_counts("ghost").ready == 0);
 }
 
-TEST_CASE("an explicit clock must be a positive time that leases cannot overflow",
-          "[commands]") {
+TEST_CASE("an explicit clock must not be negative nor overflow a lease", "[commands]") {
   TempDir dir;
   const auto db = dir.file("c.db");
   ControlStore store{db};
   store.create_project("alpha", "A");
-  CHECK_THROWS_AS(store.enqueue("alpha", "{}", {}, 0), InvalidArgument);
   CHECK_THROWS_AS(store.enqueue("alpha", "{}", {}, -5), InvalidArgument);
   store.enqueue("alpha", "{}", {}, kT0);
   CHECK_THROWS_AS(store.claim("w1", {.now = std::numeric_limits<Micros>::max()}), InvalidArgument);
   CHECK_THROWS_AS(store.claim("w1", {.now = -1}), InvalidArgument);
   CHECK(count(db, "events") == 2);
   CHECK(store.claim("w1", {.now = kT0}).has_value());
+  // The epoch itself is a valid clock: a lease from 0 expires after 0.
+  store.enqueue("alpha", "{}", {}, 0);
+  auto early = store.claim("w2", {.lease = Seconds{1}, .now = 0});
+  REQUIRE(early);
+  CHECK(early->lease_expires_at == 1'000'000);
 }
 
 TEST_CASE("a payload over 1 MiB is refused before anything is written", "[commands]") {
