@@ -108,8 +108,12 @@ Sync ControlStore::sync_for_finish() const {
   return options_.durability == Durability::full ? Sync::full : Sync::normal;
 }
 
-Micros ControlStore::lease_micros(const std::optional<Seconds>& lease) const {
-  return to_micros(lease.value_or(options_.lease));
+// Validates a claim's input before any lock is taken: its lease and its clock.
+std::pair<Micros, Micros> ControlStore::check_claim(const std::string& owner,
+                                                   const ClaimOptions& options) const {
+  const Micros lease = to_micros(options.lease.value_or(options_.lease));
+  if (owner.empty()) throw InvalidArgument("a claim needs a non-empty owner");
+  return {lease, clock(options.now)};
 }
 
 void ControlStore::create_project(const std::string& id, const std::string& title,
@@ -219,9 +223,7 @@ std::optional<ClaimedItem> ControlStore::claim_in_tx(const std::string& owner,
 
 std::optional<ClaimedItem> ControlStore::claim(const std::string& owner,
                                                const ClaimOptions& options) {
-  const Micros lease = lease_micros(options.lease);
-  if (owner.empty()) throw InvalidArgument("a claim needs a non-empty owner");
-  const Micros at = clock(options.now);
+  const auto [lease, at] = check_claim(owner, options);
   auto tx = Transaction::write(*backend_, sync_for_claims());
   auto claimed = claim_in_tx(owner, options, lease, at);
   if (claimed) tx.commit();
@@ -230,10 +232,8 @@ std::optional<ClaimedItem> ControlStore::claim(const std::string& owner,
 
 std::vector<ClaimedItem> ControlStore::claim_batch(const std::string& owner, std::size_t max_items,
                                                    const ClaimOptions& options) {
-  const Micros lease = lease_micros(options.lease);
-  if (owner.empty()) throw InvalidArgument("a claim needs a non-empty owner");
+  const auto [lease, at] = check_claim(owner, options);
   if (max_items == 0) throw InvalidArgument("a batch claim needs max_items of at least 1");
-  const Micros at = clock(options.now);
   auto tx = Transaction::write(*backend_, sync_for_claims());
   std::vector<ClaimedItem> out;
   while (out.size() < max_items) {
@@ -277,9 +277,7 @@ std::optional<ClaimedItem> ControlStore::finish_and_claim(const std::string& ite
                                                           Outcome outcome, const std::string& owner,
                                                           const ClaimOptions& options,
                                                           const std::string& detail) {
-  const Micros lease = lease_micros(options.lease);
-  if (owner.empty()) throw InvalidArgument("a claim needs a non-empty owner");
-  const Micros at = clock(options.now);
+  const auto [lease, at] = check_claim(owner, options);
   auto tx = Transaction::write(*backend_, sync_for_claims());
   finish_in_tx(item_id, fence, outcome, detail, at, options.actor);
   auto next = claim_in_tx(owner, options, lease, at);

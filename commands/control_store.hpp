@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "events/errors.hpp"
@@ -198,7 +199,8 @@ class ControlStore {
   ProjectRow visible_project(const std::string& project_id, const std::optional<std::string>& actor);
   storage::Sync sync_for_claims() const;
   storage::Sync sync_for_finish() const;
-  Micros lease_micros(const std::optional<Seconds>& lease) const;
+  std::pair<Micros, Micros> check_claim(const std::string& owner,
+                                       const ClaimOptions& options) const;
 
   std::unique_ptr<storage::Backend> backend_;
   StoreOptions options_;

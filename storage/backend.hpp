@@ -43,11 +43,6 @@ class Cursor {
   virtual bool next(Row& row) = 0;
 };
 
-struct Counts {
-  std::int64_t events = 0;
-  std::int64_t items = 0;
-};
-
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -98,7 +93,8 @@ class Backend {
   virtual std::vector<ProjectRow> all_projects() = 0;
   virtual std::vector<ProjectActorRow> all_assignments() = 0;
 
-  virtual Counts counts() = 0;
+  // The seq of the newest event (0 for an empty log): the length of a replay.
+  virtual Seq last_seq() = 0;
 
   // How many items of `project_id` (all, if null) are in each status,
   // indexed by ItemStatus. Reads every such row: for operators, not hot paths.

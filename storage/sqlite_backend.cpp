@@ -565,16 +565,7 @@ class SqliteBackend final : public Backend {
     return s.step() ? static_cast<int>(s.i64(0)) : -1;
   }
 
-  Counts counts() override {
-    Statement e(db_, "SELECT coalesce(max(seq), 0) FROM events");
-    Statement i(db_, "SELECT count(*) FROM items");
-    Counts c;
-    e.bind();
-    if (e.step()) c.events = e.i64(0);
-    i.bind();
-    if (i.step()) c.items = i.i64(0);
-    return c;
-  }
+  Seq last_seq() override { return pragma("SELECT coalesce(max(seq), 0) FROM events"); }
 
  private:
   struct Statements {

@@ -375,7 +375,7 @@ class RecordingBackend final : public storage::Backend {
   }
   std::vector<ProjectRow> all_projects() override { return inner_->all_projects(); }
   std::vector<ProjectActorRow> all_assignments() override { return inner_->all_assignments(); }
-  storage::Counts counts() override { return inner_->counts(); }
+  Seq last_seq() override { return inner_->last_seq(); }
   std::array<std::int64_t, 4> status_counts(const std::string* project) override {
     return inner_->status_counts(project);
   }

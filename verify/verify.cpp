@@ -314,7 +314,7 @@ std::string field_kind(const std::string& field) {
 
 std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progress& progress) {
   auto tx = storage::Transaction::read(backend);
-  const std::int64_t total = backend.counts().events;
+  const std::int64_t total = backend.last_seq();
   std::int64_t events_read = 0;
   ProjectFold projects = fold_projects(backend, events_read);
   std::vector<LedgerProblem> problems = std::move(projects.problems);
@@ -413,7 +413,7 @@ RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& p
   auto tx = storage::Transaction::write(backend, storage::Sync::full);
   RebuildReport report;
   report.dry_run = dry_run;
-  const std::int64_t total = backend.counts().events;
+  const std::int64_t total = backend.last_seq();
 
   auto refuse_unreadable = [](const std::vector<LedgerProblem>& problems) {
     for (const auto& p : problems) {
