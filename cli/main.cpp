@@ -3,9 +3,14 @@
 //   0 done, 1 failure (storage, corruption, I/O), 2 usage or invalid input,
 //   3 nothing to claim, 4 FenceRejected, 5 ScopeDenied, 6 verify found
 //   problems, 7 no such item or project.
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
@@ -60,11 +65,30 @@ class CliContext final : public kj::ProcessContext {
     throw Exit{kUsage};
   }
   [[noreturn]] void exitInfo(kj::StringPtr message) override {
-    std::cout << message.cStr();
-    if (!message.endsWith("\n")) std::cout << '\n';
+    output += message.cStr();
+    if (!message.endsWith("\n")) output += '\n';
     throw Exit{kOk};
   }
-  void increaseLoggingVerbosity() override {}
+  void increaseLoggingVerbosity() override { verbose = true; }
+
+  // Writes `output` to standard output. False, with errno set, if any of it
+  // could not be written (a full disk, /dev/full, a closed pipe, EFBIG).
+  bool flush_output() {
+    std::size_t at = 0;
+    while (at < output.size()) {
+      const ssize_t n = ::write(STDOUT_FILENO, output.data() + at, output.size() - at);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return false;
+      }
+      at += static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+
+  bool verbose = false;  // --verbose: say what was opened and how long each step took
+  bool changed = false;  // the command committed a change (for the output-failure message)
+  std::string output;    // what goes to stdout, written once the command is done
 
  private:
   kj::StringPtr program_;
@@ -83,38 +107,154 @@ std::optional<Int> parse_int(kj::StringPtr text) {
   return value;
 }
 
-std::optional<double> parse_double(kj::StringPtr text) {
-  if (text.size() == 0) return std::nullopt;
-  char* end = nullptr;
-  errno = 0;
-  const double value = std::strtod(text.cStr(), &end);
-  if (end != text.cStr() + text.size()) return std::nullopt;
+// A decimal number, as people write one: digits with an optional sign,
+// fraction and exponent; no hex, no surrounding space, no "inf" or "nan".
+std::optional<double> parse_decimal(kj::StringPtr text) {
+  const std::string_view t(text.cStr(), text.size());
+  if (t.empty()) return std::nullopt;
+  std::size_t i = (t[0] == '-' || t[0] == '+') ? 1 : 0;
+  const std::size_t digits_from = i;
+  while (i < t.size() && std::isdigit(static_cast<unsigned char>(t[i]))) ++i;
+  std::size_t digits = i - digits_from;
+  if (i < t.size() && t[i] == '.') {
+    const std::size_t from = ++i;
+    while (i < t.size() && std::isdigit(static_cast<unsigned char>(t[i]))) ++i;
+    digits += i - from;
+  }
+  if (digits == 0) return std::nullopt;
+  if (i < t.size() && (t[i] == 'e' || t[i] == 'E')) {
+    ++i;
+    if (i < t.size() && (t[i] == '-' || t[i] == '+')) ++i;
+    const std::size_t from = i;
+    while (i < t.size() && std::isdigit(static_cast<unsigned char>(t[i]))) ++i;
+    if (i == from) return std::nullopt;
+  }
+  if (i != t.size()) return std::nullopt;
+  double value = 0;
+  const char* begin = t.data() + (t[0] == '+' ? 1 : 0);
+  auto [p, ec] = std::from_chars(begin, t.data() + t.size(), value);
+  if (ec == std::errc::result_out_of_range) return std::numeric_limits<double>::infinity();
+  if (ec != std::errc() || p != t.data() + t.size()) return std::nullopt;
   return value;
 }
 
-std::string default_db_path() {
-  if (const char* env = std::getenv("CPLANE_DB"); env != nullptr && *env != '\0') return env;
-  std::filesystem::path dir;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
-    dir = xdg;
-  } else if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
-    dir = std::filesystem::path(home) / ".cache";
-  } else {
-    dir = std::filesystem::temp_directory_path();
-  }
-  dir /= "cplane";
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    throw StorageError(StorageError::Category::unavailable,
-                       fmt::format("cannot create {}: {}", dir.string(), ec.message()));
-  }
-  return (dir / "control.db").string();
+// A number of seconds for --lock-timeout: 0 or more, at most a day.
+std::optional<std::chrono::milliseconds> parse_timeout(kj::StringPtr text) {
+  auto v = parse_decimal(text);
+  if (!v || !std::isfinite(*v) || *v < 0 || *v > 86'400) return std::nullopt;
+  return std::chrono::milliseconds{static_cast<std::int64_t>(std::llround(*v * 1000))};
 }
+
+// Where the database lives when neither --db nor $CPLANE_DB says: control.db
+// in cplane/ inside the user's cache folder ($XDG_CACHE_HOME, else
+// ~/.cache). Only a command that writes creates anything, and then only
+// cplane/ (and ~/.cache inside an existing HOME), never HOME or above it.
+std::string default_db_path(bool create_folder) {
+  if (const char* env = std::getenv("CPLANE_DB"); env != nullptr && *env != '\0') return env;
+  namespace fs = std::filesystem;
+  fs::path cache;
+  fs::path must_exist;  // the folder we never create
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  if (xdg != nullptr && *xdg == '/') {  // relative values are ignored (XDG spec)
+    cache = fs::path(xdg).lexically_normal();
+    if (!cache.has_filename()) cache = cache.parent_path();
+    must_exist = cache.parent_path();
+  } else if (home != nullptr && *home != '\0') {
+    must_exist = home;
+    cache = must_exist / ".cache";
+  } else {
+    throw StorageError(StorageError::Category::unavailable,
+                       "no database given, and neither XDG_CACHE_HOME nor HOME is set to find "
+                       "the default: pass --db PATH or set CPLANE_DB");
+  }
+  const fs::path db = cache / "cplane" / "control.db";
+  if (!create_folder) return db.string();
+  std::error_code ec;
+  if (!fs::is_directory(must_exist, ec)) {
+    throw StorageError(StorageError::Category::unavailable,
+                       fmt::format("{} ({}) is not an existing folder, so the default database "
+                                   "{} cannot be created: pass --db PATH or set CPLANE_DB",
+                                   must_exist == cache.parent_path() && xdg != nullptr && *xdg == '/'
+                                       ? "the folder above XDG_CACHE_HOME"
+                                       : "HOME",
+                                   must_exist.string(), db.string()));
+  }
+  for (const fs::path& dir : {cache, cache / "cplane"}) {
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      throw StorageError(StorageError::Category::unavailable,
+                         fmt::format("cannot create {} for the default database {}: {}",
+                                     dir.string(), db.string(), std::strerror(errno)));
+    }
+  }
+  return db.string();
+}
+
+// Options that take a value, so that "--now -5" reads as "--now=-5" rather
+// than as a missing value followed by an unknown option "-5".
+constexpr std::array kValueOptions = {"--db",     "--now",   "--durability", "--lock-timeout",
+                                      "--actor",  "--owner", "--lease",      "--max",
+                                      "--fence",  "--status", "--detail",    "--project",
+                                      "--batch"};
+
+std::vector<std::string> join_option_values(int argc, char** argv) {
+  std::vector<std::string> out;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") {
+      for (; i < argc; ++i) out.emplace_back(argv[i]);
+      break;
+    }
+    const bool takes_value =
+        std::find(kValueOptions.begin(), kValueOptions.end(), arg) != kValueOptions.end();
+    if (takes_value && i + 1 < argc) {
+      out.push_back(arg + "=" + argv[++i]);
+    } else {
+      out.push_back(std::move(arg));
+    }
+  }
+  return out;
+}
+
+// Reads a payload argument: "-" is standard input, "@FILE" a file, anything
+// else the JSON itself. Files and stdin are read up to just over the limit.
+std::string read_payload_argument(const std::string& arg) {
+  if (arg != "-" && !arg.starts_with("@")) return arg;
+  constexpr std::size_t kCap = (1 << 20) + 1;
+  std::string text;
+  auto read_all = [&](std::istream& in, const std::string& name) {
+    char buffer[65536];
+    while (text.size() < kCap && in.read(buffer, sizeof buffer).gcount() > 0) {
+      text.append(buffer, static_cast<std::size_t>(in.gcount()));
+    }
+    if (in.bad()) throw InvalidArgument(fmt::format("cannot read the payload from {}", name));
+  };
+  if (arg == "-") {
+    read_all(std::cin, "standard input");
+  } else {
+    const std::string path = arg.substr(1);
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      throw InvalidArgument(
+          fmt::format("cannot read the payload file {}: {}", path, std::strerror(errno)));
+    }
+    read_all(in, path);
+  }
+  // A file usually ends with a newline; it is not part of the payload.
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  return text;
+}
+
+// How a command opens the store.
+enum class Access {
+  create,  // writes; creates the database (and the default folder) if missing
+  write,   // writes; the database must exist (rebuild)
+  read,    // reads one snapshot: no lock, nothing created or written
+};
 
 class Cli {
  public:
-  explicit Cli(kj::ProcessContext& context) : context_(context) {}
+  explicit Cli(CliContext& context) : context_(context) {}
 
   kj::MainFunc main() {
     auto builder = kj::MainBuilder(
@@ -150,10 +290,13 @@ class Cli {
   }
 
  private:
-  // --db, --json, --now, --durability are accepted before or after the
-  // subcommand and its arguments.
+  // --db, --json, --now, --durability, --lock-timeout are accepted before
+  // or after the subcommand and its arguments.
   kj::MainBuilder& globals(kj::MainBuilder& b) {
     return b
+        .addOptionWithArg({"lock-timeout"}, KJ_BIND_METHOD(*this, set_lock_timeout), "<seconds>",
+                          "how long a write waits for the write lock before it fails as busy "
+                          "(default 30; 0: do not wait)")
         .addOptionWithArg({"db"}, KJ_BIND_METHOD(*this, set_db), "<path>",
                           "the database file (default: $CPLANE_DB, else the cache directory)")
         .addOption({"json"}, KJ_BIND_METHOD(*this, set_json), "print machine-readable JSON")
@@ -180,8 +323,21 @@ class Cli {
   }
   Validity set_now(kj::StringPtr text) {
     auto v = parse_int<Micros>(text);
-    if (!v) return "--now takes an integer number of microseconds since the epoch";
-    now_ = *v;
+    if (!v) {
+      return "--now takes an integer number of microseconds since the epoch (decimal digits, "
+             "within the 64-bit range)";
+    }
+    try {
+      now_ = require_now(*v);
+    } catch (const InvalidArgument& e) {
+      return kj::str(e.what());
+    }
+    return true;
+  }
+  Validity set_lock_timeout(kj::StringPtr text) {
+    auto v = parse_timeout(text);
+    if (!v) return "--lock-timeout takes a decimal number of seconds from 0 to 86400";
+    lock_timeout_ = *v;
     return true;
   }
   Validity set_durability(kj::StringPtr text) {
@@ -192,8 +348,19 @@ class Cli {
     }
     return true;
   }
+  // Names are checked as they are read, so that nothing is opened for a
+  // name the store would refuse.
+  static Validity check_name(kj::StringPtr text, const char* what) {
+    try {
+      require_name(std::string_view(text.cStr(), text.size()), what);
+    } catch (const InvalidArgument& e) {
+      return kj::str(e.what());
+    }
+    return true;
+  }
   Validity set_actor(kj::StringPtr text) {
     if (text.size() == 0) return "--actor needs a name";
+    KJ_IF_MAYBE(error, check_name(text, "actor").releaseError()) { return kj::mv(*error); }
     actor_ = std::string(text.cStr());
     return true;
   }
@@ -202,13 +369,29 @@ class Cli {
     return true;
   }
 
-  // `create`: off for audits (verify, rebuild), so that a mistyped path is
-  // an error (exit 1) rather than a new, empty, "clean" store.
-  ControlStore open(bool create = true) {
+  // Reads never create anything: a mistyped path is an error (exit 1), not
+  // a new, empty, "clean" store. Arguments are checked before this is called.
+  ControlStore open(Access access = Access::create) {
     StoreOptions options;
     options.durability = durability_;
-    options.create = create;
-    return ControlStore(db_ ? *db_ : default_db_path(), options);
+    options.lock_timeout = lock_timeout_;
+    options.create = access == Access::create;
+    options.read_only = access == Access::read;
+    const std::string path = db_ ? *db_ : default_db_path(access == Access::create);
+    const auto start = std::chrono::steady_clock::now();
+    ControlStore store(path, options);
+    if (context_.verbose) {
+      std::cerr << fmt::format(
+          "cplane: opened {} for {} in {:.1f} ms (durability {}, lock timeout {} ms)\n", path,
+          access == Access::read ? "reading (one snapshot, no lock)" : "writing",
+          elapsed_ms(start), to_string(durability_), lock_timeout_.count());
+    }
+    return store;
+  }
+
+  static double elapsed_ms(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+        .count();
   }
 
   // ---- project ------------------------------------------------------------
@@ -237,8 +420,11 @@ class Cli {
   }
   Validity run_project_create() {
     return run([&] {
+      require_name(args_[0], "project id");
+      if (status_.empty()) throw InvalidArgument("a project status must not be empty");
       auto store = open();
       store.create_project(args_[0], args_[1], status_, now_);
+      changed_ = true;
       print(json_ ? JsonObject().str("project_id", args_[0]).str("title", args_[1])
                         .str("status", status_).done()
                   : args_[0]);
@@ -255,8 +441,11 @@ class Cli {
   }
   Validity run_project_assign() {
     return run([&] {
+      require_name(args_[0], "project id");
+      require_name(args_[1], "actor");
       auto store = open();
       store.assign(args_[0], args_[1], now_);
+      changed_ = true;
       print(json_ ? JsonObject().str("project_id", args_[0]).str("actor", args_[1]).done()
                   : fmt::format("{} {}", args_[0], args_[1]));
     });
@@ -272,7 +461,7 @@ class Cli {
   }
   Validity run_projects() {
     return run([&] {
-      auto store = open();
+      auto store = open(Access::read);
       auto ids = store.visible_projects(actor_);
       if (json_) {
         std::string out = "[";
@@ -286,18 +475,82 @@ class Cli {
 
   // ---- enqueue --------------------------------------------------------------
   kj::MainFunc enqueue_command() {
-    return globals(kj::MainBuilder(context_, kVersion, "Queue a work item in PROJECT with a JSON payload; prints the new item id."))
+    return globals(kj::MainBuilder(
+               context_, kVersion,
+               "Queue a work item in PROJECT with a JSON payload (at most 1 MiB); prints the new "
+               "item id. PAYLOAD_JSON may be - (read standard input) or @FILE (read FILE). With "
+               "--batch FILE (or - for standard input), queue one payload per line (blank lines "
+               "are skipped) in one transaction, all or nothing, and print the ids in order."))
         .addOptionWithArg({"actor"}, KJ_BIND_METHOD(*this, set_actor), "<actor>",
                           "enqueue as this scoped actor")
+        .addOptionWithArg({"batch"}, KJ_BIND_METHOD(*this, set_batch), "<file|->",
+                          "one JSON payload per line, queued in one transaction")
         .expectArg("PROJECT", KJ_BIND_METHOD(*this, set_positional))
-        .expectArg("PAYLOAD_JSON", KJ_BIND_METHOD(*this, set_positional))
+        .expectOptionalArg("PAYLOAD_JSON", KJ_BIND_METHOD(*this, set_positional))
         .callAfterParsing(KJ_BIND_METHOD(*this, run_enqueue))
         .build();
   }
+  Validity set_batch(kj::StringPtr text) {
+    if (text.size() == 0) return "--batch needs a file (or - for standard input)";
+    batch_ = std::string(text.cStr());
+    return true;
+  }
+  // The payloads of --batch, checked line by line before anything is opened.
+  std::vector<std::string> read_batch() const {
+    std::ifstream file;
+    if (*batch_ != "-") {
+      file.open(*batch_, std::ios::binary);
+      if (!file) {
+        throw InvalidArgument(
+            fmt::format("cannot read the batch file {}: {}", *batch_, std::strerror(errno)));
+      }
+    }
+    std::istream& in = *batch_ == "-" ? std::cin : file;
+    std::vector<std::string> payloads;
+    std::string line;
+    for (std::size_t number = 1; std::getline(in, line); ++number) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.find_first_not_of(" \t") == std::string::npos) continue;
+      try {
+        require_payload(line);
+      } catch (const InvalidArgument& e) {
+        throw InvalidArgument(fmt::format("line {} of {}: {}", number,
+                                          *batch_ == "-" ? "standard input" : *batch_, e.what()));
+      }
+      payloads.push_back(std::move(line));
+    }
+    if (in.bad()) throw InvalidArgument(fmt::format("cannot read the batch {}", *batch_));
+    if (payloads.empty()) {
+      throw InvalidArgument(fmt::format("the batch {} holds no payload", *batch_));
+    }
+    return payloads;
+  }
   Validity run_enqueue() {
+    if (batch_ && args_.size() > 1) return "enqueue takes PAYLOAD_JSON or --batch, not both";
+    if (!batch_ && args_.size() < 2) {
+      return "enqueue needs PAYLOAD_JSON (JSON text, - for standard input, @FILE), or --batch";
+    }
     return run([&] {
+      require_name(args_[0], "project id");
+      if (batch_) {
+        const auto payloads = read_batch();
+        auto store = open();
+        const auto ids = store.enqueue_batch(args_[0], payloads, actor_, now_);
+        changed_ = true;
+        std::string out = json_ ? "[" : "";
+        for (std::size_t i = 0; i < ids.size(); ++i) {
+          out += json_ ? (i ? "," : "") +
+                             JsonObject().str("item_id", ids[i]).str("project_id", args_[0]).done()
+                       : (i ? "\n" : "") + ids[i];
+        }
+        print(json_ ? out + "]" : out);
+        return;
+      }
+      const std::string payload = read_payload_argument(args_[1]);
+      require_payload(payload);
       auto store = open();
-      auto id = store.enqueue(args_[0], args_[1], actor_, now_);
+      auto id = store.enqueue(args_[0], payload, actor_, now_);
+      changed_ = true;
       print(json_ ? JsonObject().str("item_id", id).str("project_id", args_[0]).done() : id);
     });
   }
@@ -322,12 +575,18 @@ class Cli {
   }
   Validity set_owner(kj::StringPtr text) {
     if (text.size() == 0) return "--owner needs a name";
+    KJ_IF_MAYBE(error, check_name(text, "owner").releaseError()) { return kj::mv(*error); }
     owner_ = std::string(text.cStr());
     return true;
   }
   Validity set_lease(kj::StringPtr text) {
-    auto v = parse_double(text);
-    if (!v) return "--lease takes a number of seconds";
+    auto v = parse_decimal(text);
+    if (!v) return "--lease takes a decimal number of seconds (such as 30 or 0.5)";
+    try {
+      require_lease(Seconds{*v});
+    } catch (const InvalidArgument& e) {
+      return kj::str(e.what());
+    }
     lease_ = *v;
     return true;
   }
@@ -370,6 +629,7 @@ class Cli {
       auto store = open();
       if (max_) {
         auto batch = store.claim_batch(*owner_, *max_, claim_options());
+        changed_ = !batch.empty();
         if (batch.empty()) {
           if (json_) print("[]");
           std::cerr << "nothing to claim\n";
@@ -384,6 +644,7 @@ class Cli {
         return;
       }
       auto claimed = store.claim(*owner_, claim_options());
+      changed_ = claimed.has_value();
       if (!claimed) nothing_to_claim("nothing to claim");
       print(json_ ? claimed_json(*claimed) : claimed_text(*claimed));
     });
@@ -439,10 +700,16 @@ class Cli {
     if (next_ && args_.size() != 1) return "finish --next takes one ITEM";
     return run([&] {
       const Outcome outcome = parse_outcome(status_);
+      for (const auto& id : args_) require_name(id, "item id");
+      if (detail_.size() > (64 << 10)) {
+        throw InvalidArgument(fmt::format("the detail is {} bytes; the limit is {}",
+                                          detail_.size(), 64 << 10));
+      }
       auto store = open();
       if (next_) {
         auto next = store.finish_and_claim(args_[0], fences_[0], outcome, *owner_,
                                            claim_options(), detail_);
+        changed_ = true;
         if (!next) nothing_to_claim("finished; nothing to claim next");
         print(json_ ? claimed_json(*next) : claimed_text(*next));
         return;
@@ -461,6 +728,7 @@ class Cli {
         }
         store.finish_batch(reports, now_);
       }
+      changed_ = true;
       std::string out = json_ && args_.size() > 1 ? "[" : "";
       for (std::size_t i = 0; i < args_.size(); ++i) {
         if (json_) {
@@ -488,7 +756,7 @@ class Cli {
   }
   Validity run_item() {
     return run([&] {
-      auto store = open();
+      auto store = open(Access::read);
       const Item row = store.item(args_[0], actor_);
       if (json_) {
         print(JsonObject()
@@ -525,7 +793,7 @@ class Cli {
   }
   Validity run_events() {
     return run([&] {
-      auto store = open();
+      auto store = open(Access::read);
       auto events = store.events(args_[0], actor_);
       std::string out = json_ ? "[" : "";
       bool first = true;
@@ -576,7 +844,7 @@ class Cli {
   }
   Validity run_stats() {
     return run([&] {
-      auto store = open();
+      auto store = open(Access::read);
       if (project_) {
         const auto ids = store.visible_projects();
         if (std::find(ids.begin(), ids.end(), *project_) == ids.end()) {
@@ -607,7 +875,7 @@ class Cli {
   }
   Validity run_verify() {
     return run([&] {
-      auto store = open(false);
+      auto store = open(Access::read);
       auto problems = verify_ledger(store, progress("verify"));
       end_progress();
       if (json_) {
@@ -651,7 +919,7 @@ class Cli {
   }
   Validity run_rebuild() {
     return run([&] {
-      auto store = open(false);
+      auto store = open(dry_run_ ? Access::read : Access::write);
       auto report = rebuild(store, dry_run_, progress("rebuild"));
       end_progress();
       if (json_) {
@@ -687,7 +955,10 @@ class Cli {
   }
 
   // ---- plumbing -------------------------------------------------------------
-  void print(const std::string& line) { std::cout << line << '\n'; }
+  void print(const std::string& line) {
+    context_.output += line;
+    context_.output += '\n';
+  }
 
   Progress progress(const char* what) {
     if (json_ || !::isatty(STDERR_FILENO)) return {};
@@ -707,6 +978,17 @@ class Cli {
 
   template <class F>
   Validity run(F&& body) {
+    const auto start = std::chrono::steady_clock::now();
+    struct Report {
+      Cli& cli;
+      std::chrono::steady_clock::time_point start;
+      ~Report() {
+        if (cli.context_.verbose) {
+          std::cerr << fmt::format("cplane: the command took {:.1f} ms{}\n", elapsed_ms(start),
+                                   cli.context_.changed ? " (committed)" : "");
+        }
+      }
+    } report{*this, start};
     try {
       body();
     } catch (const Exit&) {
@@ -720,7 +1002,11 @@ class Cli {
     } catch (const InvalidArgument& e) {
       fail(kUsage, std::string("invalid input: ") + e.what());
     } catch (const StorageError& e) {
-      fail(kFailure, std::string("storage error: ") + e.what());
+      fail(kFailure, fmt::format("storage error ({}): {}", to_string(e.category()), e.what()));
+    } catch (const InternalError& e) {
+      fail(kFailure, fmt::format("internal error: {} (a bug in cplane, or rows edited behind its "
+                                 "back: run cplane verify)",
+                                 e.what()));
     } catch (const std::exception& e) {
       fail(kFailure, std::string("error: ") + e.what());
     }
@@ -733,8 +1019,11 @@ class Cli {
     throw Exit{code};
   }
 
-  kj::ProcessContext& context_;
+  CliContext& context_;
+  bool& changed_ = context_.changed;
   std::optional<std::string> db_;
+  std::chrono::milliseconds lock_timeout_{30'000};
+  std::optional<std::string> batch_;
   bool json_ = false;
   std::optional<Micros> now_;
   Durability durability_ = Durability::fenced;
@@ -758,13 +1047,19 @@ class Cli {
 
 int main(int argc, char** argv) {
   using namespace cplane::cli;
+  // A write past the file size limit, or to a closed pipe, fails with EFBIG
+  // or EPIPE and is reported, instead of killing the process silently after
+  // a commit whose result the caller then never sees.
+  ::signal(SIGXFSZ, SIG_IGN);
+  ::signal(SIGPIPE, SIG_IGN);
   CliContext context(argc > 0 ? argv[0] : "cplane");
   int code = kOk;
   try {
     Cli cli(context);
     auto func = cli.main();
+    const std::vector<std::string> args = join_option_values(argc, argv);
     std::vector<kj::StringPtr> params;
-    for (int i = 1; i < argc; ++i) params.emplace_back(argv[i]);
+    for (const auto& a : args) params.emplace_back(a.c_str());
     func("cplane", kj::arrayPtr(params.data(), params.size()));
   } catch (const Exit& e) {
     code = e.code;
@@ -775,6 +1070,15 @@ int main(int argc, char** argv) {
     std::cerr << "cplane: unexpected failure\n";
     code = kFailure;
   }
-  std::cout.flush();
+  if (!context.flush_output()) {
+    const int error = errno;
+    std::cerr << (context.changed
+                      ? fmt::format("cplane: the command took effect (its change is committed), "
+                                    "but its output could not be written: {}\n",
+                                    std::strerror(error))
+                      : fmt::format("cplane: the output could not be written: {}\n",
+                                    std::strerror(error)));
+    code = kFailure;
+  }
   return code;
 }

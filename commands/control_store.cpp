@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -35,15 +36,20 @@ Durability parse_durability(std::string_view text) {
 }
 
 namespace {
+// Every text stored in an event: bounded, so that a body always decodes.
+constexpr std::size_t kMaxPayloadBytes = 1 << 20;
+constexpr std::size_t kMaxTextBytes = 64 << 10;
+}  // namespace
 
-constexpr double kMaxLeaseSeconds = 10.0 * 365 * 24 * 3600;  // keeps micros far from overflow
-
-Micros to_micros(Seconds lease) {
+Micros require_lease(Seconds lease) {
   const double s = lease.count();
   if (!std::isfinite(s) || s <= 0) {
     throw InvalidArgument("a lease must be a positive, finite number of seconds");
   }
-  if (s > kMaxLeaseSeconds) throw InvalidArgument("a lease must be at most ten years");
+  if (s > kMaxLeaseSeconds) {
+    throw InvalidArgument(fmt::format("a lease must be at most ten years ({} seconds)",
+                                      static_cast<std::int64_t>(kMaxLeaseSeconds)));
+  }
   const auto micros = static_cast<Micros>(std::llround(s * 1e6));
   if (micros <= 0) throw InvalidArgument("a lease must be at least one microsecond");
   return micros;
@@ -51,29 +57,70 @@ Micros to_micros(Seconds lease) {
 
 // Explicit clocks stay where lease arithmetic cannot overflow, and not
 // before the epoch (so a lease expiry is never 0, which means "none").
-constexpr Micros kMaxNow = std::numeric_limits<Micros>::max() / 2;
-
-Micros clock(std::optional<Micros> now) {
-  if (!now) return now_micros();
-  if (*now < 0 || *now > kMaxNow) {
+Micros require_now(Micros now) {
+  if (now < 0) {
     throw InvalidArgument("now must be a number of microseconds since the epoch, not negative");
   }
-  return *now;
+  if (now > kMaxNow) {
+    throw InvalidArgument(fmt::format("now is {}, past the latest time cplane accepts ({} "
+                                      "microseconds since the epoch)",
+                                      now, kMaxNow));
+  }
+  return now;
 }
 
-// Every text stored in an event: bounded, so that a body always decodes.
-constexpr std::size_t kMaxPayloadBytes = 1 << 20;
-constexpr std::size_t kMaxTextBytes = 64 << 10;
+void require_payload(std::string_view payload) {
+  if (payload.size() > kMaxPayloadBytes) {
+    throw InvalidArgument(fmt::format("the payload is {} bytes; the limit is {}", payload.size(),
+                                      kMaxPayloadBytes));
+  }
+  require_json(payload);
+}
+
+void require_name(std::string_view text, const char* what) {
+  if (text.empty()) throw InvalidArgument(fmt::format("{} must not be empty", what));
+  if (text.size() > kMaxNameBytes) {
+    throw InvalidArgument(fmt::format("{} {} is {} bytes; the limit is {}", what, quote_id(text),
+                                      text.size(), kMaxNameBytes));
+  }
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t length = utf8_sequence_length(text, at);
+    if (length == 0) {
+      throw InvalidArgument(fmt::format("{} {} is not valid UTF-8 (byte {})", what,
+                                        quote_id(text), at));
+    }
+    const auto b0 = static_cast<unsigned char>(text[at]);
+    const auto b1 = length > 1 ? static_cast<unsigned char>(text[at + 1]) : 0;
+    // C0 controls, DEL, and C1 controls (U+0080..U+009F: 0xc2 0x80..0x9f).
+    if (b0 < 0x20 || b0 == 0x7f || (b0 == 0xc2 && b1 < 0xa0)) {
+      throw InvalidArgument(fmt::format("{} {} contains a control character (byte {})", what,
+                                        quote_id(text), at));
+    }
+    at += length;
+  }
+}
+
+void require_outcome(Outcome outcome) {
+  if (outcome != Outcome::done && outcome != Outcome::failed) {
+    throw InvalidArgument(fmt::format("unknown outcome {}: expected done or failed",
+                                      static_cast<int>(outcome)));
+  }
+}
+
+namespace {
+
+Micros clock(std::optional<Micros> now) { return now ? require_now(*now) : now_micros(); }
+
+
+// A scoped actor's name, when one is given.
+void require_actor(const std::optional<std::string>& actor) {
+  if (actor) require_name(*actor, "actor");
+}
 
 void require_size(const std::string& text, std::size_t limit, const char* what) {
   if (text.size() > limit) {
     throw InvalidArgument(fmt::format("the {} is {} bytes; the limit is {}", what, text.size(), limit));
   }
-}
-
-void require_payload(const std::string& payload) {
-  require_size(payload, kMaxPayloadBytes, "payload");
-  require_json(payload);
 }
 
 const std::string kControlPlane;
@@ -84,21 +131,58 @@ StoredEvent decode_stored(const storage::RawEvent& raw) {
 
 }  // namespace
 
+namespace {
+
+// The options are checked before the file is touched: a refused store
+// leaves nothing behind.
+const StoreOptions& checked(const StoreOptions& options) {
+  require_lease(options.lease);
+  if (options.lock_timeout.count() < 0) throw InvalidArgument("a lock timeout must not be negative");
+  return options;
+}
+
+}  // namespace
+
 ControlStore::ControlStore(const std::string& path, StoreOptions options)
-    : ControlStore(storage::open_sqlite(
-                       path, {options.busy_timeout, options.writer_flock, options.create}),
+    : ControlStore(storage::open_sqlite(path,
+                                        {.lock_timeout = checked(options).lock_timeout,
+                                         .writer_flock = options.writer_flock,
+                                         .create = options.create,
+                                         .read_only = options.read_only}),
                    options) {}
 
 ControlStore::ControlStore(std::unique_ptr<storage::Backend> backend, StoreOptions options)
-    : backend_(std::move(backend)), options_(options) {
-  to_micros(options_.lease);  // validates
-}
+    : backend_(std::move(backend)), options_(checked(options)) {}
 
 ControlStore::~ControlStore() = default;
-ControlStore::ControlStore(ControlStore&&) noexcept = default;
-ControlStore& ControlStore::operator=(ControlStore&&) noexcept = default;
 
-storage::Backend& ControlStore::backend() { return *backend_; }
+ControlStore::ControlStore(ControlStore&& other) noexcept
+    : backend_(std::move(other.backend_)), options_(other.options_) {}
+
+ControlStore& ControlStore::operator=(ControlStore&& other) noexcept {
+  backend_ = std::move(other.backend_);
+  options_ = other.options_;
+  return *this;
+}
+
+ControlStore::InUse::InUse(ControlStore& store) : store_(store) {
+  if (store.in_use_.exchange(true, std::memory_order_acquire)) {
+    throw InvalidArgument(
+        "a ControlStore is one connection: use one per thread (another thread is in a call on "
+        "this one right now)");
+  }
+  if (!store.backend_) {
+    store.in_use_.store(false, std::memory_order_release);
+    throw InvalidArgument("this ControlStore was moved from: use the store it was moved to");
+  }
+}
+
+ControlStore::InUse::~InUse() { store_.in_use_.store(false, std::memory_order_release); }
+
+storage::Backend& ControlStore::backend() {
+  if (!backend_) throw InvalidArgument("this ControlStore was moved from: use the store it was moved to");
+  return *backend_;
+}
 
 Sync ControlStore::sync_for_claims() const {
   return options_.durability == Durability::normal ? Sync::normal : Sync::full;
@@ -111,16 +195,21 @@ Sync ControlStore::sync_for_finish() const {
 // Validates a claim's input before any lock is taken: its lease and its clock.
 std::pair<Micros, Micros> ControlStore::check_claim(const std::string& owner,
                                                    const ClaimOptions& options) const {
-  const Micros lease = to_micros(options.lease.value_or(options_.lease));
+  const Micros lease = require_lease(options.lease.value_or(options_.lease));
   if (owner.empty()) throw InvalidArgument("a claim needs a non-empty owner");
+  require_name(owner, "owner");
+  require_actor(options.actor);
   return {lease, clock(options.now)};
 }
 
 void ControlStore::create_project(const std::string& id, const std::string& title,
                                   const std::string& status, std::optional<Micros> now) {
-  require_size(id, kMaxTextBytes, "project id");
+  const InUse in_use(*this);
+  if (id.empty()) throw InvalidArgument("a project id must not be empty");
+  require_name(id, "project id");
   require_size(title, kMaxTextBytes, "title");
   require_size(status, kMaxTextBytes, "status");
+  if (status.empty()) throw InvalidArgument("a project status must not be empty");
   auto tx = Transaction::write(*backend_, sync_for_claims());
   const Event event =
       decide_create_project(backend_->find_project(id), id, title, status, clock(now));
@@ -131,10 +220,14 @@ void ControlStore::create_project(const std::string& id, const std::string& titl
 
 void ControlStore::assign(const std::string& project_id, const std::string& actor,
                           std::optional<Micros> now) {
+  const InUse in_use(*this);
+  require_name(project_id, "project id");
+  require_name(actor, "actor");
+  const Micros at = clock(now);
   auto tx = Transaction::write(*backend_, sync_for_claims());
   auto project = backend_->find_project(project_id);
-  if (!project) throw NotFound(fmt::format("no such project: {}", project_id));
-  auto event = decide_assign(*project, backend_->is_assigned(project_id, actor), actor, clock(now));
+  if (!project) throw NotFound(fmt::format("no such project: {}", quote_id(project_id)));
+  auto event = decide_assign(*project, backend_->is_assigned(project_id, actor), actor, at);
   if (!event) return;  // already assigned: nothing changed, nothing to record
   const Seq seq = backend_->append(*event);
   backend_->put_assignment(apply(ProjectActorRow{}, StoredEvent{seq, *event}));
@@ -142,6 +235,8 @@ void ControlStore::assign(const std::string& project_id, const std::string& acto
 }
 
 std::vector<std::string> ControlStore::visible_projects(const std::optional<std::string>& actor) {
+  const InUse in_use(*this);
+  require_actor(actor);
   auto tx = Transaction::read(*backend_);
   auto ids = backend_->project_ids(actor ? &*actor : nullptr);
   tx.commit();
@@ -156,7 +251,7 @@ ProjectRow ControlStore::visible_project(const std::string& project_id,
   auto project = backend_->find_project(project_id);
   if (!project) {
     if (actor) throw ScopeDenied();
-    throw NotFound(fmt::format("no such project: {}", project_id));
+    throw NotFound(fmt::format("no such project: {}", quote_id(project_id)));
   }
   return std::move(*project);
 }
@@ -174,6 +269,9 @@ std::string ControlStore::enqueue_in_tx(const ProjectRow& project, const std::st
 std::string ControlStore::enqueue(const std::string& project_id, const std::string& payload_json,
                                   const std::optional<std::string>& actor,
                                   std::optional<Micros> now) {
+  const InUse in_use(*this);
+  require_name(project_id, "project id");
+  require_actor(actor);
   require_payload(payload_json);
   const Micros at = clock(now);
   auto tx = Transaction::write(*backend_, sync_for_claims());
@@ -187,7 +285,17 @@ std::vector<std::string> ControlStore::enqueue_batch(const std::string& project_
                                                      const std::vector<std::string>& payloads_json,
                                                      const std::optional<std::string>& actor,
                                                      std::optional<Micros> now) {
-  for (const auto& payload : payloads_json) require_payload(payload);
+  const InUse in_use(*this);
+  require_name(project_id, "project id");
+  require_actor(actor);
+  if (payloads_json.empty()) throw InvalidArgument("a batch enqueue needs at least one payload");
+  for (std::size_t i = 0; i < payloads_json.size(); ++i) {
+    try {
+      require_payload(payloads_json[i]);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(fmt::format("payload {} of {}: {}", i + 1, payloads_json.size(), e.what()));
+    }
+  }
   const Micros at = clock(now);
   auto tx = Transaction::write(*backend_, sync_for_claims());
   const ProjectRow project = visible_project(project_id, actor);
@@ -223,6 +331,7 @@ std::optional<ClaimedItem> ControlStore::claim_in_tx(const std::string& owner,
 
 std::optional<ClaimedItem> ControlStore::claim(const std::string& owner,
                                                const ClaimOptions& options) {
+  const InUse in_use(*this);
   const auto [lease, at] = check_claim(owner, options);
   auto tx = Transaction::write(*backend_, sync_for_claims());
   auto claimed = claim_in_tx(owner, options, lease, at);
@@ -232,6 +341,7 @@ std::optional<ClaimedItem> ControlStore::claim(const std::string& owner,
 
 std::vector<ClaimedItem> ControlStore::claim_batch(const std::string& owner, std::size_t max_items,
                                                    const ClaimOptions& options) {
+  const InUse in_use(*this);
   const auto [lease, at] = check_claim(owner, options);
   if (max_items == 0) throw InvalidArgument("a batch claim needs max_items of at least 1");
   auto tx = Transaction::write(*backend_, sync_for_claims());
@@ -248,7 +358,6 @@ std::vector<ClaimedItem> ControlStore::claim_batch(const std::string& owner, std
 void ControlStore::finish_in_tx(const std::string& item_id, Fence fence, Outcome outcome,
                                 const std::string& detail, Micros at,
                                 const std::optional<std::string>& actor) {
-  require_size(detail, kMaxTextBytes, "detail");
   auto row = backend_->find_item(item_id);
   // A scoped actor may report only its projects' items, and learns nothing
   // (not even a fence) about others.
@@ -258,8 +367,20 @@ void ControlStore::finish_in_tx(const std::string& item_id, Fence fence, Outcome
   backend_->put_item(apply(std::move(*row), StoredEvent{seq, event}));
 }
 
+namespace {
+
+void check_report(const std::string& item_id, Outcome outcome, const std::string& detail) {
+  require_name(item_id, "item id");
+  require_outcome(outcome);
+  require_size(detail, kMaxTextBytes, "detail");
+}
+
+}  // namespace
+
 void ControlStore::finish(const std::string& item_id, Fence fence, Outcome outcome,
                           const std::string& detail, std::optional<Micros> now) {
+  const InUse in_use(*this);
+  check_report(item_id, outcome, detail);
   const Micros at = clock(now);
   auto tx = Transaction::write(*backend_, sync_for_finish());
   finish_in_tx(item_id, fence, outcome, detail, at, {});
@@ -267,6 +388,15 @@ void ControlStore::finish(const std::string& item_id, Fence fence, Outcome outco
 }
 
 void ControlStore::finish_batch(const std::vector<Report>& reports, std::optional<Micros> now) {
+  const InUse in_use(*this);
+  std::set<std::string_view> seen;
+  for (const auto& r : reports) {
+    check_report(r.item_id, r.outcome, r.detail);
+    if (!seen.insert(r.item_id).second) {
+      throw InvalidArgument(fmt::format("item {} is listed twice in one finish batch",
+                                        quote_id(r.item_id)));
+    }
+  }
   const Micros at = clock(now);
   auto tx = Transaction::write(*backend_, sync_for_finish());
   for (const auto& r : reports) finish_in_tx(r.item_id, r.fence, r.outcome, r.detail, at, {});
@@ -277,6 +407,8 @@ std::optional<ClaimedItem> ControlStore::finish_and_claim(const std::string& ite
                                                           Outcome outcome, const std::string& owner,
                                                           const ClaimOptions& options,
                                                           const std::string& detail) {
+  const InUse in_use(*this);
+  check_report(item_id, outcome, detail);
   const auto [lease, at] = check_claim(owner, options);
   auto tx = Transaction::write(*backend_, sync_for_claims());
   finish_in_tx(item_id, fence, outcome, detail, at, options.actor);
@@ -286,6 +418,8 @@ std::optional<ClaimedItem> ControlStore::finish_and_claim(const std::string& ite
 }
 
 ControlStore::StatusCounts ControlStore::status_counts(const std::optional<std::string>& project_id) {
+  const InUse in_use(*this);
+  if (project_id) require_name(*project_id, "project id");
   auto tx = Transaction::read(*backend_);
   const auto c = backend_->status_counts(project_id ? &*project_id : nullptr);
   tx.commit();
@@ -293,12 +427,15 @@ ControlStore::StatusCounts ControlStore::status_counts(const std::optional<std::
 }
 
 Item ControlStore::item(const std::string& item_id, const std::optional<std::string>& actor) {
+  const InUse in_use(*this);
+  require_name(item_id, "item id");
+  require_actor(actor);
   auto tx = Transaction::read(*backend_);
   auto row = backend_->find_item(item_id);
   if (actor) {
     if (!row || !backend_->is_assigned(row->project_id, *actor)) throw ScopeDenied();
   } else if (!row) {
-    throw NotFound(fmt::format("no such item: {}", item_id));
+    throw NotFound(fmt::format("no such item: {}", quote_id(item_id)));
   }
   tx.commit();
   return std::move(*row);
@@ -306,6 +443,9 @@ Item ControlStore::item(const std::string& item_id, const std::optional<std::str
 
 std::vector<StoredEvent> ControlStore::events(const std::string& item_id,
                                               const std::optional<std::string>& actor) {
+  const InUse in_use(*this);
+  require_name(item_id, "item id");
+  require_actor(actor);
   auto tx = Transaction::read(*backend_);
   if (actor) {
     auto row = backend_->find_item(item_id);
@@ -313,7 +453,7 @@ std::vector<StoredEvent> ControlStore::events(const std::string& item_id,
   }
   auto raw = backend_->item_events(item_id);
   if (raw.empty() && !actor) {
-    if (!backend_->find_item(item_id)) throw NotFound(fmt::format("no such item: {}", item_id));
+    if (!backend_->find_item(item_id)) throw NotFound(fmt::format("no such item: {}", quote_id(item_id)));
   }
   tx.commit();
   std::vector<StoredEvent> out;

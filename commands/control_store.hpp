@@ -6,13 +6,17 @@
 // refusals (events/errors.hpp); StorageError's category says whether to retry.
 //
 // Thread-safety: a ControlStore is one database connection; use one per
-// thread or process. Any number of stores, in any number of processes, may
-// share one database file.
+// thread or process. A call made while another thread is inside a call on
+// the same store throws InvalidArgument (nothing is done). Any number of
+// stores, in any number of processes, may share one database file.
 #pragma once
 
 #include <chrono>
 #include <concepts>
 #include <cstdint>
+#include <limits>
+#include <string_view>
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -52,10 +56,33 @@ using Seconds = std::chrono::duration<double>;
 struct StoreOptions {
   Seconds lease{900.0};  // the lease a claim gets unless it asks for another
   Durability durability = Durability::fenced;
-  std::chrono::milliseconds busy_timeout{30'000};
+  // How long a write waits for the write lock before StorageError(busy),
+  // whose message names the holder's pid (and says if it is stopped).
+  std::chrono::milliseconds lock_timeout{30'000};
   bool writer_flock = true;  // SQLite: fair writer queue (storage/sqlite_backend.hpp)
-  bool create = true;        // create the database if missing (off for audits)
+  bool create = true;        // create the database if missing or empty (off for rebuild)
+  // Read only: no lock, nothing created, migrated or written; never waits
+  // for a writer. Write commands then throw InvalidArgument.
+  bool read_only = false;
 };
+
+// The longest lease, and the latest explicit clock, a command accepts.
+inline constexpr double kMaxLeaseSeconds = 10.0 * 365 * 24 * 3600;  // ten years
+inline constexpr Micros kMaxNow = std::numeric_limits<Micros>::max() / 2;
+
+// The input checks commands make before they touch the database, for callers
+// (the CLI) that refuse bad input before they open a store. Each throws
+// InvalidArgument with a sentence, or returns the value in microseconds.
+Micros require_lease(Seconds lease);   // positive, finite, at most kMaxLeaseSeconds
+Micros require_now(Micros now);        // 0 ..= kMaxNow
+void require_payload(std::string_view payload_json);  // JSON, at most 1 MiB
+void require_outcome(Outcome outcome);  // done or failed
+// Ids, owners and actors: printable UTF-8 of 1 to kMaxNameBytes bytes, no
+// control characters (C0, DEL, C1). Throws InvalidArgument naming `what` and
+// quoting the text cut to 80 characters.
+inline constexpr std::size_t kMaxNameBytes = 256;
+void require_name(std::string_view text, const char* what);
+
 
 using Item = ItemRow;
 
@@ -77,8 +104,9 @@ struct ClaimOptions {
 
 class ControlStore {
  public:
-  // Opens (creating if missing) the SQLite database at `path`.
-  // Throws StorageError; InvalidArgument for a bad lease.
+  // Opens (creating if missing, unless options.create is off or read_only)
+  // the SQLite database at `path`. Throws InvalidArgument for a bad lease
+  // (before touching the file) or an SQLite URI; StorageError otherwise.
   explicit ControlStore(const std::string& path, StoreOptions options = {});
   // Runs on any backend (tests wrap one to inject faults or observe it).
   explicit ControlStore(std::unique_ptr<storage::Backend> backend, StoreOptions options = {});
@@ -187,9 +215,30 @@ class ControlStore {
   // The connection, for verify/rebuild and tests. Not for writing rows.
   storage::Backend& backend();
 
+  // Runs f(backend()) as one call on this store: refused with
+  // InvalidArgument, like any command, while another thread is in a call.
+  template <class F>
+  decltype(auto) with_backend(F&& f) {
+    const InUse in_use(*this);
+    return f(*backend_);
+  }
+
   const StoreOptions& options() const { return options_; }
 
  private:
+  // Marks the store busy for one call; throws InvalidArgument if it already
+  // is (another thread) or if the store was moved from.
+  class InUse {
+   public:
+    explicit InUse(ControlStore& store);
+    ~InUse();
+    InUse(const InUse&) = delete;
+    InUse& operator=(const InUse&) = delete;
+
+   private:
+    ControlStore& store_;
+  };
+
   std::optional<ClaimedItem> claim_in_tx(const std::string& owner, const ClaimOptions& options,
                                          Micros lease, Micros at);
   void finish_in_tx(const std::string& item_id, Fence fence, Outcome outcome,
@@ -204,6 +253,7 @@ class ControlStore {
 
   std::unique_ptr<storage::Backend> backend_;
   StoreOptions options_;
+  std::atomic<bool> in_use_{false};
 };
 
 }  // namespace cplane

@@ -10,7 +10,7 @@ Event decide_create_project(const std::optional<ProjectRow>& existing, const std
                             const std::string& title, const std::string& status, Micros now) {
   if (id.empty()) throw InvalidArgument("a project id must not be empty");
   if (status.empty()) throw InvalidArgument("a project status must not be empty");
-  if (existing) throw InvalidArgument(fmt::format("project {} already exists", id));
+  if (existing) throw InvalidArgument(fmt::format("project {} already exists", quote_id(id)));
   return Event{now, "", id, "", ProjectCreated{title, status}};
 }
 
@@ -36,7 +36,8 @@ Event decide_claim(const ItemRow& candidate, const std::string& owner, const std
   if (owner.empty()) throw InvalidArgument("a claim needs a non-empty owner");
   if (lease <= 0) throw InvalidArgument("a lease must be a positive number of seconds");
   if (!is_claimable(candidate, now)) {
-    throw InvalidArgument(fmt::format("item {} is not claimable", candidate.item_id));
+    throw InternalError(fmt::format("item {} was offered to a claim but is not claimable",
+                                    quote_id(candidate.item_id)));
   }
   return Event{now,
                actor.empty() ? owner : actor,
@@ -48,17 +49,28 @@ Event decide_claim(const ItemRow& candidate, const std::string& owner, const std
 Event decide_finish(const std::optional<ItemRow>& item, std::string_view item_id, Fence fence,
                     Outcome outcome, const std::string& detail, const std::string& actor,
                     Micros now) {
-  if (!item) throw FenceRejected(fmt::format("item {} does not exist", item_id));
+  using Reason = FenceRejected::Reason;
+  if (!item) {
+    throw FenceRejected(Reason::unknown_item, fmt::format("item {} does not exist", quote_id(item_id)));
+  }
   if (is_terminal(item->status)) {
-    throw FenceRejected(
-        fmt::format("item {} is already {}", item_id, to_string(item->status)));
+    throw FenceRejected(Reason::terminal, fmt::format("item {} is already {}", quote_id(item_id),
+                                                      to_string(item->status)));
   }
   if (item->status != ItemStatus::claimed) {
-    throw FenceRejected(fmt::format("item {} is not claimed", item_id));
+    throw FenceRejected(Reason::not_claimed,
+                        fmt::format("item {} is not claimed", quote_id(item_id)));
   }
   if (fence != item->fence) {
-    throw FenceRejected(fmt::format("fence {} is stale: item {} is held under fence {}", fence,
-                                    item_id, item->fence));
+    // Older fences are stale; a higher one was never issued. Both are the
+    // same refusal to a program (stale_fence), told apart for a person.
+    throw FenceRejected(
+        Reason::stale_fence,
+        fence < item->fence
+            ? fmt::format("fence {} is stale: item {} is held under fence {}", fence,
+                          quote_id(item_id), item->fence)
+            : fmt::format("fence {} is not the current fence: item {} is held under fence {}",
+                          fence, quote_id(item_id), item->fence));
   }
   return Event{now, actor.empty() ? item->owner : actor, item->project_id, item->item_id,
                ItemFinished{outcome, fence, detail}};

@@ -202,4 +202,5 @@ class Validator {
 
 void require_json(std::string_view text) { Validator(text).run(); }
 
+
 }  // namespace cplane

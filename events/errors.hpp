@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace cplane {
 
@@ -17,10 +18,26 @@ class Error : public std::runtime_error {
 // A finish (or any fenced report) presented a fence that is not the item's
 // current one, or the item is not currently claimed, is terminal, or does not
 // exist. The work must not be reported; the item belongs to someone else now.
+// reason() tells the four cases apart for a program; what() is a sentence.
 class FenceRejected : public Error {
  public:
-  using Error::Error;
+  enum class Reason {
+    unknown_item,  // no such item
+    terminal,      // the item is already done or failed
+    not_claimed,   // the item is ready: nobody holds it
+    stale_fence,   // the fence is not the item's current one (older, or never issued)
+  };
+
+  FenceRejected(Reason reason, const std::string& message) : Error(message), reason_(reason) {}
+
+  Reason reason() const noexcept { return reason_; }
+
+ private:
+  Reason reason_;
 };
+
+// "unknown_item", "terminal", "not_claimed", "stale_fence".
+const char* to_string(FenceRejected::Reason reason) noexcept;
 
 // A scoped actor asked for a project or item outside its scope, or one that
 // does not exist. The message never names the project or item and never tells
@@ -33,6 +50,13 @@ class ScopeDenied : public Error {
 // The input can never succeed as given (malformed JSON, a non-positive lease,
 // an unknown outcome, an empty id, ...). Nothing was changed.
 class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
+
+// Our own invariant failed (a bug in cplane, or rows edited behind its
+// back): never the caller's fault, never reported as InvalidArgument.
+class InternalError : public Error {
  public:
   using Error::Error;
 };
@@ -53,6 +77,7 @@ class StorageError : public Error {
     commit_unknown,  // the commit may or may not have happened: never retry blindly
     corruption,      // the file is not a cplane database, or its contents are damaged
     io,              // any other failure of the database or the file system
+    full,            // the disk, a quota or the file size limit is full: nothing was written
   };
 
   StorageError(Category category, const std::string& message)
@@ -63,6 +88,12 @@ class StorageError : public Error {
  private:
   Category category_;
 };
+
+// "busy", "unavailable", "commit_unknown", "corruption", "io", "full".
+const char* to_string(StorageError::Category category) noexcept;
+
+// An id, owner or actor as shown in a message: quoted, cut to 80 characters.
+std::string quote_id(std::string_view id);
 
 // An event body that cannot be decoded: truncated, not Cap'n Proto, or of a
 // type this build does not know. A StorageError of category corruption.

@@ -3,7 +3,10 @@
 // verify and rebuild are written once for every backend.
 //
 // A Backend is one connection. It is not thread-safe: use one per thread or
-// process. All methods throw StorageError (with a category) on failure.
+// process. All methods throw StorageError (with a category) on failure:
+// busy (the write lock was not had within the lock timeout), full (the disk,
+// a quota or a file size limit: the transaction was rolled back, nothing was
+// written), commit_unknown (only from commit()), corruption, unavailable, io.
 #pragma once
 
 #include <array>
@@ -35,6 +38,15 @@ struct RawEvent {
   std::string body;        // encoded event (events/codec.hpp)
 };
 
+// An item row as scanned for verify and rebuild. A row whose status column
+// holds none of the four statuses (only tampering does that) is still
+// returned, so that it can be reported and repaired: `invalid_status` holds
+// the stored text and row.status is meaningless.
+struct ScannedItem {
+  ItemRow row;
+  std::string invalid_status;
+};
+
 template <class Row>
 class Cursor {
  public:
@@ -50,9 +62,10 @@ class Backend {
   // ---- transactions -------------------------------------------------------
   // A write transaction takes the write lock before anything is read, so the
   // state a command decides on cannot change under it. `sync` is the
-  // durability its commit must have.
+  // durability its commit must have. busy when the lock timeout runs out.
   virtual void begin_write(Sync sync) = 0;
-  // A read transaction: one consistent snapshot until commit/rollback.
+  // A read transaction: one consistent snapshot until commit/rollback. Never
+  // waits for a writer.
   virtual void begin_read() = 0;
   virtual void commit() = 0;
   virtual void rollback() noexcept = 0;
@@ -78,8 +91,8 @@ class Backend {
   // The claimed item of a project whose lease lapsed first, at or before
   // `now`: an index seek.
   virtual std::optional<ItemRow> earliest_lapsed(Micros now, const std::string& project_id) = 0;
-  // Every item row, ordered by item_id.
-  virtual std::unique_ptr<Cursor<ItemRow>> scan_items() = 0;
+  // Every item row, ordered by item_id (bytewise).
+  virtual std::unique_ptr<Cursor<ScannedItem>> scan_items() = 0;
 
   // ---- projects and scope ---------------------------------------------------
   virtual std::optional<ProjectRow> find_project(std::string_view project_id) = 0;

@@ -38,6 +38,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -74,12 +75,25 @@ struct ShimFile {
 
 ShimFile* shim(sqlite3_file* file) { return reinterpret_cast<ShimFile*>(file); }
 
+thread_local int t_no_room_errno = 0;
+
+// Any write to any file: a failure for want of room is remembered.
+int write_real(ShimFile* f, const void* data, int amount, sqlite3_int64 offset) {
+  const int rc = f->m()->xWrite(f->real(), data, amount, offset);
+  if (rc != SQLITE_OK) {
+    const int e = errno;
+    if ((rc & 0xff) == SQLITE_FULL || e == ENOSPC || e == EDQUOT || e == EFBIG) {
+      t_no_room_errno = (e == ENOSPC || e == EDQUOT || e == EFBIG) ? e : ENOSPC;
+    }
+  }
+  return rc;
+}
+
 int write_through(ShimFile* f, const char* data, std::size_t n, sqlite3_int64 offset) {
   int rc = SQLITE_OK;
   for (std::size_t at = 0; at < n && rc == SQLITE_OK; at += kChunk) {
     const std::size_t k = std::min(kChunk, n - at);
-    rc = f->m()->xWrite(f->real(), data + at, static_cast<int>(k),
-                        offset + static_cast<sqlite3_int64>(at));
+    rc = write_real(f, data + at, static_cast<int>(k), offset + static_cast<sqlite3_int64>(at));
   }
   return rc;
 }
@@ -135,7 +149,7 @@ int x_read(sqlite3_file* file, void* out, int amount, sqlite3_int64 offset) {
 
 int x_write(sqlite3_file* file, const void* data, int amount, sqlite3_int64 offset) {
   ShimFile* f = shim(file);
-  if (!f->is_wal) return f->m()->xWrite(f->real(), data, amount, offset);
+  if (!f->is_wal) return write_real(f, data, amount, offset);
   if (f->poisoned) return SQLITE_IOERR_WRITE;
   const auto* bytes = static_cast<const char*>(data);
   if (f->committing) return write_through(f, bytes, static_cast<std::size_t>(amount), offset);
@@ -324,6 +338,12 @@ void install() {
 }
 
 }  // namespace
+
+int take_no_room_errno() {
+  const int e = t_no_room_errno;
+  t_no_room_errno = 0;
+  return e;
+}
 
 const char* coalescing_vfs_name() {
   static std::once_flag once;

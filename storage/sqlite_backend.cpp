@@ -1,4 +1,4 @@
-// The SQLite schema (version 1)
+// The SQLite schema (version 2)
 // =============================
 //
 //   events          the log. One row per event, never updated or deleted.
@@ -20,7 +20,9 @@
 //                   two index seeks per project in scope, whatever the depth
 //                   of the queue:
 //       items_ready  (project_id, queued_seq)       WHERE status = 'ready'
-//       items_lease  (project_id, lease_expires_at) WHERE status = 'claimed'
+//       items_lease  (project_id, lease_expires_at, queued_seq)
+//                                                   WHERE status = 'claimed'
+//                   (leases that lapse together are reclaimed in queue order)
 //                   They are per project only: a global copy of each would
 //                   cost every claim two more page writes, to spare a loop
 //                   over the (few) projects.
@@ -47,11 +49,18 @@
 #include "storage/sqlite_backend.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <fstream>
+#include <thread>
 #include <sqlite3.h>
 
 #include <fmt/format.h>
@@ -65,7 +74,8 @@ namespace {
 
 constexpr int kApplicationId = 0x63706c6e;
 
-const char* const kSchemaV1 = R"sql(
+// The current schema, created whole in a new database.
+const char* const kSchema = R"sql(
 CREATE TABLE events (
   seq        INTEGER PRIMARY KEY,
   item_id    TEXT,
@@ -109,17 +119,48 @@ CREATE TABLE items (
   last_seq         INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX items_ready ON items(project_id, queued_seq) WHERE status = 'ready';
-CREATE INDEX items_lease ON items(project_id, lease_expires_at) WHERE status = 'claimed';
+CREATE INDEX items_lease ON items(project_id, lease_expires_at, queued_seq)
+  WHERE status = 'claimed';
+)sql";
+
+// Version 1 ordered lapsed leases that end at the same moment by item id.
+const char* const kMigrateV1ToV2 = R"sql(
+DROP INDEX items_lease;
+CREATE INDEX items_lease ON items(project_id, lease_expires_at, queued_seq)
+  WHERE status = 'claimed';
 )sql";
 
 const char* const kItemColumns =
     "item_id, project_id, payload, status, owner, fence, attempts, lease_expires_at, detail, "
     "queued_seq, queued_at, updated_at, last_seq";
 
+// ENOSPC, EDQUOT and EFBIG (a file size limit, with SIGXFSZ ignored) all
+// mean "no room": SQLite rolls the transaction back, so nothing was written.
+// Returns that errno, or 0 for any other failure.
+int no_room_errno(sqlite3* db, int rc) {
+  const int primary = rc & 0xff;
+  if (primary != SQLITE_FULL && primary != SQLITE_IOERR) return 0;
+  if (const int shim = take_no_room_errno(); shim != 0) return shim;
+  const int e = db != nullptr ? sqlite3_system_errno(db) : 0;
+  if (e == ENOSPC || e == EDQUOT || e == EFBIG) return e;
+  return primary == SQLITE_FULL ? ENOSPC : 0;
+}
+
 [[noreturn]] void fail(sqlite3* db, int rc, const std::string& what) {
   const int primary = rc & 0xff;
   const char* message = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
   const std::string text = fmt::format("{}: {}", what, message);
+  if (const int e = no_room_errno(db, rc); e != 0) {
+    throw StorageError(
+        StorageError::Category::full,
+        fmt::format("{}: {} ({}); the transaction was rolled back and nothing was written: "
+                    "free space (or raise the limit) and retry",
+                    what,
+                    e == EFBIG    ? "the file size limit was reached"
+                    : e == EDQUOT ? "the disk quota is exhausted"
+                                  : "the disk is full",
+                    std::strerror(e)));
+  }
   switch (primary) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
@@ -238,18 +279,20 @@ class Statement {
   sqlite3_stmt* stmt_ = nullptr;
 };
 
-ItemRow read_item(const Statement& s) {
+// Reads an item row; a status that is none of the four goes to
+// `invalid_status` (the row is then reported by verify, repaired by rebuild).
+ItemRow read_item(const Statement& s, std::string& invalid_status) {
   ItemRow row;
   row.item_id = s.text(0);
   row.project_id = s.text(1);
   row.payload = s.text(2);
-  const std::string status = s.text(3);
-  auto parsed = parse_item_status(status);
-  if (!parsed) {
-    throw StorageError(StorageError::Category::corruption,
-                       fmt::format("item {} has an unknown status '{}'", row.item_id, status));
+  std::string status = s.text(3);
+  if (auto parsed = parse_item_status(status)) {
+    row.status = *parsed;
+    invalid_status.clear();
+  } else {
+    invalid_status = status.empty() ? std::string("(empty)") : std::move(status);
   }
-  row.status = *parsed;
   row.owner = s.text(4);
   row.fence = static_cast<Fence>(s.i64(5));
   row.attempts = static_cast<std::uint32_t>(s.i64(6));
@@ -259,6 +302,19 @@ ItemRow read_item(const Statement& s) {
   row.queued_at = s.i64(10);
   row.updated_at = s.i64(11);
   row.last_seq = s.i64(12);
+  return row;
+}
+
+// An item row a command decides on: one with an invalid status is refused.
+ItemRow read_item(const Statement& s) {
+  std::string invalid_status;
+  ItemRow row = read_item(s, invalid_status);
+  if (!invalid_status.empty()) {
+    throw StorageError(StorageError::Category::corruption,
+                       fmt::format("item {} has an unknown status '{}' (edited behind cplane's "
+                                   "back?): run cplane verify, then cplane rebuild",
+                                   quote_id(row.item_id), invalid_status));
+  }
   return row;
 }
 
@@ -279,12 +335,12 @@ class StatementCursor final : public Cursor<RawEvent> {
   Statement stmt_;
 };
 
-class ItemStatementCursor final : public Cursor<ItemRow> {
+class ItemStatementCursor final : public Cursor<ScannedItem> {
  public:
   ItemStatementCursor(sqlite3* db, const std::string& sql) : stmt_(db, sql.c_str()) { stmt_.bind(); }
-  bool next(ItemRow& row) override {
+  bool next(ScannedItem& item) override {
     if (!stmt_.step()) return false;
-    row = read_item(stmt_);
+    item.row = read_item(stmt_, item.invalid_status);
     return true;
   }
 
@@ -292,48 +348,231 @@ class ItemStatementCursor final : public Cursor<ItemRow> {
   Statement stmt_;
 };
 
+// The writer's side lock: an exclusive flock(2) on PATH-lock, fair because
+// waiters queue in the kernel. flock has no timeout, so a wait is bounded by
+// a per-thread POSIX timer whose signal (a no-op handler installed without
+// SA_RESTART) interrupts the wait with EINTR; the timer repeats after the
+// deadline so that a signal landing just before flock() is entered cannot
+// leave it blocked. If the application owns that signal or blocks it, the
+// wait polls instead. The holder writes its pid into the file, so a waiter
+// that gives up can name it (and say whether it is stopped).
+using Clock = std::chrono::steady_clock;
+
+void interrupt_lock_wait(int) {}
+
+// The signal used to interrupt a lock wait, or 0 to poll.
+int lock_wait_signal() {
+  static const int signo = [] {
+    const int s = SIGRTMIN + 5;
+    if (s > SIGRTMAX) return 0;
+    struct sigaction old {};
+    if (::sigaction(s, nullptr, &old) != 0) return 0;
+    if (old.sa_handler == interrupt_lock_wait) return s;
+    if ((old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_DFL) return 0;  // not ours
+    struct sigaction sa {};
+    sa.sa_handler = interrupt_lock_wait;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;  // no SA_RESTART: flock returns EINTR
+    return ::sigaction(s, &sa, nullptr) == 0 ? s : 0;
+  }();
+  if (signo == 0) return 0;
+  sigset_t blocked;
+  if (::pthread_sigmask(SIG_BLOCK, nullptr, &blocked) != 0 || sigismember(&blocked, signo)) return 0;
+  return signo;
+}
+
+// What a process is doing, from /proc/PID/stat: 'T' stopped, 't' traced.
+char process_state(pid_t pid) {
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string line;
+  if (!std::getline(stat, line)) return '?';
+  const auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() ? line[close + 2] : '?';
+}
+
 class WriterLock {
  public:
   WriterLock() = default;
-  explicit WriterLock(const std::string& path) {
+  explicit WriterLock(const std::string& path) : path_(path) {
     fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd_ < 0) {
       throw StorageError(StorageError::Category::unavailable,
                          fmt::format("cannot open lock file {}: {}", path, std::strerror(errno)));
     }
   }
-  WriterLock(WriterLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  WriterLock(WriterLock&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
   WriterLock& operator=(WriterLock&& o) noexcept {
     std::swap(fd_, o.fd_);
+    std::swap(path_, o.path_);
     return *this;
   }
   ~WriterLock() {
     if (fd_ >= 0) ::close(fd_);
   }
-  void lock() {
+
+  // Takes the lock by `deadline`, else throws StorageError(busy) naming the
+  // holder. A no-op without a lock file.
+  void lock(Clock::time_point deadline, std::chrono::milliseconds timeout) {
     if (fd_ < 0) return;
-    while (::flock(fd_, LOCK_EX) != 0) {
-      if (errno != EINTR) {
-        throw StorageError(StorageError::Category::io,
-                           fmt::format("cannot lock writer lock file: {}", std::strerror(errno)));
-      }
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK && errno != EINTR) fail_errno("cannot lock");
+      wait(deadline, timeout);
     }
+    // The holder's pid, for whoever gives up waiting. Fixed width, so that
+    // no older, longer pid survives at the end.
+    const std::string pid = fmt::format("{:>10}\n", ::getpid());
+    [[maybe_unused]] auto written = ::pwrite(fd_, pid.data(), pid.size(), 0);
   }
+
   void unlock() noexcept {
     if (fd_ >= 0) ::flock(fd_, LOCK_UN);
   }
 
  private:
+  void wait(Clock::time_point deadline, std::chrono::milliseconds timeout) {
+    const int signo = lock_wait_signal();
+    timer_t timer{};
+    bool have_timer = false;
+    if (signo != 0 && Clock::now() < deadline) {
+      struct sigevent event {};
+      event.sigev_notify = SIGEV_THREAD_ID;
+      event.sigev_signo = signo;
+      event._sigev_un._tid = ::gettid();
+      if (::timer_create(CLOCK_MONOTONIC, &event, &timer) == 0) {
+        have_timer = true;
+        const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - Clock::now());
+        const auto first = std::max<std::int64_t>(left.count(), 1);
+        struct itimerspec spec {};
+        spec.it_value = {static_cast<time_t>(first / 1'000'000'000), static_cast<long>(first % 1'000'000'000)};
+        spec.it_interval = {0, 10'000'000};  // then every 10 ms, in case one was missed
+        if (::timer_settime(timer, 0, &spec, nullptr) != 0) {
+          ::timer_delete(timer);
+          have_timer = false;
+        }
+      }
+    }
+    struct DeleteTimer {
+      timer_t timer;
+      bool active;
+      ~DeleteTimer() {
+        if (active) ::timer_delete(timer);
+      }
+    } cleanup{timer, have_timer};
+    auto pause = std::chrono::microseconds{200};
+    for (;;) {
+      if (have_timer) {
+        if (::flock(fd_, LOCK_EX) == 0) return;
+      } else if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) {
+        return;
+      }
+      if (errno != EINTR && errno != EWOULDBLOCK) fail_errno("cannot lock");
+      if (Clock::now() >= deadline) give_up(timeout);
+      if (!have_timer) {
+        std::this_thread::sleep_for(std::min(pause, std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now())));
+        pause = std::min(pause * 2, std::chrono::microseconds{10'000});
+      }
+    }
+  }
+
+  [[noreturn]] void give_up(std::chrono::milliseconds timeout) const {
+    char buffer[32] = {};
+    const auto n = ::pread(fd_, buffer, sizeof buffer - 1, 0);
+    long pid = n > 0 ? std::strtol(buffer, nullptr, 10) : 0;
+    std::string holder = "another process";
+    std::string hint = "it may be stopped (SIGSTOP, a debugger) or running a long command";
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) == 0) {
+      holder = fmt::format("pid {}", pid);
+      const char state = process_state(static_cast<pid_t>(pid));
+      if (state == 'T' || state == 't') {
+        hint = fmt::format("pid {} is stopped (SIGSTOP or a debugger): resume it (kill -CONT {}) "
+                           "or end it", pid, pid);
+      }
+    }
+    throw StorageError(StorageError::Category::busy,
+                       fmt::format("gave up after {} waiting for the write lock ({} is held by "
+                                   "{}): {}; retry, or raise --lock-timeout",
+                                   describe_timeout(timeout), path_, holder, hint));
+  }
+
+  [[noreturn]] void fail_errno(const char* what) const {
+    throw StorageError(StorageError::Category::io,
+                       fmt::format("{} {}: {}", what, path_, std::strerror(errno)));
+  }
+
   int fd_ = -1;
+  std::string path_;
+
+ public:
+  static std::string describe_timeout(std::chrono::milliseconds timeout) {
+    return timeout.count() % 1000 == 0 ? fmt::format("{} s", timeout.count() / 1000)
+                                       : fmt::format("{} ms", timeout.count());
+  }
 };
+
+// Percent-encodes a path for an SQLite URI ("file:" + path + "?...").
+std::string uri_path(const std::string& path) {
+  std::string out;
+  for (char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      out += fmt::format("%{:02X}", static_cast<unsigned char>(c));
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string parent_folder(const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
 
 class SqliteBackend final : public Backend {
  public:
-  SqliteBackend(const std::string& path, const SqliteOptions& options) : path_(path) {
-    int rc = sqlite3_open_v2(
-        path.c_str(), &db_,
-        SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (options.create ? SQLITE_OPEN_CREATE : 0),
-        options.coalesce_wal_writes ? coalescing_vfs_name() : nullptr);
+  SqliteBackend(const std::string& path, const SqliteOptions& options)
+      : path_(path), lock_timeout_(options.lock_timeout), read_only_(options.read_only) {
+    if (path.starts_with("file:")) {
+      throw InvalidArgument(fmt::format(
+          "{} is an SQLite URI; cplane takes a file path (write ./{} for a file of that name)",
+          quote_id(path), path));
+    }
+    const bool in_memory = path.empty() || path == ":memory:";
+    const bool create = options.create && !read_only_;
+    struct stat st {};
+    const bool exists = !in_memory && ::stat(path.c_str(), &st) == 0;
+    if (!in_memory && !exists && !create) {
+      throw StorageError(StorageError::Category::unavailable,
+                         fmt::format("no database at {}: {} (this command never creates one)",
+                                     path, std::strerror(errno)));
+    }
+    if (exists && S_ISDIR(st.st_mode)) {
+      throw StorageError(StorageError::Category::unavailable,
+                         fmt::format("{} is a folder, not a database file", path));
+    }
+    if (exists && st.st_size == 0 && !create) {
+      throw StorageError(StorageError::Category::unavailable,
+                         fmt::format("{} is an empty file, not a cplane database (this command "
+                                     "never creates one)",
+                                     path));
+    }
+    std::string name = path;
+    int flags = SQLITE_OPEN_NOMUTEX;
+    if (read_only_) {
+      flags |= SQLITE_OPEN_READONLY;
+      // A reader needs PATH-wal and PATH-shm, or a folder it may create them
+      // in. Where it may not (a read-only folder) and there is no WAL, no
+      // writer can be at work either: the file is read as immutable.
+      if (!in_memory && ::access(parent_folder(path).c_str(), W_OK) != 0 &&
+          ::access((path + "-wal").c_str(), F_OK) != 0) {
+        name = "file:" + uri_path(path) + "?immutable=1";
+        flags |= SQLITE_OPEN_URI;
+      }
+    } else {
+      flags |= SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
+    }
+    int rc = sqlite3_open_v2(name.c_str(), &db_, flags,
+                             options.coalesce_wal_writes ? coalescing_vfs_name() : nullptr);
     if (rc != SQLITE_OK) {
       std::string message = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
       sqlite3_close(db_);
@@ -343,16 +582,19 @@ class SqliteBackend final : public Backend {
     }
     try {
       sqlite3_extended_result_codes(db_, 1);
-      sqlite3_busy_timeout(db_, static_cast<int>(options.busy_timeout.count()));
-      const bool in_memory = path.empty() || path == ":memory:" || path.starts_with("file:");
-      if (options.writer_flock && !in_memory) writer_lock_ = WriterLock(path + "-lock");
-      // Identify the file before changing anything about it: a foreign
-      // database is refused with its journal mode untouched.
-      migrate();
-      exec("PRAGMA synchronous=FULL", "cannot set synchronous on " + path);
-      if (pragma_text("PRAGMA journal_mode=WAL") != "wal") {
-        throw StorageError(StorageError::Category::unavailable,
-                           fmt::format("cannot switch database {} to WAL mode", path));
+      set_busy_timeout(lock_timeout_);
+      // Identify the file in a read transaction before anything is written
+      // or created beside it: a foreign or newer database is refused with
+      // its journal mode untouched and no PATH-lock left behind.
+      const int version = identify();
+      if (!read_only_) {
+        if (options.writer_flock && !in_memory) writer_lock_ = WriterLock(path + "-lock");
+        if (version < kSqliteSchemaVersion) migrate();
+        exec("PRAGMA synchronous=FULL", "cannot set synchronous on " + path);
+        if (pragma_text("PRAGMA journal_mode=WAL") != "wal" && !in_memory) {
+          throw StorageError(StorageError::Category::unavailable,
+                             fmt::format("cannot switch database {} to WAL mode", path));
+        }
       }
       prepare();
     } catch (...) {
@@ -370,6 +612,9 @@ class SqliteBackend final : public Backend {
 
   void begin_write(Sync sync) override {
     check_usable();
+    if (read_only_) {
+      throw InvalidArgument(fmt::format("{} was opened for reading: it cannot write", path_));
+    }
     if (sync != sync_) {
       // Not a prepared statement: PRAGMA synchronous takes effect when it is
       // compiled, not when it is stepped.
@@ -377,9 +622,12 @@ class SqliteBackend final : public Backend {
            "cannot set synchronous");
       sync_ = sync;
     }
-    writer_lock_.lock();
+    const auto start = Clock::now();
+    const auto deadline = start + lock_timeout_;
+    writer_lock_.lock(deadline, lock_timeout_);
+    take_no_room_errno();  // forget a failure of an earlier transaction
     try {
-      stmts_.begin_immediate.run();
+      begin_immediate(start, deadline);
     } catch (...) {
       writer_lock_.unlock();
       throw;
@@ -397,7 +645,13 @@ class SqliteBackend final : public Backend {
       stmts_.commit.run();
     } catch (const StorageError& e) {
       rollback();
-      if (e.category() == StorageError::Category::busy) throw;
+      // No room to write the commit: SQLite rolled it back, nothing was
+      // written. Only a failure after the commit was handed to the disk
+      // (an fsync error, an I/O error) leaves its outcome unknown.
+      if (e.category() == StorageError::Category::busy ||
+          e.category() == StorageError::Category::full) {
+        throw;
+      }
       throw StorageError(StorageError::Category::commit_unknown,
                          std::string("commit outcome unknown: ") + e.what());
     }
@@ -478,7 +732,7 @@ class SqliteBackend final : public Backend {
     return one_item(stmts_.earliest_lapsed.bind(project_id, now));
   }
 
-  std::unique_ptr<Cursor<ItemRow>> scan_items() override {
+  std::unique_ptr<Cursor<ScannedItem>> scan_items() override {
     return std::make_unique<ItemStatementCursor>(
         db_, fmt::format("SELECT {} FROM items ORDER BY item_id", kItemColumns));
   }
@@ -629,8 +883,77 @@ class SqliteBackend final : public Backend {
     }
   }
 
+  void set_busy_timeout(std::chrono::milliseconds timeout) {
+    sqlite3_busy_timeout(db_, static_cast<int>(std::max<std::int64_t>(timeout.count(), 0)));
+  }
+
+  // BEGIN IMMEDIATE: SQLite's own write lock, waited for by its busy handler
+  // for what is left of the lock timeout (only writers that bypass PATH-lock,
+  // such as the sqlite3 shell, make it wait).
+  void begin_immediate(Clock::time_point start, Clock::time_point deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const bool shortened = Clock::now() - start > std::chrono::milliseconds{1};
+    if (shortened) set_busy_timeout(left);
+    try {
+      stmts_.begin_immediate.run();
+    } catch (const StorageError& e) {
+      if (shortened) set_busy_timeout(lock_timeout_);
+      if (e.category() != StorageError::Category::busy) throw;
+      throw StorageError(
+          StorageError::Category::busy,
+          fmt::format("gave up after {} waiting for the write lock of {}: another connection "
+                      "that does not take {}-lock (the sqlite3 shell, another program) holds a "
+                      "write transaction, and may be stopped; retry, or raise --lock-timeout",
+                      WriterLock::describe_timeout(lock_timeout_), path_, path_));
+    }
+    if (shortened) set_busy_timeout(lock_timeout_);
+  }
+
+  // Reads the schema version in a read transaction and refuses what this
+  // build must not touch. Returns the version (0: an empty file, to create).
+  int identify() {
+    exec("BEGIN DEFERRED", "cannot read database " + path_);
+    struct End {
+      sqlite3* db;
+      ~End() { sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr); }
+    } end{db_};
+    std::int64_t version = 0, application = 0;
+    bool has_tables = false;
+    try {
+      version = pragma("PRAGMA user_version");
+      application = pragma("PRAGMA application_id");
+      has_tables = pragma("SELECT count(*) FROM sqlite_master") != 0;
+    } catch (const StorageError& e) {
+      throw StorageError(e.category(), fmt::format("cannot read database {}: {}", path_, e.what()));
+    }
+    if (version == 0 && !has_tables) {
+      if (read_only_) {
+        throw StorageError(StorageError::Category::unavailable,
+                           fmt::format("{} is an empty database, not a cplane one (this command "
+                                       "never creates one)",
+                                       path_));
+      }
+      return 0;
+    }
+    if (application != kApplicationId) {
+      throw StorageError(StorageError::Category::corruption,
+                         fmt::format("{} is an SQLite database but not a cplane one", path_));
+    }
+    if (version > kSqliteSchemaVersion) {
+      throw StorageError(StorageError::Category::corruption,
+                         fmt::format("database {} has schema version {}, newer than this "
+                                     "cplane understands ({}): upgrade cplane",
+                                     path_, version, kSqliteSchemaVersion));
+    }
+    return static_cast<int>(version);
+  }
+
+  // Creates or migrates the schema under the write lock; the version is read
+  // again inside, since another process may have done it meanwhile.
   void migrate() {
-    writer_lock_.lock();
+    const auto start = Clock::now();
+    const auto deadline = start + lock_timeout_;
+    writer_lock_.lock(deadline, lock_timeout_);
     struct Unlock {
       WriterLock& l;
       ~Unlock() { l.unlock(); }
@@ -638,27 +961,19 @@ class SqliteBackend final : public Backend {
     exec("BEGIN IMMEDIATE", "cannot open database " + path_);
     try {
       const auto version = pragma("PRAGMA user_version");
-      const auto application = pragma("PRAGMA application_id");
-      if (version > kSqliteSchemaVersion) {
-        throw StorageError(StorageError::Category::corruption,
-                           fmt::format("database {} has schema version {}, newer than this "
-                                       "cplane understands ({})",
-                                       path_, version, kSqliteSchemaVersion));
-      }
       if (version == 0) {
         if (pragma("SELECT count(*) FROM sqlite_master") != 0) {
           throw StorageError(StorageError::Category::corruption,
                              fmt::format("{} is an SQLite database but not a cplane one", path_));
         }
-        exec(kSchemaV1, "cannot create schema");
-        exec(fmt::format("PRAGMA application_id={}; PRAGMA user_version={}", kApplicationId,
-                         kSqliteSchemaVersion)
-                 .c_str(),
-             "cannot stamp schema version");
-      } else if (application != kApplicationId) {
-        throw StorageError(StorageError::Category::corruption,
-                           fmt::format("{} is an SQLite database but not a cplane one", path_));
+        exec(kSchema, "cannot create schema");
+        exec(fmt::format("PRAGMA application_id={}", kApplicationId).c_str(),
+             "cannot stamp application id");
+      } else if (version == 1) {
+        exec(kMigrateV1ToV2, "cannot migrate schema from version 1 to 2");
       }
+      exec(fmt::format("PRAGMA user_version={}", kSqliteSchemaVersion).c_str(),
+           "cannot stamp schema version");
       exec("COMMIT", "cannot commit schema");
     } catch (...) {
       sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
@@ -702,6 +1017,8 @@ class SqliteBackend final : public Backend {
   }
 
   std::string path_;
+  std::chrono::milliseconds lock_timeout_;
+  bool read_only_ = false;
   sqlite3* db_ = nullptr;
   WriterLock writer_lock_;
   Statements stmts_;
@@ -719,7 +1036,7 @@ std::vector<std::string> claim_queries() {
                   "ORDER BY queued_seq LIMIT 1",
                   kItemColumns),
       fmt::format("SELECT {} FROM items WHERE status = 'claimed' AND project_id = ?1 "
-                  "AND lease_expires_at <= ?2 ORDER BY lease_expires_at LIMIT 1",
+                  "AND lease_expires_at <= ?2 ORDER BY lease_expires_at, queued_seq LIMIT 1",
                   kItemColumns),
   };
 }

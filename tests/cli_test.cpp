@@ -476,6 +476,8 @@ TEST_CASE("projects lists sorted ids one per line, as a JSON array, and filtered
           "[cli]") {
   TempDir dir;
   const std::string db = dir.file("control.db");
+  // Reads never create a database; a write command (here an empty claim) does.
+  REQUIRE_EXIT(cli(db, {"claim", "--owner", "w"}), 3);
 
   auto empty = cli(db, {"projects", "--json"});
   REQUIRE_EXIT(empty, 0);
@@ -780,8 +782,8 @@ TEST_CASE("an unscoped caller gets exit 7 for an unknown item or project", "[cli
   CHECK(count_rows(db, "events") == events);
 }
 
-TEST_CASE("verify exits 6 after tampering; rebuild --dry-run lists the item and writes nothing; "
-          "rebuild fixes it",
+TEST_CASE("verify exits 6 after tampering, rebuild --dry-run lists the item and writes "
+          "nothing, and rebuild fixes it",
           "[cli]") {
   TempDir dir;
   const std::string db = dir.file("control.db");

@@ -357,7 +357,7 @@ class RecordingBackend final : public storage::Backend {
   std::optional<ItemRow> earliest_lapsed(Micros now, const std::string& p) override {
     return inner_->earliest_lapsed(now, p);
   }
-  std::unique_ptr<storage::Cursor<ItemRow>> scan_items() override { return inner_->scan_items(); }
+  std::unique_ptr<storage::Cursor<storage::ScannedItem>> scan_items() override { return inner_->scan_items(); }
   std::optional<ProjectRow> find_project(std::string_view id) override {
     return inner_->find_project(id);
   }

@@ -45,7 +45,7 @@ TEST_CASE("a lapsed lease is reclaimed with a higher fence, a live one is not", 
   const Event e = decide_claim(row, "w2", "w2", 1'000, 20'000);
   CHECK(std::get<ItemClaimed>(e.body).fence == 4);
   CHECK(std::get<ItemClaimed>(e.body).attempt == 4);
-  CHECK_THROWS_AS(decide_claim(row, "w2", "w2", 1'000, 5'000), InvalidArgument);
+  CHECK_THROWS_AS(decide_claim(row, "w2", "w2", 1'000, 5'000), InternalError);
 }
 
 TEST_CASE("a claim needs an owner and a positive lease", "[decide]") {

@@ -139,7 +139,7 @@ TEST_CASE("a held write lock makes a command wait, then fail as busy", "[storage
   const auto db = dir.file("c.db");
   ControlStore holder{db};
   holder.create_project("alpha", "A");
-  ControlStore waiter{db, {.busy_timeout = std::chrono::milliseconds{200}, .writer_flock = false}};
+  ControlStore waiter{db, {.lock_timeout = std::chrono::milliseconds{200}, .writer_flock = false}};
   holder.backend().begin_write(storage::Sync::full);
   try {
     waiter.enqueue("alpha", "{}");

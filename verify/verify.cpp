@@ -38,14 +38,21 @@ struct FieldDiff {
 
 std::string quoted(const std::string& s) { return fmt::format("'{}'", s); }
 
-std::vector<FieldDiff> diff(const ItemRow& stored, const ItemRow& folded) {
+std::vector<FieldDiff> diff(const storage::ScannedItem& scanned, const ItemRow& folded) {
+  const ItemRow& stored = scanned.row;
   std::vector<FieldDiff> out;
   auto add = [&](const char* field, auto a, auto b) {
     if (a != b) out.push_back({field, fmt::format("{}", a), fmt::format("{}", b)});
   };
   add("project_id", quoted(stored.project_id), quoted(folded.project_id));
   add("payload", quoted(stored.payload), quoted(folded.payload));
-  add("status", std::string(to_string(stored.status)), std::string(to_string(folded.status)));
+  if (!scanned.invalid_status.empty()) {
+    // Not a status at all: always a difference, whatever the fold says.
+    out.push_back({"status", quoted(scanned.invalid_status) + " (not a status)",
+                   std::string(to_string(folded.status))});
+  } else {
+    add("status", std::string(to_string(stored.status)), std::string(to_string(folded.status)));
+  }
   add("owner", quoted(stored.owner), quoted(folded.owner));
   add("fence", stored.fence, folded.fence);
   add("attempts", stored.attempts, folded.attempts);
@@ -152,9 +159,8 @@ void fold_item_event(ItemAudit& audit, const storage::RawEvent& raw) {
     audit.log_problems.push_back({kind, audit.item_id, e.project_id, std::move(detail)});
   };
   if (!is_item_event(e.body)) {
-    problem("index_disagrees",
-            fmt::format("event seq {} is a {} event filed under item {}", raw.seq,
-                        type_name(e.body), audit.item_id));
+    // read_event has reported it: its item_id column is not its body's
+    // (a project event has none). One problem per fault.
     return;
   }
   if (std::holds_alternative<ItemQueued>(e.body)) {
@@ -174,7 +180,11 @@ void fold_item_event(ItemAudit& audit, const storage::RawEvent& raw) {
             fmt::format("event seq {} ({}) follows the terminal event of item {}", raw.seq,
                         type_name(e.body), audit.item_id));
   }
-  if (auto* claimed = std::get_if<ItemClaimed>(&e.body)) {
+  if (audit.unreadable) {
+    // An earlier event of this item could not be read: the fold no longer
+    // knows the fence, status or lease it left, so checks against them
+    // would only report the unreadable event again, as something else.
+  } else if (auto* claimed = std::get_if<ItemClaimed>(&e.body)) {
     // Exactly one worker at a time: a claim may only take a ready item or
     // one whose lease had lapsed when the claim was made.
     if (audit.folded.status == ItemStatus::claimed && e.at < audit.folded.lease_expires_at) {
@@ -188,14 +198,16 @@ void fold_item_event(ItemAudit& audit, const storage::RawEvent& raw) {
               fmt::format("claim seq {} has fence {}, not above the earlier fence {}", raw.seq,
                           claimed->fence, audit.folded.fence));
     }
-  } else if (auto* finished = std::get_if<ItemFinished>(&e.body)) {
+  }
+  if (auto* finished = std::get_if<ItemFinished>(&e.body)) {
     ++audit.terminals;
     if (audit.terminals == 2) {
       problem("two_terminal_events",
               fmt::format("item {} has a second terminal event ({} at seq {})", audit.item_id,
                           type_name(e.body), raw.seq));
     }
-    if (finished->fence != audit.folded.fence || audit.folded.status != ItemStatus::claimed) {
+    if (!audit.unreadable &&
+        (finished->fence != audit.folded.fence || audit.folded.status != ItemStatus::claimed)) {
       problem("stale_fence_accepted",
               fmt::format("{} at seq {} carries fence {} while the item was {} under fence {}",
                           type_name(e.body), raw.seq, finished->fence,
@@ -214,14 +226,15 @@ void replay_items(storage::Backend& backend, const Progress& progress, std::int6
   auto events = backend.scan_item_events();
   auto rows = backend.scan_items();
   storage::RawEvent raw;
-  ItemRow row;
+  storage::ScannedItem row;
   bool have_event = events->next(raw);
   bool have_row = rows->next(row);
   std::string previous;
   bool first = true;
   while (have_event || have_row) {
-    const std::string key =
-        !have_row ? raw.item_id : !have_event ? row.item_id : std::min(raw.item_id, row.item_id);
+    const std::string key = !have_row     ? raw.item_id
+                            : !have_event ? row.row.item_id
+                                          : std::min(raw.item_id, row.row.item_id);
     // The merge needs both sides in one order; SQLite's BINARY collation of
     // TEXT is memcmp, as is std::string's. An id stored as a BLOB (only by
     // tampering) sorts elsewhere: stop rather than report false problems.
@@ -240,8 +253,8 @@ void replay_items(storage::Backend& backend, const Progress& progress, std::int6
       if (++events_read % kProgressEvery == 0 && progress) progress(events_read, total);
       have_event = events->next(raw);
     }
-    std::optional<ItemRow> stored;
-    if (have_row && row.item_id == key) {
+    std::optional<storage::ScannedItem> stored;
+    if (have_row && row.row.item_id == key) {
       stored = std::move(row);
       have_row = rows->next(row);
     }
@@ -372,13 +385,16 @@ std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progre
   }
 
   replay_items(backend, progress, total, events_read,
-               [&](ItemAudit& audit, const std::optional<ItemRow>& stored) {
+               [&](ItemAudit& audit, const std::optional<storage::ScannedItem>& stored) {
     for (auto& p : audit.log_problems) problems.push_back(std::move(p));
-    const std::string project = stored ? stored->project_id : audit.folded.project_id;
+    const std::string project = stored ? stored->row.project_id : audit.folded.project_id;
     if (audit.events == 0) {
       problems.push_back({"no_creation_event", audit.item_id, project,
                           fmt::format("item {} has a row ({}) but no events at all",
-                                      audit.item_id, to_string(stored->status))});
+                                      audit.item_id,
+                                      stored->invalid_status.empty()
+                                          ? std::string(to_string(stored->row.status))
+                                          : stored->invalid_status)});
       return;
     }
     if (audit.created && !projects.unreadable &&
@@ -397,8 +413,10 @@ std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progre
     if (!audit.created || audit.unreadable) return;  // the fold is not a row to compare with
     for (const auto& d : diff(*stored, audit.folded)) {
       const std::string kind =
-          d.field == "status" ? status_kind(stored->status, audit.folded.status, audit.terminals)
-                              : field_kind(d.field);
+          d.field != "status"                ? field_kind(d.field)
+          : !stored->invalid_status.empty() ? std::string("status_disagrees")
+                                            : status_kind(stored->row.status, audit.folded.status,
+                                                          audit.terminals);
       problems.push_back({kind, audit.item_id, project,
                           fmt::format("item {}: {} is {} in the row but {} in the log",
                                       audit.item_id, d.field, d.stored, d.folded)});
@@ -410,7 +428,10 @@ std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progre
 }
 
 RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& progress) {
-  auto tx = storage::Transaction::write(backend, storage::Sync::full);
+  // A dry run reads one snapshot like verify: it never waits for, nor holds
+  // off, a writer.
+  auto tx = dry_run ? storage::Transaction::read(backend)
+                    : storage::Transaction::write(backend, storage::Sync::full);
   RebuildReport report;
   report.dry_run = dry_run;
   const std::int64_t total = backend.last_seq();
@@ -472,7 +493,7 @@ RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& p
   std::vector<ItemRow> put_items;
   std::vector<std::string> drop_items;
   replay_items(backend, progress, total, report.events,
-               [&](ItemAudit& audit, const std::optional<ItemRow>& stored) {
+               [&](ItemAudit& audit, const std::optional<storage::ScannedItem>& stored) {
     refuse_unreadable(audit.log_problems);
     if (audit.created) ++report.items;
     if (!audit.created) {

@@ -22,13 +22,16 @@ namespace cplane {
 // Replays the store's log and compares it with its rows; empty when they agree.
 inline std::vector<LedgerProblem> verify_ledger(ControlStore& store,
                                                 const Progress& progress = {}) {
-  return verify_ledger(store.backend(), progress);
+  return store.with_backend(
+      [&](storage::Backend& backend) { return verify_ledger(backend, progress); });
 }
 
-// Rewrites the store's rows from its log (see verify/verify.hpp).
+// Rewrites the store's rows from its log (see verify/verify.hpp). A dry run
+// reads one snapshot and works on a read-only store.
 inline RebuildReport rebuild(ControlStore& store, bool dry_run = false,
                              const Progress& progress = {}) {
-  return rebuild(store.backend(), dry_run, progress);
+  return store.with_backend(
+      [&](storage::Backend& backend) { return rebuild(backend, dry_run, progress); });
 }
 
 }  // namespace cplane
