@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <sqlite3.h>
+#include <grp.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -78,18 +80,36 @@ std::string slurp(const std::string& path) {
 }  // namespace
 
 CliResult run_cli(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+  return run_cli(args, CliRun{.env = env});
+}
+
+CliResult run_cli(const std::vector<std::string>& args, const CliRun& how) {
   TempDir io;
-  const std::string out_path = io.file("stdout");
+  const std::string out_path = how.stdout_file.value_or(io.file("stdout"));
   const std::string err_path = io.file("stderr");
+  const std::string in_path = how.input ? io.file("stdin") : "/dev/null";
+  if (how.input) {
+    std::ofstream in(in_path, std::ios::binary);
+    in << *how.input;
+  }
+  const auto& env = how.env;
   pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
     int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int in = ::open("/dev/null", O_RDONLY);
+    int in = ::open(in_path.c_str(), O_RDONLY);
     ::dup2(out, 1);
     ::dup2(err, 2);
     ::dup2(in, 0);
+    if (how.file_size_limit) {
+      struct rlimit limit {};
+      limit.rlim_cur = limit.rlim_max = static_cast<rlim_t>(*how.file_size_limit);
+      ::setrlimit(RLIMIT_FSIZE, &limit);
+    }
+    if (how.uid) {
+      if (::setgroups(0, nullptr) != 0 || ::setgid(*how.uid) != 0 || ::setuid(*how.uid) != 0) ::_exit(126);
+    }
     for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
     std::vector<char*> argv;
     argv.push_back(const_cast<char*>(CPLANE_CLI_PATH));
@@ -102,7 +122,7 @@ CliResult run_cli(const std::vector<std::string>& args, const std::vector<std::s
   ::waitpid(pid, &status, 0);
   CliResult result;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  result.out = slurp(out_path);
+  if (!how.stdout_file) result.out = slurp(out_path);
   result.err = slurp(err_path);
   return result;
 }

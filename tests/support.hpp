@@ -3,7 +3,10 @@
 // runner for the cplane CLI.
 #pragma once
 
+#include <sys/types.h>
+
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,5 +44,16 @@ struct CliResult {
 // `env` entries ("NAME=value") added to the environment.
 CliResult run_cli(const std::vector<std::string>& args,
                   const std::vector<std::string>& env = {});
+
+// How to run the CLI when the defaults (stdin /dev/null, stdout captured)
+// are not what a test needs: the faults an operator's environment brings.
+struct CliRun {
+  std::vector<std::string> env;
+  std::optional<std::string> input;         // fed to stdin (else /dev/null)
+  std::optional<std::string> stdout_file;   // stdout goes here (e.g. /dev/full), not captured
+  std::optional<long> file_size_limit;      // RLIMIT_FSIZE, bytes
+  std::optional<uid_t> uid;                 // run as this user (the test runs as root)
+};
+CliResult run_cli(const std::vector<std::string>& args, const CliRun& how);
 
 }  // namespace cplane::test

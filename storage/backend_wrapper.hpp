@@ -1,0 +1,75 @@
+// A Backend that forwards every call to another one and overrides nothing
+// (leveldb's EnvWrapper). Derive from it and override only the calls you
+// mean to observe or break: tests inject faults this way, never with flags
+// in production code.
+#pragma once
+
+#include <memory>
+#include <utility>
+
+#include "storage/backend.hpp"
+
+namespace cplane::storage {
+
+class BackendWrapper : public Backend {
+ public:
+  explicit BackendWrapper(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
+
+  Backend& inner() { return *inner_; }
+
+  void begin_write(Sync sync) override { inner_->begin_write(sync); }
+  void begin_read() override { inner_->begin_read(); }
+  void commit() override { inner_->commit(); }
+  void rollback() noexcept override { inner_->rollback(); }
+  Seq append(const Event& event) override { return inner_->append(event); }
+  std::vector<RawEvent> item_events(std::string_view item_id) override {
+    return inner_->item_events(item_id);
+  }
+  std::unique_ptr<Cursor<RawEvent>> scan_item_events() override {
+    return inner_->scan_item_events();
+  }
+  std::unique_ptr<Cursor<RawEvent>> scan_project_events() override {
+    return inner_->scan_project_events();
+  }
+  std::optional<ItemRow> find_item(std::string_view item_id) override {
+    return inner_->find_item(item_id);
+  }
+  void insert_item(const ItemRow& row) override { inner_->insert_item(row); }
+  void put_item(const ItemRow& row) override { inner_->put_item(row); }
+  void delete_item(std::string_view item_id) override { inner_->delete_item(item_id); }
+  std::optional<ItemRow> oldest_ready(const std::string& project_id) override {
+    return inner_->oldest_ready(project_id);
+  }
+  std::optional<ItemRow> earliest_lapsed(Micros now, const std::string& project_id) override {
+    return inner_->earliest_lapsed(now, project_id);
+  }
+  std::unique_ptr<Cursor<ScannedItem>> scan_items() override { return inner_->scan_items(); }
+  std::optional<ProjectRow> find_project(std::string_view project_id) override {
+    return inner_->find_project(project_id);
+  }
+  void put_project(const ProjectRow& row) override { inner_->put_project(row); }
+  void delete_project(std::string_view project_id) override {
+    inner_->delete_project(project_id);
+  }
+  bool is_assigned(std::string_view project_id, std::string_view actor) override {
+    return inner_->is_assigned(project_id, actor);
+  }
+  void put_assignment(const ProjectActorRow& row) override { inner_->put_assignment(row); }
+  void delete_assignment(std::string_view project_id, std::string_view actor) override {
+    inner_->delete_assignment(project_id, actor);
+  }
+  std::vector<std::string> project_ids(const std::string* actor) override {
+    return inner_->project_ids(actor);
+  }
+  std::vector<ProjectRow> all_projects() override { return inner_->all_projects(); }
+  std::vector<ProjectActorRow> all_assignments() override { return inner_->all_assignments(); }
+  Seq last_seq() override { return inner_->last_seq(); }
+  std::array<std::int64_t, 4> status_counts(const std::string* project_id) override {
+    return inner_->status_counts(project_id);
+  }
+
+ private:
+  std::unique_ptr<Backend> inner_;
+};
+
+}  // namespace cplane::storage
