@@ -36,11 +36,15 @@
 // application_id the magic 0x63706c6e ("cpln"), so a foreign SQLite file is
 // refused rather than silently written to.
 //
-// Concurrency: WAL mode, so readers never block the writer. Every command is
-// BEGIN IMMEDIATE: the write lock is held before the first read. Writers are
-// first serialised through an exclusive flock(2) on a side file (PATH-lock):
-// waiting in the kernel is fair, where SQLite's busy handler sleeps and lets
-// the current holder re-take the lock, starving others under contention.
+// Concurrency: WAL mode, so readers and the writer never block each other.
+// Every write command is BEGIN IMMEDIATE: the write lock is held before the
+// first read. Writers are first serialised through an exclusive flock(2) on
+// a side file (PATH-lock, which holds the holder's pid): waiting in the
+// kernel is fair, where SQLite's busy handler sleeps and lets the current
+// holder re-take the lock, starving others under contention. Both waits are
+// bounded by one lock timeout. A store opened read-only checks the schema in
+// a read transaction and never touches PATH-lock: reads never wait for, and
+// never hold off, a writer (even one stopped while holding the lock).
 //
 // Durability: each transaction states the `synchronous` level its commit
 // needs (FULL or NORMAL); the connection switches only when it changes. In
