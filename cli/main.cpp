@@ -61,8 +61,21 @@ class CliContext final : public kj::ProcessContext {
   [[noreturn]] void exitError(kj::StringPtr message) override {
     std::string text = message.cStr();
     text = text.substr(0, text.find('\n'));
-    std::cerr << text << " (see --help)\n";
+    report_error("usage", "usage", text + " (see --help)");
     throw Exit{kUsage};
+  }
+
+  // One error on stderr: a sentence, or with --json one object
+  // {"error": {"kind", "reason", "message"}} so that scripts need not parse
+  // English. stdout is left alone.
+  void report_error(std::string_view kind, std::string_view reason, const std::string& message) {
+    if (json) {
+      std::cerr << "{\"error\":"
+                << JsonObject().str("kind", kind).str("reason", reason).str("message", message).done()
+                << "}\n";
+    } else {
+      std::cerr << message << '\n';
+    }
   }
   [[noreturn]] void exitInfo(kj::StringPtr message) override {
     output += message.cStr();
@@ -86,6 +99,7 @@ class CliContext final : public kj::ProcessContext {
     return true;
   }
 
+  bool json = false;     // --json anywhere on the command line: errors as JSON too
   bool verbose = false;  // --verbose: say what was opened and how long each step took
   bool changed = false;  // the command committed a change (for the output-failure message)
   std::string output;    // what goes to stdout, written once the command is done
@@ -396,11 +410,13 @@ class Cli {
 
   // ---- project ------------------------------------------------------------
   kj::MainFunc project_command() {
-    return globals(kj::MainBuilder(context_, kVersion, "Create a project, or assign an actor to one."))
+    return globals(kj::MainBuilder(context_, kVersion, "Create a project, or grant an actor one."))
         .addSubCommand("create", KJ_BIND_METHOD(*this, project_create_command),
                        "create a project")
-        .addSubCommand("assign", KJ_BIND_METHOD(*this, project_assign_command),
+        .addSubCommand("grant", KJ_BIND_METHOD(*this, project_grant_command),
                        "let a scoped actor see a project")
+        .addSubCommand("assign", KJ_BIND_METHOD(*this, project_grant_command),
+                       "the old name of grant, kept for one release")
         .build();
   }
 
@@ -431,20 +447,20 @@ class Cli {
     });
   }
 
-  kj::MainFunc project_assign_command() {
-    return globals(kj::MainBuilder(context_, kVersion, "Assign ACTOR to project ID: the actor may then see it, enqueue into it and "
+  kj::MainFunc project_grant_command() {
+    return globals(kj::MainBuilder(context_, kVersion, "Grant ACTOR project ID (alias: project assign, kept for one release): the actor may then see it, enqueue into it and "
                "claim from it."))
         .expectArg("ID", KJ_BIND_METHOD(*this, set_positional))
         .expectArg("ACTOR", KJ_BIND_METHOD(*this, set_positional))
-        .callAfterParsing(KJ_BIND_METHOD(*this, run_project_assign))
+        .callAfterParsing(KJ_BIND_METHOD(*this, run_project_grant))
         .build();
   }
-  Validity run_project_assign() {
+  Validity run_project_grant() {
     return run([&] {
       require_name(args_[0], "project id");
       require_name(args_[1], "actor");
       auto store = open();
-      store.assign(args_[0], args_[1], now_);
+      store.grant(args_[0], args_[1], now_);
       changed_ = true;
       print(json_ ? JsonObject().str("project_id", args_[0]).str("actor", args_[1]).done()
                   : fmt::format("{} {}", args_[0], args_[1]));
@@ -618,9 +634,9 @@ class Cli {
                        c.item_id, c.project_id, c.fence, c.attempts, c.lease_expires_at,
                        c.payload);
   }
-  [[noreturn]] void nothing_to_claim(const char* message) {
-    if (json_) print("null");
-    std::cerr << message << '\n';
+  [[noreturn]] void nothing_to_claim(const char* message, const char* empty_json = "null") {
+    if (json_) print(empty_json);
+    context_.report_error("nothing_to_claim", "empty", message);
     throw Exit{kNothingToClaim};
   }
   Validity run_claim() {
@@ -630,11 +646,7 @@ class Cli {
       if (max_) {
         auto batch = store.claim_batch(*owner_, *max_, claim_options());
         changed_ = !batch.empty();
-        if (batch.empty()) {
-          if (json_) print("[]");
-          std::cerr << "nothing to claim\n";
-          throw Exit{kNothingToClaim};
-        }
+        if (batch.empty()) nothing_to_claim("nothing to claim", "[]");
         std::string out = json_ ? "[" : "";
         for (std::size_t i = 0; i < batch.size(); ++i) {
           out += json_ ? (i ? "," : "") + claimed_json(batch[i])
@@ -714,19 +726,17 @@ class Cli {
         print(json_ ? claimed_json(*next) : claimed_text(*next));
         return;
       }
-      // A scoped actor may report only its projects' items (exit 5 otherwise,
-      // whether or not the item exists).
-      if (actor_) {
-        for (const auto& id : args_) store.item(id, actor_);
-      }
+      // The store refuses a scoped actor's report outside its projects
+      // (exit 5), whether or not the item exists.
       if (args_.size() == 1) {
-        store.finish(args_[0], fences_[0], outcome, detail_, now_);
+        store.finish(args_[0], fences_[0], outcome,
+                     {.detail = detail_, .actor = actor_, .now = now_});
       } else {
         std::vector<ControlStore::Report> reports;
         for (std::size_t i = 0; i < args_.size(); ++i) {
           reports.push_back({args_[i], fences_[i], outcome, detail_});
         }
-        store.finish_batch(reports, now_);
+        store.finish_batch(reports, now_, actor_);
       }
       changed_ = true;
       std::string out = json_ && args_.size() > 1 ? "[" : "";
@@ -848,7 +858,7 @@ class Cli {
       if (project_) {
         const auto ids = store.visible_projects();
         if (std::find(ids.begin(), ids.end(), *project_) == ids.end()) {
-          throw NotFound("no such project: " + *project_);
+          throw NotFound(NotFound::Reason::unknown_project, "no such project: " + quote_id(*project_));
         }
       }
       const auto c = store.status_counts(project_);
@@ -994,28 +1004,32 @@ class Cli {
     } catch (const Exit&) {
       throw;
     } catch (const FenceRejected& e) {
-      fail(kFenceRejected, std::string("fence rejected: ") + e.what());
+      fail(kFenceRejected, "fence_rejected", to_string(e.reason()),
+           std::string("fence rejected: ") + e.what());
     } catch (const ScopeDenied& e) {
-      fail(kScopeDenied, e.what());
+      fail(kScopeDenied, "scope_denied", "out_of_scope", e.what());
     } catch (const NotFound& e) {
-      fail(kNotFound, e.what());
+      fail(kNotFound, "not_found", to_string(e.reason()), e.what());
     } catch (const InvalidArgument& e) {
-      fail(kUsage, std::string("invalid input: ") + e.what());
+      fail(kUsage, "invalid_argument", "invalid_input", std::string("invalid input: ") + e.what());
     } catch (const StorageError& e) {
-      fail(kFailure, fmt::format("storage error ({}): {}", to_string(e.category()), e.what()));
+      fail(kFailure, "storage_error", to_string(e.category()),
+           fmt::format("storage error ({}): {}", to_string(e.category()), e.what()));
     } catch (const InternalError& e) {
-      fail(kFailure, fmt::format("internal error: {} (a bug in cplane, or rows edited behind its "
-                                 "back: run cplane verify)",
-                                 e.what()));
+      fail(kFailure, "internal_error", "invariant",
+           fmt::format("internal error: {} (a bug in cplane, or rows edited behind its back: "
+                       "run cplane verify)",
+                       e.what()));
     } catch (const std::exception& e) {
-      fail(kFailure, std::string("error: ") + e.what());
+      fail(kFailure, "error", "unexpected", std::string("error: ") + e.what());
     }
     return true;
   }
 
-  [[noreturn]] void fail(int code, const std::string& message) {
+  [[noreturn]] void fail(int code, std::string_view kind, std::string_view reason,
+                         const std::string& message) {
     end_progress();
-    std::cerr << "cplane: " << message << '\n';
+    context_.report_error(kind, reason, "cplane: " + message);
     throw Exit{code};
   }
 
@@ -1058,6 +1072,10 @@ int main(int argc, char** argv) {
     Cli cli(context);
     auto func = cli.main();
     const std::vector<std::string> args = join_option_values(argc, argv);
+    for (const auto& a : args) {
+      if (a == "--") break;
+      if (a == "--json") context.json = true;
+    }
     std::vector<kj::StringPtr> params;
     for (const auto& a : args) params.emplace_back(a.c_str());
     func("cplane", kj::arrayPtr(params.data(), params.size()));
@@ -1072,12 +1090,13 @@ int main(int argc, char** argv) {
   }
   if (!context.flush_output()) {
     const int error = errno;
-    std::cerr << (context.changed
-                      ? fmt::format("cplane: the command took effect (its change is committed), "
-                                    "but its output could not be written: {}\n",
-                                    std::strerror(error))
-                      : fmt::format("cplane: the output could not be written: {}\n",
-                                    std::strerror(error)));
+    context.report_error(
+        "output_error", context.changed ? "committed" : "not_committed",
+        context.changed ? fmt::format("cplane: the command took effect (its change is "
+                                      "committed), but its output could not be written: {}",
+                                      std::strerror(error))
+                        : fmt::format("cplane: the output could not be written: {}",
+                                      std::strerror(error)));
     code = kFailure;
   }
   return code;

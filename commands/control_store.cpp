@@ -218,7 +218,7 @@ void ControlStore::create_project(const std::string& id, const std::string& titl
   tx.commit();
 }
 
-void ControlStore::assign(const std::string& project_id, const std::string& actor,
+void ControlStore::grant(const std::string& project_id, const std::string& actor,
                           std::optional<Micros> now) {
   const InUse in_use(*this);
   require_name(project_id, "project id");
@@ -226,8 +226,8 @@ void ControlStore::assign(const std::string& project_id, const std::string& acto
   const Micros at = clock(now);
   auto tx = Transaction::write(*backend_, sync_for_claims());
   auto project = backend_->find_project(project_id);
-  if (!project) throw NotFound(fmt::format("no such project: {}", quote_id(project_id)));
-  auto event = decide_assign(*project, backend_->is_assigned(project_id, actor), actor, at);
+  if (!project) throw NotFound(NotFound::Reason::unknown_project, fmt::format("no such project: {}", quote_id(project_id)));
+  auto event = decide_grant(*project, backend_->is_assigned(project_id, actor), actor, at);
   if (!event) return;  // already assigned: nothing changed, nothing to record
   const Seq seq = backend_->append(*event);
   backend_->put_assignment(apply(ProjectActorRow{}, StoredEvent{seq, *event}));
@@ -251,7 +251,7 @@ ProjectRow ControlStore::visible_project(const std::string& project_id,
   auto project = backend_->find_project(project_id);
   if (!project) {
     if (actor) throw ScopeDenied();
-    throw NotFound(fmt::format("no such project: {}", quote_id(project_id)));
+    throw NotFound(NotFound::Reason::unknown_project, fmt::format("no such project: {}", quote_id(project_id)));
   }
   return std::move(*project);
 }
@@ -379,16 +379,24 @@ void check_report(const std::string& item_id, Outcome outcome, const std::string
 
 void ControlStore::finish(const std::string& item_id, Fence fence, Outcome outcome,
                           const std::string& detail, std::optional<Micros> now) {
+  finish(item_id, fence, outcome, FinishOptions{.detail = detail, .now = now});
+}
+
+void ControlStore::finish(const std::string& item_id, Fence fence, Outcome outcome,
+                          const FinishOptions& options) {
   const InUse in_use(*this);
-  check_report(item_id, outcome, detail);
-  const Micros at = clock(now);
+  check_report(item_id, outcome, options.detail);
+  require_actor(options.actor);
+  const Micros at = clock(options.now);
   auto tx = Transaction::write(*backend_, sync_for_finish());
-  finish_in_tx(item_id, fence, outcome, detail, at, {});
+  finish_in_tx(item_id, fence, outcome, options.detail, at, options.actor);
   tx.commit();
 }
 
-void ControlStore::finish_batch(const std::vector<Report>& reports, std::optional<Micros> now) {
+void ControlStore::finish_batch(const std::vector<Report>& reports, std::optional<Micros> now,
+                                const std::optional<std::string>& actor) {
   const InUse in_use(*this);
+  require_actor(actor);
   std::set<std::string_view> seen;
   for (const auto& r : reports) {
     check_report(r.item_id, r.outcome, r.detail);
@@ -399,7 +407,7 @@ void ControlStore::finish_batch(const std::vector<Report>& reports, std::optiona
   }
   const Micros at = clock(now);
   auto tx = Transaction::write(*backend_, sync_for_finish());
-  for (const auto& r : reports) finish_in_tx(r.item_id, r.fence, r.outcome, r.detail, at, {});
+  for (const auto& r : reports) finish_in_tx(r.item_id, r.fence, r.outcome, r.detail, at, actor);
   tx.commit();
 }
 
@@ -435,7 +443,7 @@ Item ControlStore::item(const std::string& item_id, const std::optional<std::str
   if (actor) {
     if (!row || !backend_->is_assigned(row->project_id, *actor)) throw ScopeDenied();
   } else if (!row) {
-    throw NotFound(fmt::format("no such item: {}", quote_id(item_id)));
+    throw NotFound(NotFound::Reason::unknown_item, fmt::format("no such item: {}", quote_id(item_id)));
   }
   tx.commit();
   return std::move(*row);
@@ -453,7 +461,7 @@ std::vector<StoredEvent> ControlStore::events(const std::string& item_id,
   }
   auto raw = backend_->item_events(item_id);
   if (raw.empty() && !actor) {
-    if (!backend_->find_item(item_id)) throw NotFound(fmt::format("no such item: {}", quote_id(item_id)));
+    if (!backend_->find_item(item_id)) throw NotFound(NotFound::Reason::unknown_item, fmt::format("no such item: {}", quote_id(item_id)));
   }
   tx.commit();
   std::vector<StoredEvent> out;

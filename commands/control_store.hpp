@@ -118,10 +118,18 @@ class ControlStore {
   void create_project(const std::string& id, const std::string& title,
                       const std::string& status = "open", std::optional<Micros> now = {});
 
-  // Lets a scoped actor see the project (actor_assigned); no event if it
-  // already can. NotFound for an unknown project.
-  void assign(const std::string& project_id, const std::string& actor,
-              std::optional<Micros> now = {});
+  // Grants a scoped actor the project: it may then see it, enqueue into it
+  // and claim from it (appends actor_assigned; nothing if already granted).
+  // NotFound for an unknown project.
+  void grant(const std::string& project_id, const std::string& actor,
+             std::optional<Micros> now = {});
+
+  // The old name of grant, kept for one release.
+  [[deprecated("use grant(project, actor)")]] void assign(const std::string& project_id,
+                                                         const std::string& actor,
+                                                         std::optional<Micros> now = {}) {
+    grant(project_id, actor, now);
+  }
 
   // Sorted project ids: all of them, or only those assigned to `actor`.
   std::vector<std::string> visible_projects(const std::optional<std::string>& actor = {});
@@ -149,6 +157,18 @@ class ControlStore {
   // still accepts its current fence: the fence, not the clock, decides.
   void finish(const std::string& item_id, Fence fence, Outcome outcome,
               const std::string& detail = "", std::optional<Micros> now = {});
+
+  // The same, with options: `finish(id, fence, Outcome::done, {.actor = "alice"})`.
+  // With an actor, an item outside its projects (or missing) is ScopeDenied,
+  // checked in the same transaction, before the fence: a scoped actor learns
+  // nothing, not even a fence, about other projects' items.
+  struct FinishOptions {
+    std::string detail;
+    std::optional<std::string> actor;
+    std::optional<Micros> now;
+  };
+  void finish(const std::string& item_id, Fence fence, Outcome outcome,
+              const FinishOptions& options);
 
   // ---- batches: fewer transactions per item ------------------------------
 
@@ -183,7 +203,9 @@ class ControlStore {
 
   // Finishes several items in one transaction; all or nothing: if any report
   // is refused, FenceRejected names that item and nothing is written.
-  void finish_batch(const std::vector<Report>& reports, std::optional<Micros> now = {});
+  // With an actor, every item must be in its projects (else ScopeDenied).
+  void finish_batch(const std::vector<Report>& reports, std::optional<Micros> now = {},
+                    const std::optional<std::string>& actor = {});
 
   // Finishes one item and, in the same transaction, claims `owner`'s next
   // one: half the transactions of finish + claim. If the finish is refused

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "events/errors.hpp"
+#include "projections/rules.hpp"
 
 namespace cplane {
 
@@ -14,7 +15,7 @@ Event decide_create_project(const std::optional<ProjectRow>& existing, const std
   return Event{now, "", id, "", ProjectCreated{title, status}};
 }
 
-std::optional<Event> decide_assign(const ProjectRow& project, bool already_assigned,
+std::optional<Event> decide_grant(const ProjectRow& project, bool already_assigned,
                                    const std::string& actor, Micros now) {
   if (actor.empty()) throw InvalidArgument("an actor name must not be empty");
   if (already_assigned) return std::nullopt;
@@ -26,10 +27,7 @@ Event decide_enqueue(const ProjectRow& project, const std::string& item_id,
   return Event{now, actor, project.project_id, item_id, ItemQueued{payload}};
 }
 
-bool is_claimable(const ItemRow& row, Micros now) {
-  return row.status == ItemStatus::ready ||
-         (row.status == ItemStatus::claimed && row.lease_expires_at <= now);
-}
+bool is_claimable(const ItemRow& row, Micros now) { return claimable(row, now); }
 
 Event decide_claim(const ItemRow& candidate, const std::string& owner, const std::string& actor,
                    Micros lease, Micros now) {
@@ -50,27 +48,26 @@ Event decide_finish(const std::optional<ItemRow>& item, std::string_view item_id
                     Outcome outcome, const std::string& detail, const std::string& actor,
                     Micros now) {
   using Reason = FenceRejected::Reason;
-  if (!item) {
-    throw FenceRejected(Reason::unknown_item, fmt::format("item {} does not exist", quote_id(item_id)));
-  }
-  if (is_terminal(item->status)) {
-    throw FenceRejected(Reason::terminal, fmt::format("item {} is already {}", quote_id(item_id),
-                                                      to_string(item->status)));
-  }
-  if (item->status != ItemStatus::claimed) {
-    throw FenceRejected(Reason::not_claimed,
-                        fmt::format("item {} is not claimed", quote_id(item_id)));
-  }
-  if (fence != item->fence) {
-    // Older fences are stale; a higher one was never issued. Both are the
-    // same refusal to a program (stale_fence), told apart for a person.
-    throw FenceRejected(
-        Reason::stale_fence,
-        fence < item->fence
-            ? fmt::format("fence {} is stale: item {} is held under fence {}", fence,
-                          quote_id(item_id), item->fence)
-            : fmt::format("fence {} is not the current fence: item {} is held under fence {}",
-                          fence, quote_id(item_id), item->fence));
+  if (const auto refusal = fence_refusal(item ? &*item : nullptr, fence)) {
+    switch (*refusal) {
+      case Reason::unknown_item:
+        throw FenceRejected(*refusal, fmt::format("item {} does not exist", quote_id(item_id)));
+      case Reason::terminal:
+        throw FenceRejected(*refusal, fmt::format("item {} is already {}", quote_id(item_id),
+                                                  to_string(item->status)));
+      case Reason::not_claimed:
+        throw FenceRejected(*refusal, fmt::format("item {} is not claimed", quote_id(item_id)));
+      case Reason::stale_fence:
+        // Older fences are stale; a higher one was never issued. Both are
+        // the same refusal to a program, told apart for a person.
+        throw FenceRejected(
+            *refusal,
+            fence < item->fence
+                ? fmt::format("fence {} is stale: item {} is held under fence {}", fence,
+                              quote_id(item_id), item->fence)
+                : fmt::format("fence {} is not the current fence: item {} is held under fence {}",
+                              fence, quote_id(item_id), item->fence));
+    }
   }
   return Event{now, actor.empty() ? item->owner : actor, item->project_id, item->item_id,
                ItemFinished{outcome, fence, detail}};

@@ -16,8 +16,8 @@ namespace cplane {
 Event decide_create_project(const std::optional<ProjectRow>& existing, const std::string& id,
                             const std::string& title, const std::string& status, Micros now);
 
-// Assigning an actor to a project: no event when the assignment exists.
-std::optional<Event> decide_assign(const ProjectRow& project, bool already_assigned,
+// Granting an actor a project: no event when the grant exists.
+std::optional<Event> decide_grant(const ProjectRow& project, bool already_assigned,
                                    const std::string& actor, Micros now);
 
 // Queueing an item; the payload must already be valid JSON.

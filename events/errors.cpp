@@ -22,8 +22,13 @@ const char* to_string(StorageError::Category category) noexcept {
     case StorageError::Category::corruption: return "corruption";
     case StorageError::Category::io: return "io";
     case StorageError::Category::full: return "full";
+    case StorageError::Category::incompatible: return "incompatible";
   }
   return "unknown";
+}
+
+const char* to_string(NotFound::Reason reason) noexcept {
+  return reason == NotFound::Reason::unknown_item ? "unknown_item" : "unknown_project";
 }
 
 std::string quote_id(std::string_view id) {

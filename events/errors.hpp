@@ -15,6 +15,9 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Every refusal below carries a reason a program can branch on, besides a
+// sentence for a person (the CLI's --json errors print both).
+
 // A finish (or any fenced report) presented a fence that is not the item's
 // current one, or the item is not currently claimed, is terminal, or does not
 // exist. The work must not be reported; the item belongs to someone else now.
@@ -65,8 +68,16 @@ class InternalError : public Error {
 // scoped actors get ScopeDenied instead.
 class NotFound : public Error {
  public:
-  using Error::Error;
+  enum class Reason { unknown_item, unknown_project };
+  NotFound(Reason reason, const std::string& message) : Error(message), reason_(reason) {}
+  Reason reason() const noexcept { return reason_; }
+
+ private:
+  Reason reason_;
 };
+
+// "unknown_item" or "unknown_project".
+const char* to_string(NotFound::Reason reason) noexcept;
 
 // The storage layer failed. The category says what the caller may do.
 class StorageError : public Error {
@@ -78,6 +89,7 @@ class StorageError : public Error {
     corruption,      // the file is not a cplane database, or its contents are damaged
     io,              // any other failure of the database or the file system
     full,            // the disk, a quota or the file size limit is full: nothing was written
+    incompatible,    // a newer cplane wrote this database or event: upgrade, do not restore
   };
 
   StorageError(Category category, const std::string& message)
@@ -89,24 +101,30 @@ class StorageError : public Error {
   Category category_;
 };
 
-// "busy", "unavailable", "commit_unknown", "corruption", "io", "full".
+// "busy", "unavailable", "commit_unknown", "corruption", "io", "full", "incompatible".
 const char* to_string(StorageError::Category category) noexcept;
 
 // An id, owner or actor as shown in a message: quoted, cut to 80 characters.
 std::string quote_id(std::string_view id);
 
-// An event body that cannot be decoded: truncated, not Cap'n Proto, or of a
-// type this build does not know. A StorageError of category corruption.
+// An event body that cannot be decoded: truncated, not Cap'n Proto (category
+// corruption), or of a type this build does not know (UnknownEventType).
 class UnreadableEvent : public StorageError {
  public:
   explicit UnreadableEvent(const std::string& message)
       : StorageError(Category::corruption, message) {}
+
+ protected:
+  UnreadableEvent(Category category, const std::string& message)
+      : StorageError(category, message) {}
 };
 
-// An event of a type this build does not know (written by a newer cplane).
+// An event of a type this build does not know (written by a newer cplane):
+// category incompatible. Upgrade cplane; the log is not damaged.
 class UnknownEventType : public UnreadableEvent {
  public:
-  using UnreadableEvent::UnreadableEvent;
+  explicit UnknownEventType(const std::string& message)
+      : UnreadableEvent(Category::incompatible, message) {}
 };
 
 }  // namespace cplane

@@ -944,9 +944,9 @@ class SqliteBackend final : public Backend {
                          fmt::format("{} is an SQLite database but not a cplane one", path_));
     }
     if (version > kSqliteSchemaVersion) {
-      throw StorageError(StorageError::Category::corruption,
+      throw StorageError(StorageError::Category::incompatible,
                          fmt::format("database {} has schema version {}, newer than this "
-                                     "cplane understands ({}): upgrade cplane",
+                                     "cplane understands ({}): upgrade cplane, do not restore",
                                      path_, version, kSqliteSchemaVersion));
     }
     return static_cast<int>(version);

@@ -191,7 +191,7 @@ TEST_CASE("enqueue into an unknown project is NotFound for the control plane",
   TempDir dir;
   ControlStore store{dir.file("c.db")};
   CHECK_THROWS_AS(store.enqueue("ghost", "{}"), NotFound);
-  CHECK_THROWS_AS(store.assign("ghost", "bob"), NotFound);
+  CHECK_THROWS_AS(store.grant("ghost", "bob"), NotFound);
 }
 
 TEST_CASE("a scoped actor gets the same denial for a missing project and another's",
@@ -201,7 +201,7 @@ TEST_CASE("a scoped actor gets the same denial for a missing project and another
   ControlStore store{db};
   store.create_project("alpha", "A");
   store.create_project("secret", "S");
-  store.assign("alpha", "bob");
+  store.grant("alpha", "bob");
   std::string missing, foreign;
   try {
     store.enqueue("ghost", "{}", "bob");
@@ -227,9 +227,9 @@ TEST_CASE("a scoped actor sees and claims only its projects", "[commands][scope]
   store.create_project("alpha", "A");
   store.create_project("beta", "B");
   store.create_project("gamma", "G");
-  store.assign("beta", "bob");
-  store.assign("alpha", "bob");
-  store.assign("alpha", "bob");  // idempotent
+  store.grant("beta", "bob");
+  store.grant("alpha", "bob");
+  store.grant("alpha", "bob");  // idempotent
   CHECK(store.visible_projects() == std::vector<std::string>{"alpha", "beta", "gamma"});
   CHECK(store.visible_projects("bob") == std::vector<std::string>{"alpha", "beta"});
   CHECK(store.visible_projects("nobody").empty());
@@ -251,7 +251,7 @@ TEST_CASE("reads by a scoped actor are denied outside its scope, never answered 
   ControlStore store{db};
   store.create_project("alpha", "A");
   store.create_project("secret", "S");
-  store.assign("alpha", "bob");
+  store.grant("alpha", "bob");
   auto mine = store.enqueue("alpha", "{}");
   auto theirs = store.enqueue("secret", "{}");
   CHECK(store.item(mine, "bob").item_id == mine);
@@ -274,7 +274,7 @@ TEST_CASE("events record who acted, when, and under which fence", "[commands]") 
   TempDir dir;
   ControlStore store{dir.file("c.db")};
   store.create_project("alpha", "A");
-  store.assign("alpha", "bob");
+  store.grant("alpha", "bob");
   auto id = store.enqueue("alpha", R"({"x":1})", "bob", kT0);
   auto c = store.claim("w1", {.lease = Seconds{30}, .now = kT0 + 5});
   store.finish(id, c->fence, Outcome::done, "all good", kT0 + 9);
@@ -597,7 +597,7 @@ TEST_CASE("a scoped finish_and_claim cannot report another project's item", "[co
   ControlStore store{db};
   store.create_project("alpha", "A");
   store.create_project("secret", "S");
-  store.assign("alpha", "bob");
+  store.grant("alpha", "bob");
   auto theirs = store.enqueue("secret", "{}");
   auto c = store.claim("w-secret");
   REQUIRE(c);

@@ -91,7 +91,7 @@ TEST_CASE("projects need an id and a status and cannot be created twice", "[deci
 
 TEST_CASE("assigning twice records nothing the second time", "[decide]") {
   const ProjectRow project{"alpha", "Alpha", "open", 1, 1};
-  CHECK(decide_assign(project, false, "bob", 5).has_value());
-  CHECK_FALSE(decide_assign(project, true, "bob", 5).has_value());
-  CHECK_THROWS_AS(decide_assign(project, false, "", 5), InvalidArgument);
+  CHECK(decide_grant(project, false, "bob", 5).has_value());
+  CHECK_FALSE(decide_grant(project, true, "bob", 5).has_value());
+  CHECK_THROWS_AS(decide_grant(project, false, "", 5), InvalidArgument);
 }

@@ -63,6 +63,11 @@ TEST_CASE("an event type from a newer build is UnknownEventType", "[events]") {
   bytes[discriminant] = 42;
   bytes[discriminant + 1] = 0;
   CHECK_THROWS_AS(decode(bytes), UnknownEventType);
+  try {
+    decode(bytes);
+  } catch (const StorageError& e) {
+    CHECK(e.category() == StorageError::Category::incompatible);
+  }
 }
 
 TEST_CASE("outcomes parse from their names and nothing else", "[events]") {

@@ -650,7 +650,7 @@ TEST_CASE("ids, owners and actors are printable UTF-8 of at most 256 bytes, and 
     CHECK_THROWS_AS(store.claim(bad), InvalidArgument);
     CHECK_THROWS_AS(store.claim("w", {.actor = bad}), InvalidArgument);
     CHECK_THROWS_AS(store.item(bad), InvalidArgument);
-    CHECK_THROWS_AS(store.assign("alpha", bad), InvalidArgument);
+    CHECK_THROWS_AS(store.grant("alpha", bad), InvalidArgument);
   }
   CHECK(store.visible_projects().size() == 2);
   const std::string long_id(200, 'z');

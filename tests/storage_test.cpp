@@ -83,12 +83,13 @@ TEST_CASE("another application's SQLite database is refused, not written to", "[
   CHECK(sql_column(path, "SELECT count(*) FROM sqlite_master").at(0) == "1");
 }
 
-TEST_CASE("a database from a newer cplane is refused", "[storage]") {
+TEST_CASE("a database from a newer cplane is refused as incompatible", "[storage]") {
   TempDir dir;
   const auto db = dir.file("c.db");
   { ControlStore store{db}; }
   sql(db, "PRAGMA user_version = 99");
-  CHECK(open_failure(db) == StorageError::Category::corruption);
+  // Not damage: a newer cplane wrote it. Upgrade, do not restore.
+  CHECK(open_failure(db) == StorageError::Category::incompatible);
 }
 
 TEST_CASE("a truncated database is reported as a storage error, not a crash", "[storage]") {

@@ -9,6 +9,7 @@
 #include "events/codec.hpp"
 #include "events/errors.hpp"
 #include "projections/apply.hpp"
+#include "projections/rules.hpp"
 
 namespace cplane {
 
@@ -187,13 +188,13 @@ void fold_item_event(ItemAudit& audit, const storage::RawEvent& raw) {
   } else if (auto* claimed = std::get_if<ItemClaimed>(&e.body)) {
     // Exactly one worker at a time: a claim may only take a ready item or
     // one whose lease had lapsed when the claim was made.
-    if (audit.folded.status == ItemStatus::claimed && e.at < audit.folded.lease_expires_at) {
+    if (audit.folded.status == ItemStatus::claimed && !claimable(audit.folded, e.at)) {
       problem("claim_while_leased",
               fmt::format("claim seq {} by {} at {} took the item while {}'s lease ran until {}",
                           raw.seq, claimed->owner, e.at, audit.folded.owner,
                           audit.folded.lease_expires_at));
     }
-    if (claimed->fence <= audit.folded.fence) {
+    if (!fence_rises(audit.folded.fence, claimed->fence)) {
       problem("fence_not_monotonic",
               fmt::format("claim seq {} has fence {}, not above the earlier fence {}", raw.seq,
                           claimed->fence, audit.folded.fence));
@@ -206,8 +207,7 @@ void fold_item_event(ItemAudit& audit, const storage::RawEvent& raw) {
               fmt::format("item {} has a second terminal event ({} at seq {})", audit.item_id,
                           type_name(e.body), raw.seq));
     }
-    if (!audit.unreadable &&
-        (finished->fence != audit.folded.fence || audit.folded.status != ItemStatus::claimed)) {
+    if (!audit.unreadable && fence_refusal(&audit.folded, finished->fence)) {
       problem("stale_fence_accepted",
               fmt::format("{} at seq {} carries fence {} while the item was {} under fence {}",
                           type_name(e.body), raw.seq, finished->fence,
