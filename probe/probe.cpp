@@ -17,7 +17,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -236,7 +238,7 @@ class Probe {
   std::vector<std::string> setup(std::int64_t items) {
     ControlStore store{config_.store};
     store.create_project(project_, "cplane probe " + config_.scenario);
-    store.assign(project_, project_);
+    store.grant(project_, project_);
     std::vector<std::string> ids;
     std::vector<std::string> payloads;
     for (std::int64_t i = 0; i < items;) {
@@ -479,6 +481,40 @@ class Probe {
     }
     sleep_for(lease + 0.1);
 
+    // The survivor reclaims the lapsed item (queued first, it wins over every
+    // ready item) and holds it while the dead worker's late report arrives:
+    // the item is claimed and live, so only the fence can refuse that report.
+    std::int64_t survivor_claims = 0;
+    bool refused = false;
+    {
+      ControlStore store{config_.store};
+      auto survivor = store.claim("probe-survivor", {.actor = project_, .lease = Seconds{30}});
+      report.check(survivor && survivor->item_id == item,
+                   "the survivor's claim reclaims the dead worker's item");
+      if (survivor) ++survivor_claims;
+      try {
+        store.finish(item, fence, Outcome::done);  // the dead worker's late report
+      } catch (const FenceRejected& e) {
+        // Refused for its fence, not because the item is terminal or free.
+        refused = e.reason() == FenceRejected::Reason::stale_fence;
+        if (!refused) {
+          std::cerr << "cplane-probe: the late report was refused as " << to_string(e.reason())
+                    << ", not as stale_fence: " << e.what() << '\n';
+        }
+      }
+      const ItemRow row = store.item(item);
+      report.check(row.status == ItemStatus::claimed && row.owner == "probe-survivor",
+                   "the survivor still holds the item after the late report");
+      if (survivor) {
+        try {
+          store.finish(survivor->item_id, survivor->fence, Outcome::done);
+        } catch (const FenceRejected& e) {
+          std::cerr << "cplane-probe: the survivor's report was refused: " << e.what() << '\n';
+          report.check(false, "the survivor's report under the current fence is accepted");
+        }
+      }
+    }
+
     fleet::StartGate gate;
     for (int w = 0; w < workers; ++w) spawn("drain", w, &gate, 30);
     gate.release();
@@ -489,12 +525,6 @@ class Probe {
     report.check(finished && failures == 0, "the survivors drained the queue");
 
     ControlStore store{config_.store};
-    bool refused = false;
-    try {
-      store.finish(item, fence, Outcome::done);  // the dead worker's late report
-    } catch (const FenceRejected&) {
-      refused = true;
-    }
     Fence reclaim_fence = 0;
     int terminals = 0;
     for (const auto& e : store.events(item)) {
@@ -505,10 +535,11 @@ class Probe {
     report.count("killed_token_refused", refused ? 1 : 0);
     report.count("victim_item_terminal_events", terminals);
     report.check(reclaim_fence > fence, "the item was reclaimed under a higher fence");
-    report.check(refused, "the killed worker's token is refused on finish");
+    report.check(refused, "the killed worker's token is refused as stale while the item is held");
     report.check(terminals == 1, "the victim's item has exactly one terminal event");
     report.count("competitor_claims", probe_claims);
-    report.check(stats_claimed_ + probe_claims == items,
+    report.count("survivor_claims", survivor_claims);
+    report.check(stats_claimed_ + probe_claims + survivor_claims == items,
                  "every item claimed once by the survivors (and the competitor)");
     check_ledger(report, ids);
   }
@@ -604,6 +635,41 @@ class Probe {
 
 // ---------------------------------------------------------------------------
 
+constexpr const char* kScenarios[] = {"concurrent-queue", "kill-and-reclaim", "lease-storm",
+                                      "crash-writes"};
+
+// Thrown to leave with an exit status; caught in main().
+struct Exit {
+  int code;
+};
+
+// KJ's argument parser reports through a ProcessContext: ours makes a usage
+// error exit 2 with one line on stderr, as the cplane CLI does, instead of
+// KJ's exit 1 with a second line.
+class ProbeContext final : public kj::ProcessContext {
+ public:
+  explicit ProbeContext(const char* program) : program_(program) {}
+  kj::StringPtr getProgramName() override { return program_; }
+  [[noreturn]] void exit() override { throw Exit{0}; }
+  void warning(kj::StringPtr message) override { std::cerr << message.cStr() << '\n'; }
+  void error(kj::StringPtr message) override { std::cerr << message.cStr() << '\n'; }
+  // KJ's message is "cplane-probe: <what>\nTry 'cplane-probe --help' ...".
+  [[noreturn]] void exitError(kj::StringPtr message) override {
+    std::string text = message.cStr();
+    std::cerr << text.substr(0, text.find('\n')) << " (see --help)\n";
+    throw Exit{2};
+  }
+  [[noreturn]] void exitInfo(kj::StringPtr message) override {
+    std::cout << message.cStr();
+    if (!message.endsWith("\n")) std::cout << '\n';
+    throw Exit{0};
+  }
+  void increaseLoggingVerbosity() override {}
+
+ private:
+  kj::StringPtr program_;
+};
+
 class Main {
  public:
   explicit Main(kj::ProcessContext& context) : context_(context) {}
@@ -614,53 +680,100 @@ class Main {
                context_, "cplane-probe 0.1.0",
                "Proves the store under real contention: separate worker processes on one "
                "database file. Prints one name=value per line, then PASS or FAIL; exits 0 only "
-               "when every count is exactly right.",
+               "when every count is exactly right. A usage error exits 2.",
                "Scenarios: concurrent-queue (default 16 workers, 10000 items), "
                "kill-and-reclaim (4, 500), lease-storm (16, 2000), crash-writes (8, 2000).")
-        .addOptionWithArg({"store"}, [this](kj::StringPtr s) -> V { config_.store = s.cStr(); worker_.store = s.cStr(); return true; },
+        .addOptionWithArg({"store"}, [this](kj::StringPtr s) -> V {
+                            if (s.size() == 0) return "--store takes a non-empty path";
+                            config_.store = s.cStr();
+                            worker_.store = s.cStr();
+                            return true;
+                          },
                           "<path>", "the database file (created if missing)")
-        .addOptionWithArg({"scenario"}, [this](kj::StringPtr s) -> V { config_.scenario = s.cStr(); return true; },
+        .addOptionWithArg({"scenario"}, [this](kj::StringPtr s) -> V {
+                            for (const char* name : kScenarios) {
+                              if (s == name) {
+                                config_.scenario = name;
+                                return true;
+                              }
+                            }
+                            return "no such scenario: expected concurrent-queue, "
+                                   "kill-and-reclaim, lease-storm or crash-writes";
+                          },
                           "<name>", "concurrent-queue, kill-and-reclaim, lease-storm, crash-writes")
         .addOptionWithArg({"workers"}, [this](kj::StringPtr s) -> V {
-                            auto v = positive(s);
-                            if (!v) return "--workers takes a positive integer";
-                            config_.workers = static_cast<int>(*v);
+                            auto v = integer<int>(s);
+                            if (!v || *v <= 0) return "--workers takes a positive integer";
+                            config_.workers = *v;
                             return true;
                           },
                           "<n>", "worker processes")
         .addOptionWithArg({"items"}, [this](kj::StringPtr s) -> V {
-                            auto v = positive(s);
-                            if (!v) return "--items takes a positive integer";
+                            auto v = integer<std::int64_t>(s);
+                            if (!v || *v <= 0) return "--items takes a positive integer";
                             config_.items = *v;
                             return true;
                           },
                           "<m>", "work items")
         .addOptionWithArg({"timeout"}, [this](kj::StringPtr s) -> V {
-                            auto v = positive(s);
-                            if (!v) return "--timeout takes a positive number of seconds";
-                            config_.timeout = static_cast<double>(*v);
+                            auto v = number(s);
+                            if (!v || *v <= 0) return "--timeout takes a positive number of seconds";
+                            config_.timeout = *v;
                             return true;
                           },
                           "<s>", "give up (FAIL) after this many seconds (default 600)")
         .addOption({"json"}, [this]() -> V { config_.json = true; return true; },
                    "print one JSON object instead of name=value lines")
         // Internal: how the probe starts its workers.
-        .addOptionWithArg({"worker"}, [this](kj::StringPtr s) -> V { worker_.role = s.cStr(); return true; }, "<role>", "(internal)")
+        .addOptionWithArg({"worker"}, [this](kj::StringPtr s) -> V {
+                            if (s != "drain" && s != "hold") return "--worker takes drain or hold";
+                            worker_.role = s.cStr();
+                            return true;
+                          },
+                          "<role>", "(internal)")
         .addOptionWithArg({"project"}, [this](kj::StringPtr s) -> V { worker_.project = s.cStr(); return true; }, "<id>", "(internal)")
         .addOptionWithArg({"owner"}, [this](kj::StringPtr s) -> V { worker_.owner = s.cStr(); return true; }, "<id>", "(internal)")
         .addOptionWithArg({"record"}, [this](kj::StringPtr s) -> V { worker_.record = s.cStr(); return true; }, "<path>", "(internal)")
-        .addOptionWithArg({"gate-fd"}, [this](kj::StringPtr s) -> V { worker_.gate_fd = std::atoi(s.cStr()); return true; }, "<fd>", "(internal)")
-        .addOptionWithArg({"lease"}, [this](kj::StringPtr s) -> V { worker_.lease = std::atof(s.cStr()); return true; }, "<s>", "(internal)")
-        .addOptionWithArg({"stall-probability"}, [this](kj::StringPtr s) -> V { worker_.stall_probability = std::atof(s.cStr()); return true; }, "<p>", "(internal)")
-        .addOptionWithArg({"stall"}, [this](kj::StringPtr s) -> V { worker_.stall = std::atof(s.cStr()); return true; }, "<s>", "(internal)")
+        .addOptionWithArg({"gate-fd"}, [this](kj::StringPtr s) -> V {
+                            auto v = integer<int>(s);
+                            if (!v || *v < 0) return "--gate-fd takes a file descriptor";
+                            worker_.gate_fd = *v;
+                            return true;
+                          },
+                          "<fd>", "(internal)")
+        .addOptionWithArg({"lease"}, [this](kj::StringPtr s) -> V {
+                            auto v = number(s);
+                            if (!v || *v <= 0) return "--lease takes a positive number of seconds";
+                            worker_.lease = *v;
+                            return true;
+                          },
+                          "<s>", "(internal)")
+        .addOptionWithArg({"stall-probability"}, [this](kj::StringPtr s) -> V {
+                            auto v = number(s);
+                            if (!v || *v < 0 || *v > 1) return "--stall-probability takes a number from 0 to 1";
+                            worker_.stall_probability = *v;
+                            return true;
+                          },
+                          "<p>", "(internal)")
+        .addOptionWithArg({"stall"}, [this](kj::StringPtr s) -> V {
+                            auto v = number(s);
+                            if (!v || *v < 0) return "--stall takes a number of seconds";
+                            worker_.stall = *v;
+                            return true;
+                          },
+                          "<s>", "(internal)")
         .addOptionWithArg({"flags"}, [this](kj::StringPtr s) -> V { worker_.flags = s.cStr(); return true; }, "<path>", "(internal)")
-        .addOptionWithArg({"slot"}, [this](kj::StringPtr s) -> V { worker_.slot = std::atoi(s.cStr()); return true; }, "<n>", "(internal)")
+        .addOptionWithArg({"slot"}, [this](kj::StringPtr s) -> V {
+                            auto v = integer<int>(s);
+                            if (!v || *v < 0 || *v >= 4096) return "--slot takes an integer from 0 to 4095";
+                            worker_.slot = *v;
+                            return true;
+                          },
+                          "<n>", "(internal)")
         .callAfterParsing([this]() -> V {
           if (config_.store.empty()) return "--store PATH is required";
           if (worker_.role.empty() && config_.scenario.empty()) return "--scenario NAME is required";
-          const int code = run();
-          std::cout.flush();
-          std::exit(code);
+          throw Exit{run()};
         })
         .build();
   }
@@ -677,11 +790,22 @@ class Main {
   }
 
  private:
-  static std::optional<std::int64_t> positive(kj::StringPtr s) {
+  // The whole of `s` as a decimal integer that fits in Int, else nullopt.
+  template <class Int>
+  static std::optional<Int> integer(kj::StringPtr s) {
+    Int value{};
+    const char* end = s.begin() + s.size();
+    auto [p, ec] = std::from_chars(s.begin(), end, value);
+    if (s.size() == 0 || ec != std::errc() || p != end) return std::nullopt;
+    return value;
+  }
+
+  // The whole of `s` as a finite number, else nullopt.
+  static std::optional<double> number(kj::StringPtr s) {
     char* end = nullptr;
-    const long long v = std::strtoll(s.cStr(), &end, 10);
-    if (end == s.cStr() || *end != '\0' || v <= 0) return std::nullopt;
-    return v;
+    const double value = std::strtod(s.cStr(), &end);
+    if (s.size() == 0 || end != s.cStr() + s.size() || !std::isfinite(value)) return std::nullopt;
+    return value;
   }
 
   kj::ProcessContext& context_;
@@ -693,7 +817,21 @@ class Main {
 }  // namespace cplane::probe
 
 int main(int argc, char** argv) {
-  kj::TopLevelProcessContext context(argv[0]);
-  cplane::probe::Main main(context);
-  return kj::runMainAndExit(context, main.main(), argc, argv);
+  using namespace cplane::probe;
+  ProbeContext context(argc > 0 ? argv[0] : "cplane-probe");
+  int code = 0;
+  try {
+    Main main(context);
+    auto func = main.main();
+    std::vector<kj::StringPtr> params;
+    for (int i = 1; i < argc; ++i) params.emplace_back(argv[i]);
+    func("cplane-probe", kj::arrayPtr(params.data(), params.size()));
+  } catch (const Exit& e) {
+    code = e.code;
+  } catch (const std::exception& e) {
+    std::cerr << "cplane-probe: " << e.what() << '\n';
+    code = 1;
+  }
+  std::cout.flush();
+  return code;
 }
