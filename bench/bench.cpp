@@ -159,7 +159,7 @@ DrainResult drain_fleet(const std::string& db, int workers, Mode mode, Durabilit
     if (pid == 0) {
       int code = 0;
       try {
-        ControlStore store{db, {.durability = durability, .writer_flock = writer_flock}};
+        ControlStore store{db, {.durability = durability, .sqlite = {.writer_flock = writer_flock}}};
         gate.wait();
         auto record = drain(store, fmt::format("worker-{}", w), mode);
         fleet::write_record(fmt::format("{}.{}", scratch_prefix, w), record);

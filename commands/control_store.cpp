@@ -11,7 +11,6 @@
 #include "events/clock.hpp"
 #include "events/codec.hpp"
 #include "projections/apply.hpp"
-#include "storage/sqlite_backend.hpp"
 
 namespace cplane {
 
@@ -143,12 +142,11 @@ const StoreOptions& checked(const StoreOptions& options) {
 
 }  // namespace
 
-ControlStore::ControlStore(const std::string& path, StoreOptions options)
-    : ControlStore(storage::open_sqlite(path,
-                                        {.lock_timeout = checked(options).lock_timeout,
-                                         .writer_flock = options.writer_flock,
-                                         .create = options.create,
-                                         .read_only = options.read_only}),
+ControlStore::ControlStore(const std::string& url, StoreOptions options)
+    : ControlStore(storage::open_store(url, {.lock_timeout = checked(options).lock_timeout,
+                                             .create = options.create,
+                                             .read_only = options.read_only,
+                                             .sqlite = options.sqlite}),
                    options) {}
 
 ControlStore::ControlStore(std::unique_ptr<storage::Backend> backend, StoreOptions options)

@@ -27,6 +27,7 @@
 #include "events/event.hpp"
 #include "projections/rows.hpp"
 #include "storage/backend.hpp"
+#include "storage/open.hpp"
 
 namespace cplane {
 
@@ -59,11 +60,11 @@ struct StoreOptions {
   // How long a write waits for the write lock before StorageError(busy),
   // whose message names the holder's pid (and says if it is stopped).
   std::chrono::milliseconds lock_timeout{30'000};
-  bool writer_flock = true;  // SQLite: fair writer queue (storage/sqlite_backend.hpp)
-  bool create = true;        // create the database if missing or empty (off for rebuild)
+  bool create = true;  // create the database if missing or empty (off for rebuild)
   // Read only: no lock, nothing created, migrated or written; never waits
   // for a writer. Write commands then throw InvalidArgument.
   bool read_only = false;
+  storage::SqliteOptions sqlite;  // SQLite's own knobs (storage/open.hpp)
 };
 
 // The longest lease, and the latest explicit clock, a command accepts.
@@ -105,9 +106,10 @@ struct ClaimOptions {
 class ControlStore {
  public:
   // Opens (creating if missing, unless options.create is off or read_only)
-  // the SQLite database at `path`. Throws InvalidArgument for a bad lease
-  // (before touching the file) or an SQLite URI; StorageError otherwise.
-  explicit ControlStore(const std::string& path, StoreOptions options = {});
+  // the store `url` names: a file path or "sqlite:PATH" (SQLite), later
+  // "postgresql://..." (storage/open.hpp). Throws InvalidArgument for a bad
+  // lease (before touching the file) or an SQLite URI; StorageError otherwise.
+  explicit ControlStore(const std::string& url, StoreOptions options = {});
   // Runs on any backend (tests wrap one to inject faults or observe it).
   explicit ControlStore(std::unique_ptr<storage::Backend> backend, StoreOptions options = {});
   ~ControlStore();

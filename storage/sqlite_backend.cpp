@@ -534,7 +534,7 @@ std::string parent_folder(const std::string& path) {
 
 class SqliteBackend final : public Backend {
  public:
-  SqliteBackend(const std::string& path, const SqliteOptions& options)
+  SqliteBackend(const std::string& path, const OpenOptions& options)
       : path_(path), lock_timeout_(options.lock_timeout), read_only_(options.read_only) {
     if (path.starts_with("file:")) {
       throw InvalidArgument(fmt::format(
@@ -576,7 +576,7 @@ class SqliteBackend final : public Backend {
       flags |= SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
     }
     int rc = sqlite3_open_v2(name.c_str(), &db_, flags,
-                             options.coalesce_wal_writes ? coalescing_vfs_name() : nullptr);
+                             options.sqlite.coalesce_wal_writes ? coalescing_vfs_name() : nullptr);
     if (rc != SQLITE_OK) {
       std::string message = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
       sqlite3_close(db_);
@@ -592,7 +592,7 @@ class SqliteBackend final : public Backend {
       // its journal mode untouched and no PATH-lock left behind.
       const int version = identify();
       if (!read_only_) {
-        if (options.writer_flock && !in_memory) writer_lock_ = WriterLock(path + "-lock");
+        if (options.sqlite.writer_flock && !in_memory) writer_lock_ = WriterLock(path + "-lock");
         if (version < kSqliteSchemaVersion) migrate();
         exec("PRAGMA synchronous=FULL", "cannot set synchronous on " + path);
         if (pragma_text("PRAGMA journal_mode=WAL") != "wal" && !in_memory) {
@@ -1050,8 +1050,27 @@ int sqlite_synchronous(Backend& backend) {
   return sqlite != nullptr ? sqlite->synchronous_level() : -1;
 }
 
-std::unique_ptr<Backend> open_sqlite(const std::string& path, const SqliteOptions& options) {
+std::unique_ptr<Backend> open_sqlite(const std::string& path, const OpenOptions& options) {
   return std::make_unique<SqliteBackend>(path, options);
+}
+
+std::string sqlite_path(const std::string& url) {
+  if (url.starts_with("postgresql://") || url.starts_with("postgres://")) return "";
+  if (url.starts_with("sqlite://")) return url.substr(9);  // sqlite:///abs -> /abs
+  if (url.starts_with("sqlite:")) return url.substr(7);
+  return url;
+}
+
+std::unique_ptr<Backend> open_store(const std::string& url, const OpenOptions& options) {
+  const std::string path = sqlite_path(url);
+  if (path.empty() && !url.empty()) {
+    throw StorageError(StorageError::Category::unavailable,
+                       fmt::format("{} names a PostgreSQL server, and this cplane is built "
+                                   "without PostgreSQL support",
+                                   quote_id(url)));
+  }
+  if (path.empty()) throw InvalidArgument("a store needs a path or URL");
+  return open_sqlite(path, options);
 }
 
 }  // namespace cplane::storage

@@ -140,7 +140,8 @@ TEST_CASE("a held write lock makes a command wait, then fail as busy", "[storage
   const auto db = dir.file("c.db");
   ControlStore holder{db};
   holder.create_project("alpha", "A");
-  ControlStore waiter{db, {.lock_timeout = std::chrono::milliseconds{200}, .writer_flock = false}};
+  ControlStore waiter{db, {.lock_timeout = std::chrono::milliseconds{200},
+                           .sqlite = {.writer_flock = false}}};
   holder.backend().begin_write(storage::Sync::full);
   try {
     waiter.enqueue("alpha", "{}");
@@ -230,8 +231,8 @@ TEST_CASE("the coalescing WAL writer and the plain one read each other's commits
   TempDir dir;
   const auto db = dir.file("c.db");
   ControlStore coalescing{db};
-  storage::SqliteOptions plain_options;
-  plain_options.coalesce_wal_writes = false;
+  storage::OpenOptions plain_options;
+  plain_options.sqlite.coalesce_wal_writes = false;
   ControlStore plain{storage::open_sqlite(db, plain_options)};
   coalescing.create_project("alpha", "A");
   for (int i = 0; i < 50; ++i) {

@@ -1,0 +1,49 @@
+// Opening a store by URL or path: one factory for every backend.
+//
+//   "control.db", "/var/lib/cplane/control.db"   a file path: SQLite
+//   "sqlite:control.db", "sqlite:///abs/path.db" SQLite, explicitly
+//   "postgresql://...", "postgres://..."         PostgreSQL (not built yet:
+//                                                StorageError unavailable)
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "storage/backend.hpp"
+
+namespace cplane::storage {
+
+// The knobs of the SQLite backend only.
+struct SqliteOptions {
+  // Serialise writers through an exclusive flock(2) on PATH-lock (a side
+  // file) before BEGIN IMMEDIATE. Fair under contention: waiters queue in
+  // the kernel instead of polling, so no worker starves. SQLite's busy
+  // handler stays as a safety net for writers that do not take the side
+  // lock (the sqlite3 shell), bounded by the same lock timeout.
+  bool writer_flock = true;
+  // Write each WAL commit with one system call (storage/coalescing_vfs.cpp).
+  bool coalesce_wal_writes = true;
+};
+
+// What every backend understands when a store is opened.
+struct OpenOptions {
+  // How long a write waits for the write lock before StorageError(busy).
+  // Zero: do not wait.
+  std::chrono::milliseconds lock_timeout{30'000};
+  // Create the database (and its schema) if it is missing or empty.
+  bool create = true;
+  // Read only: never lock, create, migrate or write; begin_write throws
+  // InvalidArgument.
+  bool read_only = false;
+  SqliteOptions sqlite;  // used only when the URL names SQLite
+};
+
+// Opens the store `url` names (see above). Throws InvalidArgument for a URL
+// it cannot read, StorageError for a store it cannot open.
+std::unique_ptr<Backend> open_store(const std::string& url, const OpenOptions& options = {});
+
+// The SQLite file a URL or path names, or "" if it names another backend.
+std::string sqlite_path(const std::string& url);
+
+}  // namespace cplane::storage
