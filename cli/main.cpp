@@ -27,6 +27,7 @@
 #include <cplane/cplane.hpp>
 
 #include "cli/json_writer.hpp"
+#include "storage/sqlite_backend.hpp"
 
 namespace cplane::cli {
 namespace {
@@ -300,6 +301,8 @@ class Cli {
                        "rewrite the rows from the log")
         .addSubCommand("stats", KJ_BIND_METHOD(*this, stats_command),
                        "count items by status (one project with --project)")
+        .addSubCommand("migrate", KJ_BIND_METHOD(*this, migrate_command),
+                       "upgrade an existing database to this cplane's schema")
         .build();
   }
 
@@ -876,6 +879,25 @@ class Cli {
     });
   }
 
+  // ---- migrate ----------------------------------------------------------------
+  kj::MainFunc migrate_command() {
+    return globals(kj::MainBuilder(context_, kVersion,
+                                   "Upgrade an existing database to the schema this cplane writes "
+                                   "(opening it to write does the same). Reads never migrate: an "
+                                   "older database is refused by them until this has run. Never "
+                                   "creates a database."))
+        .callAfterParsing(KJ_BIND_METHOD(*this, run_migrate))
+        .build();
+  }
+  Validity run_migrate() {
+    return run([&] {
+      auto store = open(Access::write);
+      changed_ = true;
+      print(json_ ? JsonObject().num("schema_version", storage::kSqliteSchemaVersion).done()
+                  : fmt::format("schema version {}", storage::kSqliteSchemaVersion));
+    });
+  }
+
   // ---- verify / rebuild -----------------------------------------------------
   kj::MainFunc verify_command() {
     return globals(kj::MainBuilder(context_, kVersion, "Replay the whole log through the projection and compare it with the stored "
@@ -931,6 +953,7 @@ class Cli {
     return run([&] {
       auto store = open(dry_run_ ? Access::read : Access::write);
       auto report = rebuild(store, dry_run_, progress("rebuild"));
+      changed_ = !dry_run_ && !report.changes.empty();
       end_progress();
       if (json_) {
         std::string changes = "[";

@@ -108,7 +108,6 @@ void require_outcome(Outcome outcome) {
 
 namespace {
 
-Micros clock(std::optional<Micros> now) { return now ? require_now(*now) : now_micros(); }
 
 
 // A scoped actor's name, when one is given.
@@ -173,6 +172,12 @@ ControlStore::InUse::InUse(ControlStore& store) : store_(store) {
     store.in_use_.store(false, std::memory_order_release);
     throw InvalidArgument("this ControlStore was moved from: use the store it was moved to");
   }
+}
+
+// The caller's clock, checked, or the backend's (the database's own, where
+// it has one).
+Micros ControlStore::clock(std::optional<Micros> now) const {
+  return now ? require_now(*now) : backend_->now();
 }
 
 ControlStore::InUse::~InUse() { store_.in_use_.store(false, std::memory_order_release); }
@@ -457,7 +462,7 @@ std::vector<StoredEvent> ControlStore::events(const std::string& item_id,
     auto row = backend_->find_item(item_id);
     if (!row || !backend_->is_assigned(row->project_id, *actor)) throw ScopeDenied();
   }
-  auto raw = backend_->item_events(item_id);
+  auto raw = backend_->stream_events({StreamKind::item, item_id});
   if (raw.empty() && !actor) {
     if (!backend_->find_item(item_id)) throw NotFound(NotFound::Reason::unknown_item, fmt::format("no such item: {}", quote_id(item_id)));
   }

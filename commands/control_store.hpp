@@ -270,6 +270,7 @@ class ControlStore {
   std::string enqueue_in_tx(const ProjectRow& project, const std::string& payload_json,
                             const std::optional<std::string>& actor, Micros at);
   ProjectRow visible_project(const std::string& project_id, const std::optional<std::string>& actor);
+  Micros clock(std::optional<Micros> now) const;
   storage::Sync sync_for_claims() const;
   storage::Sync sync_for_finish() const;
   std::pair<Micros, Micros> check_claim(const std::string& owner,

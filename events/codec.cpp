@@ -12,13 +12,16 @@
 namespace cplane {
 namespace {
 
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
-
 kj::StringPtr text(const std::string& s) { return kj::StringPtr(s.c_str(), s.size()); }
 std::string str(capnp::Text::Reader t) { return std::string(t.cStr(), t.size()); }
+
+wire::StreamKind to_wire(StreamKind kind) {
+  switch (kind) {
+    case StreamKind::item: return wire::StreamKind::ITEM;
+    case StreamKind::project: return wire::StreamKind::PROJECT;
+  }
+  return wire::StreamKind::UNSPECIFIED;
+}
 
 }  // namespace
 
@@ -29,6 +32,9 @@ std::string encode(const Event& event) {
   root.setActor(text(event.actor));
   root.setProjectId(text(event.project_id));
   root.setItemId(text(event.item_id));
+  const StreamRef stream = stream_of(event);
+  root.setStreamKind(to_wire(stream.kind));
+  root.setStreamId(text(stream.id));
   auto body = root.initBody();
   std::visit(Overloaded{
                  [&](const ProjectCreated& e) {
@@ -110,6 +116,19 @@ Event decode_aligned(kj::ArrayPtr<const capnp::word> words) {
       throw UnknownEventType("unknown event type (union member " +
                             std::to_string(static_cast<unsigned>(body.which())) +
                             "): written by a newer cplane?");
+  }
+  // The stream the body names must be the one its kind and ids make; events
+  // written before streams were recorded name none (UNSPECIFIED) and are
+  // filed by their kind. A body that contradicts itself is not readable.
+  if (root.getStreamKind() != wire::StreamKind::UNSPECIFIED) {
+    const StreamRef derived = stream_of(event);
+    if (root.getStreamKind() != to_wire(derived.kind) || str(root.getStreamId()) != derived.id) {
+      throw UnreadableEvent("event names stream (" +
+                            std::to_string(static_cast<unsigned>(root.getStreamKind())) + ", '" +
+                            str(root.getStreamId()) + "') but a " +
+                            std::string(type_name(event.body)) + " event belongs to (" +
+                            std::string(to_string(derived.kind)) + ", '" + derived.id + "')");
+    }
   }
   return event;
 }

@@ -15,31 +15,44 @@ Outcome parse_outcome(std::string_view text) {
                         "': expected done or failed");
 }
 
-namespace {
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
-}  // namespace
-
 std::string_view type_name(const EventBody& body) {
-  return std::visit(
-      Overloaded{
-          [](const ProjectCreated&) -> std::string_view { return "project_created"; },
-          [](const ActorAssigned&) -> std::string_view { return "actor_assigned"; },
-          [](const ItemQueued&) -> std::string_view { return "queued"; },
-          [](const ItemClaimed&) -> std::string_view { return "claimed"; },
-          [](const ItemFinished& e) -> std::string_view { return to_string(e.outcome); },
-      },
-      body);
+  return std::visit([](const auto& e) { return EventTraits<std::decay_t<decltype(e)>>::name(e); },
+                    body);
 }
 
 std::string_view StoredEvent::type() const { return type_name(event.body); }
 
 std::optional<Fence> fence_of(const EventBody& body) {
-  if (auto* c = std::get_if<ItemClaimed>(&body)) return c->fence;
-  if (auto* f = std::get_if<ItemFinished>(&body)) return f->fence;
+  return std::visit([](const auto& e) { return EventTraits<std::decay_t<decltype(e)>>::fence(e); },
+                    body);
+}
+
+StreamKind stream_kind_of(const EventBody& body) {
+  return std::visit([](const auto& e) { return EventTraits<std::decay_t<decltype(e)>>::stream; },
+                    body);
+}
+
+std::string_view to_string(StreamKind kind) {
+  switch (kind) {
+    case StreamKind::item: return "item";
+    case StreamKind::project: return "project";
+  }
+  return "unknown";
+}
+
+std::optional<StreamKind> parse_stream_kind(std::string_view text) {
+  if (text == "item") return StreamKind::item;
+  if (text == "project") return StreamKind::project;
   return std::nullopt;
+}
+
+StreamRef stream_of(const Event& event) {
+  const StreamKind kind = stream_kind_of(event.body);
+  switch (kind) {
+    case StreamKind::item: return {kind, event.item_id};
+    case StreamKind::project: return {kind, event.project_id};
+  }
+  return {kind, ""};
 }
 
 }  // namespace cplane

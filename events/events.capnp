@@ -12,7 +12,12 @@
 #     `unknown_event_type` (verify) or refuses the command (StorageError); it
 #     never guesses.
 #   * Times are integer microseconds since the Unix epoch (UTC).
-#   * `itemId` is empty for events about a project rather than an item.
+#   * Every event names its stream (`streamKind`, `streamId`): the item for
+#     item events, the project for project events. The kind follows from the
+#     body's member (the traits table in event.hpp); a body that names another
+#     stream is unreadable. Events written before streams (schema 1 and 2)
+#     leave them unset (`unspecified`) and are filed by their member.
+#   * `itemId` is empty for events of a project stream.
 #
 # Planned members (later issues): leaseExtended, itemReleased, leaseExpired,
 # itemClosed, headMoved, sessionOpened, ...
@@ -52,6 +57,12 @@ struct ItemFinished {
   detail @2 :Text;
 }
 
+enum StreamKind {
+  unspecified @0;  # written before streams were recorded: filed by the body's member
+  item @1;
+  project @2;
+}
+
 struct Event {
   at @0 :Int64;               # when the command ran, microseconds since the epoch
   actor @1 :Text;             # who asked: a scoped actor, a worker, or "" (control plane)
@@ -65,4 +76,7 @@ struct Event {
     itemClaimed @7 :ItemClaimed;
     itemFinished @8 :ItemFinished;
   }
+
+  streamKind @9 :StreamKind;  # the stream this event belongs to
+  streamId @10 :Text;
 }

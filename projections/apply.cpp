@@ -20,53 +20,82 @@ std::optional<ItemStatus> parse_item_status(std::string_view text) {
   return std::nullopt;
 }
 
+// Each fold visits the event exhaustively: one case per event kind, no
+// catch-all, so that a new kind that is not decided on here fails to compile.
+// Events of another stream leave the row as it is.
+
 ItemRow apply(ItemRow row, const StoredEvent& stored) {
   const Event& e = stored.event;
-  if (auto* queued = std::get_if<ItemQueued>(&e.body)) {
-    row.item_id = e.item_id;
-    row.project_id = e.project_id;
-    row.payload = queued->payload;
-    row.status = ItemStatus::ready;
-    row.queued_seq = stored.seq;
-    row.queued_at = e.at;
-  } else if (auto* claimed = std::get_if<ItemClaimed>(&e.body)) {
-    row.status = ItemStatus::claimed;
-    row.owner = claimed->owner;
-    row.fence = claimed->fence;
-    row.attempts = claimed->attempt;
-    row.lease_expires_at = claimed->lease_expires_at;
-  } else if (auto* finished = std::get_if<ItemFinished>(&e.body)) {
-    row.status = finished->outcome == Outcome::done ? ItemStatus::done : ItemStatus::failed;
-    row.lease_expires_at = 0;
-    row.detail = finished->detail;
-  } else {
-    return row;  // not an item event
+  const bool changed = std::visit(
+      Overloaded{
+          [&](const ItemQueued& queued) {
+            row.item_id = e.item_id;
+            row.project_id = e.project_id;
+            row.payload = queued.payload;
+            row.status = ItemStatus::ready;
+            row.queued_seq = stored.seq;
+            row.queued_at = e.at;
+            return true;
+          },
+          [&](const ItemClaimed& claimed) {
+            row.status = ItemStatus::claimed;
+            row.owner = claimed.owner;
+            row.fence = claimed.fence;
+            row.attempts = claimed.attempt;
+            row.lease_expires_at = claimed.lease_expires_at;
+            return true;
+          },
+          [&](const ItemFinished& finished) {
+            row.status = finished.outcome == Outcome::done ? ItemStatus::done : ItemStatus::failed;
+            row.lease_expires_at = 0;
+            row.detail = finished.detail;
+            return true;
+          },
+          [](const ProjectCreated&) { return false; },
+          [](const ActorAssigned&) { return false; },
+      },
+      e.body);
+  if (changed) {
+    row.updated_at = e.at;
+    row.last_seq = stored.seq;
   }
-  row.updated_at = e.at;
-  row.last_seq = stored.seq;
   return row;
 }
 
 ProjectRow apply(ProjectRow row, const StoredEvent& stored) {
   const Event& e = stored.event;
-  if (auto* created = std::get_if<ProjectCreated>(&e.body)) {
-    row.project_id = e.project_id;
-    row.title = created->title;
-    row.status = created->status;
-    row.created_at = e.at;
-    row.last_seq = stored.seq;
-  }
+  std::visit(Overloaded{
+                 [&](const ProjectCreated& created) {
+                   row.project_id = e.project_id;
+                   row.title = created.title;
+                   row.status = created.status;
+                   row.created_at = e.at;
+                   row.last_seq = stored.seq;
+                 },
+                 [](const ActorAssigned&) {},  // an assignment row's, not the project's
+                 [](const ItemQueued&) {},
+                 [](const ItemClaimed&) {},
+                 [](const ItemFinished&) {},
+             },
+             e.body);
   return row;
 }
 
 ProjectActorRow apply(ProjectActorRow row, const StoredEvent& stored) {
   const Event& e = stored.event;
-  if (auto* assigned = std::get_if<ActorAssigned>(&e.body)) {
-    row.project_id = e.project_id;
-    row.actor = assigned->actor;
-    row.assigned_at = e.at;
-    row.last_seq = stored.seq;
-  }
+  std::visit(Overloaded{
+                 [&](const ActorAssigned& assigned) {
+                   row.project_id = e.project_id;
+                   row.actor = assigned.actor;
+                   row.assigned_at = e.at;
+                   row.last_seq = stored.seq;
+                 },
+                 [](const ProjectCreated&) {},
+                 [](const ItemQueued&) {},
+                 [](const ItemClaimed&) {},
+                 [](const ItemFinished&) {},
+             },
+             e.body);
   return row;
 }
 

@@ -1,12 +1,39 @@
-// The storage interface: one abstract Backend, implemented by SQLite now and
-// PostgreSQL next. It speaks in events and rows, never in SQL, so commands,
-// verify and rebuild are written once for every backend.
+// The storage contract: one abstract Backend, implemented by SQLite now
+// (storage/sqlite_backend.cpp) and PostgreSQL next. It speaks in events,
+// streams and rows, never in SQL, so commands, verify and rebuild are written
+// once for every backend. A second backend meets this contract, and the
+// conformance suite (tests/) checks it:
 //
-// A Backend is one connection. It is not thread-safe: use one per thread or
-// process. All methods throw StorageError (with a category) on failure:
-// busy (the write lock was not had within the lock timeout), full (the disk,
-// a quota or a file size limit: the transaction was rolled back, nothing was
-// written), commit_unknown (only from commit()), corruption, unavailable, io.
+// * One connection. A Backend is not thread-safe: one per thread or process.
+// * Ids order bytewise. Every scan that is ordered by an id (a stream id, an
+//   item id, a project id) orders it as memcmp does (SQLite's BINARY
+//   collation; PostgreSQL's COLLATE "C"): verify's merge joins depend on it.
+// * seq is monotonic per log, possibly with gaps (a PostgreSQL sequence
+//   leaves gaps on rollback). Nothing may assume that the newest seq is the
+//   number of events: event_count() is.
+// * begin_read() is one consistent snapshot until commit/rollback, and never
+//   waits for a writer.
+// * begin_write() makes the decide step safe: what a command reads inside
+//   it cannot change under it before it commits. On SQLite that is the
+//   database's write lock; a backend may use row locks instead (PostgreSQL),
+//   so callers must not assume a global lock, only that the rows they read
+//   inside the transaction stay as read.
+// * The clock: now() is the time a command runs at when the caller gives
+//   none. SQLite answers the process's clock; a server backend may answer
+//   its own (hosts' clocks drift).
+// * Errors: every call may throw StorageError. Its category says what the
+//   caller may do:
+//     begin_write   busy (lock timeout), unavailable, io;
+//                   InvalidArgument on a read-only store
+//     begin_read    unavailable, io, corruption
+//     commit        commit_unknown (the outcome is unknown: never retry
+//                   blindly), full (rolled back, nothing written), busy, io
+//     rollback      never throws; a connection that cannot roll back refuses
+//                   every later call (io)
+//     reads         corruption (a row or file that is not what it should be),
+//                   io, unavailable
+//     writes        full (nothing of the transaction will be written), io
+//   incompatible is raised when a newer cplane wrote the database.
 #pragma once
 
 #include <array>
@@ -31,11 +58,13 @@ enum class Sync {
 // decodes the body and checks the columns against it.
 struct RawEvent {
   Seq seq = 0;
-  std::string item_id;     // "" for project events
+  std::string stream_kind;  // as stored: "item", "project", or whatever tampering left
+  std::string stream_id;
+  std::string item_id;      // "" for events of a project stream
   std::string project_id;
   std::string type;
   Micros at = 0;
-  std::string body;        // encoded event (events/codec.hpp)
+  std::string body;         // encoded event (events/codec.hpp)
 };
 
 // An item row as scanned for verify and rebuild. A row whose status column
@@ -71,14 +100,17 @@ class Backend {
   virtual void rollback() noexcept = 0;
 
   // ---- the log (append-only) ---------------------------------------------
-  // Encodes and appends the event; returns its seq.
+  // Encodes and appends the event, filed under its stream; returns its seq.
   virtual Seq append(const Event& event) = 0;
-  // The events of one item (or with item_id "" none), oldest first.
-  virtual std::vector<RawEvent> item_events(std::string_view item_id) = 0;
-  // Every item event, ordered by (item_id, seq).
-  virtual std::unique_ptr<Cursor<RawEvent>> scan_item_events() = 0;
-  // Every project event (item_id ""), ordered by seq.
-  virtual std::unique_ptr<Cursor<RawEvent>> scan_project_events() = 0;
+  // The events of one stream, oldest first.
+  virtual std::vector<RawEvent> stream_events(const StreamRef& stream) = 0;
+  // Every event of one stream kind, ordered by (stream id bytewise, seq).
+  virtual std::unique_ptr<Cursor<RawEvent>> scan_stream(StreamKind kind) = 0;
+  // Every event whose stream_kind column names no kind this build knows
+  // (only tampering, or a newer cplane, files one there), ordered by seq.
+  virtual std::unique_ptr<Cursor<RawEvent>> scan_unfiled() = 0;
+  // How many events the log holds (replay progress; not the newest seq).
+  virtual std::int64_t event_count() = 0;
 
   // ---- items --------------------------------------------------------------
   virtual std::optional<ItemRow> find_item(std::string_view item_id) = 0;
@@ -106,8 +138,12 @@ class Backend {
   virtual std::vector<ProjectRow> all_projects() = 0;
   virtual std::vector<ProjectActorRow> all_assignments() = 0;
 
-  // The seq of the newest event (0 for an empty log): the length of a replay.
+  // The seq of the newest event (0 for an empty log). Seqs may have gaps.
   virtual Seq last_seq() = 0;
+
+  // The time a command runs at when its caller gives none, microseconds
+  // since the epoch: the process's clock here, a server's own elsewhere.
+  virtual Micros now() = 0;
 
   // How many items of `project_id` (all, if null) are in each status,
   // indexed by ItemStatus. Reads every such row: for operators, not hot paths.

@@ -22,15 +22,14 @@ class BackendWrapper : public Backend {
   void commit() override { inner_->commit(); }
   void rollback() noexcept override { inner_->rollback(); }
   Seq append(const Event& event) override { return inner_->append(event); }
-  std::vector<RawEvent> item_events(std::string_view item_id) override {
-    return inner_->item_events(item_id);
+  std::vector<RawEvent> stream_events(const StreamRef& stream) override {
+    return inner_->stream_events(stream);
   }
-  std::unique_ptr<Cursor<RawEvent>> scan_item_events() override {
-    return inner_->scan_item_events();
+  std::unique_ptr<Cursor<RawEvent>> scan_stream(StreamKind kind) override {
+    return inner_->scan_stream(kind);
   }
-  std::unique_ptr<Cursor<RawEvent>> scan_project_events() override {
-    return inner_->scan_project_events();
-  }
+  std::unique_ptr<Cursor<RawEvent>> scan_unfiled() override { return inner_->scan_unfiled(); }
+  std::int64_t event_count() override { return inner_->event_count(); }
   std::optional<ItemRow> find_item(std::string_view item_id) override {
     return inner_->find_item(item_id);
   }
@@ -64,6 +63,7 @@ class BackendWrapper : public Backend {
   std::vector<ProjectRow> all_projects() override { return inner_->all_projects(); }
   std::vector<ProjectActorRow> all_assignments() override { return inner_->all_assignments(); }
   Seq last_seq() override { return inner_->last_seq(); }
+  Micros now() override { return inner_->now(); }
   std::array<std::int64_t, 4> status_counts(const std::string* project_id) override {
     return inner_->status_counts(project_id);
   }

@@ -1,18 +1,23 @@
-// The SQLite schema (version 2)
+// The SQLite schema (version 3)
 // =============================
 //
 //   events          the log. One row per event, never updated or deleted.
-//     seq           INTEGER PRIMARY KEY: global order, from 1, gap-free since
-//                   rows are never deleted.
-//     item_id       the stream: the item the event is about, NULL for project
-//                   events (project_created, actor_assigned).
+//     seq           INTEGER PRIMARY KEY: global order, from 1, rising; a
+//                   reader must not assume it has no gaps (the contract in
+//                   storage/backend.hpp).
+//     item_id       the item for item events, NULL for project events.
 //     project_id    the project the event belongs to.
 //     type          "queued", "claimed", "done", "failed", "project_created",
 //                   "actor_assigned": the body's union member, for operators.
 //     at            microseconds since the epoch, as in the body.
 //     body          the Cap'n Proto encoded event (events/events.capnp): the
-//                   canonical copy. item_id, project_id, type and at are
-//                   indexes of it; `verify` checks that they agree.
+//                   canonical copy. Every other column is an index of it;
+//                   `verify` checks that they agree.
+//     stream_kind   the stream the event belongs to: "item" or "project"
+//     stream_id     (the item id, the project id). Scans and replays go by
+//                   stream: events_by_stream (stream_kind, stream_id, seq).
+//                   (Added by version 3, hence last; version-2 rows are
+//                   filed by their item_id column when migrated.)
 //
 //   items           one row per item: the fold of its events (projections/).
 //                   WITHOUT ROWID, keyed by item_id. `last_seq` is the seq of
@@ -69,6 +74,7 @@
 
 #include <fmt/format.h>
 
+#include "events/clock.hpp"
 #include "events/codec.hpp"
 #include "storage/coalescing_vfs.hpp"
 #include "events/errors.hpp"
@@ -81,14 +87,16 @@ constexpr int kApplicationId = 0x63706c6e;
 // The current schema, created whole in a new database.
 const char* const kSchema = R"sql(
 CREATE TABLE events (
-  seq        INTEGER PRIMARY KEY,
-  item_id    TEXT,
-  project_id TEXT NOT NULL,
-  type       TEXT NOT NULL,
-  at         INTEGER NOT NULL,
-  body       BLOB NOT NULL
+  seq         INTEGER PRIMARY KEY,
+  item_id     TEXT,
+  project_id  TEXT NOT NULL,
+  type        TEXT NOT NULL,
+  at          INTEGER NOT NULL,
+  body        BLOB NOT NULL,
+  stream_kind TEXT NOT NULL DEFAULT '',
+  stream_id   TEXT NOT NULL DEFAULT ''
 );
-CREATE INDEX events_by_item ON events(item_id, seq);
+CREATE INDEX events_by_stream ON events(stream_kind, stream_id, seq);
 
 CREATE TABLE projects (
   project_id TEXT PRIMARY KEY,
@@ -127,12 +135,29 @@ CREATE INDEX items_lease ON items(project_id, lease_expires_at, queued_seq)
   WHERE status = 'claimed';
 )sql";
 
-// Version 1 ordered lapsed leases that end at the same moment by item id.
-const char* const kMigrateV1ToV2 = R"sql(
+// Migrations, one per version: kMigrations[v] takes a database from
+// version v to v + 1, inside the migrating transaction.
+//   1 -> 2  lapsed leases that end at the same moment go in queue order
+//           (version 1 ordered them by item id).
+//   2 -> 3  every event names its stream: stream_kind and stream_id, filled
+//           from the item_id column (NULL: a project event).
+const char* const kMigrations[] = {
+    nullptr,
+    nullptr,
+    R"sql(
 DROP INDEX items_lease;
 CREATE INDEX items_lease ON items(project_id, lease_expires_at, queued_seq)
   WHERE status = 'claimed';
-)sql";
+)sql",
+    R"sql(
+ALTER TABLE events ADD COLUMN stream_kind TEXT NOT NULL DEFAULT '';
+ALTER TABLE events ADD COLUMN stream_id TEXT NOT NULL DEFAULT '';
+UPDATE events SET stream_kind = CASE WHEN item_id IS NULL THEN 'project' ELSE 'item' END,
+                  stream_id = coalesce(item_id, project_id);
+DROP INDEX events_by_item;
+CREATE INDEX events_by_stream ON events(stream_kind, stream_id, seq);
+)sql",
+};
 
 const char* const kItemColumns =
     "item_id, project_id, payload, status, owner, fence, attempts, lease_expires_at, detail, "
@@ -322,13 +347,21 @@ ItemRow read_item(const Statement& s) {
   return row;
 }
 
+const char* const kEventColumns =
+    "seq, stream_kind, stream_id, item_id, project_id, type, at, body";
+
 RawEvent read_event(const Statement& s) {
-  return RawEvent{s.i64(0), s.text(1), s.text(2), s.text(3), s.i64(4), s.blob(5)};
+  return RawEvent{s.i64(0),  s.text(1), s.text(2), s.text(3),
+                  s.text(4), s.text(5), s.i64(6),  s.blob(7)};
 }
 
 class StatementCursor final : public Cursor<RawEvent> {
  public:
-  StatementCursor(sqlite3* db, const char* sql) : stmt_(db, sql) { stmt_.bind(); }
+  StatementCursor(sqlite3* db, const std::string& sql) : stmt_(db, sql.c_str()) { stmt_.bind(); }
+  template <class... A>
+  void bind(const A&... args) {
+    stmt_.bind(args...);
+  }
   bool next(RawEvent& row) override {
     if (!stmt_.step()) return false;
     row = read_event(stmt_);
@@ -673,34 +706,41 @@ class SqliteBackend final : public Backend {
 
   Seq append(const Event& event) override {
     const std::string body = encode(event);
+    const StreamRef stream = stream_of(event);
     stmts_.append
         .bind(NullIfEmpty{event.item_id}, event.project_id, type_name(event.body), event.at,
-              Blob{body})
+              Blob{body}, to_string(stream.kind), stream.id)
         .run();
     return sqlite3_last_insert_rowid(db_);
   }
 
-  std::vector<RawEvent> item_events(std::string_view item_id) override {
+  std::vector<RawEvent> stream_events(const StreamRef& stream) override {
     std::vector<RawEvent> out;
-    auto& s = stmts_.item_events.bind(item_id);
+    auto& s = stmts_.stream_events.bind(to_string(stream.kind), stream.id);
     while (s.step()) out.push_back(read_event(s));
     s.reset();
     return out;
   }
 
-  std::unique_ptr<Cursor<RawEvent>> scan_item_events() override {
-    return std::make_unique<StatementCursor>(
-        db_,
-        "SELECT seq, item_id, project_id, type, at, body FROM events "
-        "WHERE item_id IS NOT NULL ORDER BY item_id, seq");
+  std::unique_ptr<Cursor<RawEvent>> scan_stream(StreamKind kind) override {
+    auto cursor = std::make_unique<StatementCursor>(
+        db_, fmt::format("SELECT {} FROM events WHERE stream_kind = ?1 ORDER BY stream_id, seq",
+                         kEventColumns));
+    cursor->bind(to_string(kind));
+    return cursor;
   }
 
-  std::unique_ptr<Cursor<RawEvent>> scan_project_events() override {
-    return std::make_unique<StatementCursor>(
-        db_,
-        "SELECT seq, item_id, project_id, type, at, body FROM events "
-        "WHERE item_id IS NULL ORDER BY seq");
+  std::unique_ptr<Cursor<RawEvent>> scan_unfiled() override {
+    auto cursor = std::make_unique<StatementCursor>(
+        db_, fmt::format("SELECT {} FROM events WHERE stream_kind NOT IN (?1, ?2) ORDER BY seq",
+                         kEventColumns));
+    cursor->bind(to_string(StreamKind::item), to_string(StreamKind::project));
+    return cursor;
   }
+
+  std::int64_t event_count() override { return pragma("SELECT count(*) FROM events"); }
+
+  Micros now() override { return now_micros(); }
 
   std::optional<ItemRow> find_item(std::string_view item_id) override {
     return one_item(stmts_.find_item.bind(item_id));
@@ -828,7 +868,7 @@ class SqliteBackend final : public Backend {
  private:
   struct Statements {
     Statement begin_immediate, begin_deferred, commit;
-    Statement append, item_events;
+    Statement append, stream_events;
     Statement find_item, insert_item, put_item, delete_item;
     Statement oldest_ready, earliest_lapsed;
     Statement find_project, put_project, delete_project;
@@ -930,6 +970,12 @@ class SqliteBackend final : public Backend {
     } catch (const StorageError& e) {
       throw StorageError(e.category(), fmt::format("cannot read database {}: {}", path_, e.what()));
     }
+    if (version == 0 && !has_tables && application != 0 && application != kApplicationId) {
+      throw StorageError(StorageError::Category::corruption,
+                         fmt::format("{} is an empty SQLite database of another application "
+                                     "(application id {}), not a cplane one",
+                                     path_, application));
+    }
     if (version == 0 && !has_tables) {
       if (read_only_) {
         throw StorageError(StorageError::Category::unavailable,
@@ -943,10 +989,22 @@ class SqliteBackend final : public Backend {
       throw StorageError(StorageError::Category::corruption,
                          fmt::format("{} is an SQLite database but not a cplane one", path_));
     }
+    if (version < 1) {
+      throw StorageError(StorageError::Category::corruption,
+                         fmt::format("database {} has schema version {}, which no cplane wrote",
+                                     path_, version));
+    }
     if (version > kSqliteSchemaVersion) {
       throw StorageError(StorageError::Category::incompatible,
                          fmt::format("database {} has schema version {}, newer than this "
                                      "cplane understands ({}): upgrade cplane, do not restore",
+                                     path_, version, kSqliteSchemaVersion));
+    }
+    if (read_only_ && version < kSqliteSchemaVersion) {
+      throw StorageError(StorageError::Category::incompatible,
+                         fmt::format("database {} has schema version {}, older than this cplane "
+                                     "reads ({}), and a read never migrates: run `cplane "
+                                     "migrate` (or any write) once to upgrade it",
                                      path_, version, kSqliteSchemaVersion));
     }
     return static_cast<int>(version);
@@ -973,8 +1031,11 @@ class SqliteBackend final : public Backend {
         exec(kSchema, "cannot create schema");
         exec(fmt::format("PRAGMA application_id={}", kApplicationId).c_str(),
              "cannot stamp application id");
-      } else if (version == 1) {
-        exec(kMigrateV1ToV2, "cannot migrate schema from version 1 to 2");
+      } else {
+        for (auto v = version; v < kSqliteSchemaVersion; ++v) {
+          exec(kMigrations[v + 1], fmt::format("cannot migrate the schema from version {} to {}",
+                                               v, v + 1));
+        }
       }
       exec(fmt::format("PRAGMA user_version={}", kSqliteSchemaVersion).c_str(),
            "cannot stamp schema version");
@@ -990,9 +1051,12 @@ class SqliteBackend final : public Backend {
     stmts_.begin_immediate = p("BEGIN IMMEDIATE");
     stmts_.begin_deferred = p("BEGIN DEFERRED");
     stmts_.commit = p("COMMIT");
-    stmts_.append = p("INSERT INTO events (item_id, project_id, type, at, body) VALUES (?1, ?2, ?3, ?4, ?5)");
-    stmts_.item_events = p(
-        "SELECT seq, item_id, project_id, type, at, body FROM events WHERE item_id = ?1 ORDER BY seq");
+    stmts_.append = p(
+        "INSERT INTO events (item_id, project_id, type, at, body, stream_kind, stream_id) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+    stmts_.stream_events = p(fmt::format(
+        "SELECT {} FROM events WHERE stream_kind = ?1 AND stream_id = ?2 ORDER BY seq",
+        kEventColumns));
     stmts_.find_item = p(fmt::format("SELECT {} FROM items WHERE item_id = ?1", kItemColumns));
     stmts_.insert_item = p(fmt::format(
         "INSERT INTO items ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",

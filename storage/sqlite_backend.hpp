@@ -34,8 +34,10 @@ int sqlite_synchronous(Backend& backend);
 
 // The schema version this build writes (PRAGMA user_version).
 // Version 2: items_lease also orders by queued_seq (ties in lease expiry are
-// reclaimed in queue order). Version 1 databases are migrated on a write
-// open and read as they are.
-inline constexpr int kSqliteSchemaVersion = 2;
+// reclaimed in queue order). Version 3: events name their stream
+// (stream_kind, stream_id). Older databases are migrated on a write open;
+// a read-only open of an older database is refused as incompatible (its
+// events are not filed by stream yet): open it once to write.
+inline constexpr int kSqliteSchemaVersion = 3;
 
 }  // namespace cplane::storage

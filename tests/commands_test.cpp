@@ -14,6 +14,7 @@
 #include <cplane/cplane.hpp>
 
 #include "storage/sqlite_backend.hpp"
+#include "storage/backend_wrapper.hpp"
 #include "tests/support.hpp"
 
 using namespace cplane;
@@ -325,63 +326,17 @@ namespace {
 
 // Wraps a backend and records the durability each write transaction asked
 // for, in order: faults and observations come from wrapping a layer.
-class RecordingBackend final : public storage::Backend {
+class RecordingBackend final : public storage::BackendWrapper {
  public:
   explicit RecordingBackend(std::unique_ptr<storage::Backend> inner,
                             std::vector<storage::Sync>& log)
-      : inner_(std::move(inner)), log_(log) {}
+      : BackendWrapper(std::move(inner)), log_(log) {}
   void begin_write(storage::Sync sync) override {
     log_.push_back(sync);
-    inner_->begin_write(sync);
-  }
-  void begin_read() override { inner_->begin_read(); }
-  void commit() override { inner_->commit(); }
-  void rollback() noexcept override { inner_->rollback(); }
-  Seq append(const Event& e) override { return inner_->append(e); }
-  std::vector<storage::RawEvent> item_events(std::string_view id) override {
-    return inner_->item_events(id);
-  }
-  std::unique_ptr<storage::Cursor<storage::RawEvent>> scan_item_events() override {
-    return inner_->scan_item_events();
-  }
-  std::unique_ptr<storage::Cursor<storage::RawEvent>> scan_project_events() override {
-    return inner_->scan_project_events();
-  }
-  std::optional<ItemRow> find_item(std::string_view id) override { return inner_->find_item(id); }
-  void insert_item(const ItemRow& row) override { inner_->insert_item(row); }
-  void put_item(const ItemRow& row) override { inner_->put_item(row); }
-  void delete_item(std::string_view id) override { inner_->delete_item(id); }
-  std::optional<ItemRow> oldest_ready(const std::string& p) override {
-    return inner_->oldest_ready(p);
-  }
-  std::optional<ItemRow> earliest_lapsed(Micros now, const std::string& p) override {
-    return inner_->earliest_lapsed(now, p);
-  }
-  std::unique_ptr<storage::Cursor<storage::ScannedItem>> scan_items() override { return inner_->scan_items(); }
-  std::optional<ProjectRow> find_project(std::string_view id) override {
-    return inner_->find_project(id);
-  }
-  void put_project(const ProjectRow& row) override { inner_->put_project(row); }
-  void delete_project(std::string_view id) override { inner_->delete_project(id); }
-  bool is_assigned(std::string_view p, std::string_view a) override {
-    return inner_->is_assigned(p, a);
-  }
-  void put_assignment(const ProjectActorRow& row) override { inner_->put_assignment(row); }
-  void delete_assignment(std::string_view p, std::string_view a) override {
-    inner_->delete_assignment(p, a);
-  }
-  std::vector<std::string> project_ids(const std::string* actor) override {
-    return inner_->project_ids(actor);
-  }
-  std::vector<ProjectRow> all_projects() override { return inner_->all_projects(); }
-  std::vector<ProjectActorRow> all_assignments() override { return inner_->all_assignments(); }
-  Seq last_seq() override { return inner_->last_seq(); }
-  std::array<std::int64_t, 4> status_counts(const std::string* project) override {
-    return inner_->status_counts(project);
+    BackendWrapper::begin_write(sync);
   }
 
  private:
-  std::unique_ptr<storage::Backend> inner_;
   std::vector<storage::Sync>& log_;
 };
 

@@ -800,18 +800,25 @@ TEST_CASE("verify reports one problem per fault: an undecodable claim, a NULL it
   }
 }
 
-TEST_CASE("a version-1 database is migrated by a writer and read as it is by a reader",
+TEST_CASE("a version-1 database is migrated to the current schema by a writer, and refused by a reader",
           "[operability][migration]") {
   TempDir dir;
   const std::string db = dir.file("c.db");
   seed(db, 1);
-  // What version 1 was: the lease index without queued_seq.
+  // What version 1 was: no stream columns (events filed by item_id), and
+  // the lease index without queued_seq.
   sql(db,
+      "DROP INDEX events_by_stream; ALTER TABLE events DROP COLUMN stream_kind; "
+      "ALTER TABLE events DROP COLUMN stream_id; CREATE INDEX events_by_item ON events(item_id, seq); "
       "DROP INDEX items_lease; CREATE INDEX items_lease ON items(project_id, lease_expires_at) "
       "WHERE status = 'claimed'; PRAGMA user_version = 1;");
-  {
+  // A read never migrates: it refuses, saying how to upgrade.
+  try {
     ControlStore reader{db, {.read_only = true}};
-    CHECK(reader.status_counts().ready == 1);
+    FAIL("a read-only store opened a version-1 database");
+  } catch (const StorageError& e) {
+    CHECK(e.category() == StorageError::Category::incompatible);
+    CHECK(contains(e.what(), "migrate"));
   }
   CHECK(sql_column(db, "PRAGMA user_version") == std::vector<std::string>{"1"});
   {
@@ -822,6 +829,11 @@ TEST_CASE("a version-1 database is migrated by a writer and read as it is by a r
         std::vector<std::string>{std::to_string(storage::kSqliteSchemaVersion)});
   CHECK(sql_column(db, "SELECT sql FROM sqlite_master WHERE name = 'items_lease'").at(0).find(
             "queued_seq") != std::string::npos);
+  // Every event was filed under its stream by the migration.
+  CHECK(sql_column(db, "SELECT count(*) FROM events WHERE stream_kind = 'project' AND stream_id = "
+                       "'alpha'") == std::vector<std::string>{"1"});
+  CHECK(sql_column(db, "SELECT count(*) FROM events WHERE stream_kind = 'item' AND stream_id = "
+                       "item_id") == std::vector<std::string>{"2"});
   ControlStore store{db};
   CHECK(verify_ledger(store).empty());
 }

@@ -258,8 +258,8 @@ TEST_CASE("a second terminal event for an item is reported as two_terminal_event
   const auto db = dir.file("control.db");
   const Seeded s = seed(db);
   sql(db,
-      "INSERT INTO events (item_id, project_id, type, at, body) "
-      "SELECT item_id, project_id, type, at, body FROM events WHERE item_id = " +
+      "INSERT INTO events (item_id, project_id, type, at, body, stream_kind, stream_id) "
+      "SELECT item_id, project_id, type, at, body, stream_kind, stream_id FROM events WHERE item_id = " +
           q(s.done) + " AND type = 'done'");
   const auto problems = verify_file(db);
   INFO(details(problems));
@@ -318,8 +318,8 @@ TEST_CASE("a claim repeating an earlier fence is reported as fence_not_monotonic
   const auto db = dir.file("control.db");
   const Seeded s = seed(db);
   sql(db,
-      "INSERT INTO events (item_id, project_id, type, at, body) "
-      "SELECT item_id, project_id, type, at, body FROM events WHERE item_id = " +
+      "INSERT INTO events (item_id, project_id, type, at, body, stream_kind, stream_id) "
+      "SELECT item_id, project_id, type, at, body, stream_kind, stream_id FROM events WHERE item_id = " +
           q(s.claimed) + " AND type = 'claimed'");
   const auto problems = verify_file(db);
   INFO(details(problems));
@@ -665,8 +665,8 @@ TEST_CASE("a second queued event for an item is reported as duplicate_creation_e
   const auto db = dir.file("control.db");
   const Seeded s = seed(db);
   sql(db,
-      "INSERT INTO events (item_id, project_id, type, at, body) "
-      "SELECT item_id, project_id, type, at, body FROM events WHERE item_id = " +
+      "INSERT INTO events (item_id, project_id, type, at, body, stream_kind, stream_id) "
+      "SELECT item_id, project_id, type, at, body, stream_kind, stream_id FROM events WHERE item_id = " +
           q(s.ready) + " AND type = 'queued'");
   const auto problems = verify_file(db);
   INFO(details(problems));
@@ -1011,7 +1011,8 @@ TEST_CASE("a claim after the item's terminal event is reported as event_after_te
   // Append that claim after the done event, then let rebuild make the row
   // what the log says, so that the row agrees with the fold.
   sql(db, "ATTACH " + q(fork) + " AS fork; INSERT INTO events (item_id, project_id, type, at, "
-          "body) SELECT item_id, project_id, type, at, body FROM fork.events WHERE seq = " +
+          "body, stream_kind, stream_id) SELECT item_id, project_id, type, at, body, "
+          "stream_kind, stream_id FROM fork.events WHERE seq = " +
           seqs_of(fork, id, "claimed").at(1));
   ControlStore store(db);
   rebuild(store, /*dry_run=*/false);

@@ -1,8 +1,27 @@
+// verify and rebuild, by projection.
+//
+// The log is read stream by stream: for each stream kind, one scan of its
+// events in (stream id, seq) order, and for each projection of that kind one
+// scan of its rows in (stream id, key) order. The three are merged on the
+// stream id, so that only one stream's events and rows are in memory at a
+// time. For each stream:
+//   * the audit folds its events through `apply` and checks what only the
+//     log can show (creation, terminal events, fences, leases), visiting
+//     every event kind exhaustively;
+//   * each projection compares the rows the fold made with the stored rows
+//     of that stream, field by field, and names a problem kind for each
+//     difference (verify), or lists the row to write (rebuild).
+// A projection is a descriptor (struct with static members below): its
+// table, its stream kind, how to scan its rows, the rows a stream folds to,
+// the field diff and its problem kinds, put and delete. A new row table is
+// one descriptor and one line in the stream kind's list.
 #include "verify/verify.hpp"
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -22,8 +41,9 @@ const std::vector<std::string> kProblemKinds = {
     "lease_disagrees",        "project_disagrees",        "payload_disagrees",
     "detail_disagrees",       "queued_disagrees",         "last_seq_disagrees",
     "item_in_unknown_project", "undecodable_event",       "unknown_event_type",
-    "index_disagrees",        "claim_while_leased",       "project_row_missing",      "project_row_without_event",
-    "project_row_disagrees",  "assignment_missing",       "assignment_without_event",
+    "index_disagrees",        "claim_while_leased",       "project_row_missing",
+    "project_row_without_event", "project_row_disagrees", "assignment_missing",
+    "assignment_without_event",
 };
 
 namespace {
@@ -39,115 +59,204 @@ struct FieldDiff {
 
 std::string quoted(const std::string& s) { return fmt::format("'{}'", s); }
 
-std::vector<FieldDiff> diff(const storage::ScannedItem& scanned, const ItemRow& folded) {
-  const ItemRow& stored = scanned.row;
-  std::vector<FieldDiff> out;
-  auto add = [&](const char* field, auto a, auto b) {
-    if (a != b) out.push_back({field, fmt::format("{}", a), fmt::format("{}", b)});
-  };
-  add("project_id", quoted(stored.project_id), quoted(folded.project_id));
-  add("payload", quoted(stored.payload), quoted(folded.payload));
-  if (!scanned.invalid_status.empty()) {
-    // Not a status at all: always a difference, whatever the fold says.
-    out.push_back({"status", quoted(scanned.invalid_status) + " (not a status)",
-                   std::string(to_string(folded.status))});
-  } else {
-    add("status", std::string(to_string(stored.status)), std::string(to_string(folded.status)));
-  }
-  add("owner", quoted(stored.owner), quoted(folded.owner));
-  add("fence", stored.fence, folded.fence);
-  add("attempts", stored.attempts, folded.attempts);
-  add("lease_expires_at", stored.lease_expires_at, folded.lease_expires_at);
-  add("detail", quoted(stored.detail), quoted(folded.detail));
-  add("queued_seq", stored.queued_seq, folded.queued_seq);
-  add("queued_at", stored.queued_at, folded.queued_at);
-  add("updated_at", stored.updated_at, folded.updated_at);
-  add("last_seq", stored.last_seq, folded.last_seq);
-  return out;
-}
-
-std::vector<FieldDiff> diff(const ProjectRow& stored, const ProjectRow& folded) {
-  std::vector<FieldDiff> out;
-  auto add = [&](const char* field, auto a, auto b) {
-    if (a != b) out.push_back({field, fmt::format("{}", a), fmt::format("{}", b)});
-  };
-  add("title", quoted(stored.title), quoted(folded.title));
-  add("status", quoted(stored.status), quoted(folded.status));
-  add("created_at", stored.created_at, folded.created_at);
-  add("last_seq", stored.last_seq, folded.last_seq);
-  return out;
-}
-
-std::vector<FieldDiff> diff(const ProjectActorRow& stored, const ProjectActorRow& folded) {
-  std::vector<FieldDiff> out;
-  if (stored.assigned_at != folded.assigned_at) {
-    out.push_back({"assigned_at", fmt::format("{}", stored.assigned_at),
-                   fmt::format("{}", folded.assigned_at)});
-  }
-  if (stored.last_seq != folded.last_seq) {
-    out.push_back({"last_seq", fmt::format("{}", stored.last_seq),
-                   fmt::format("{}", folded.last_seq)});
-  }
-  return out;
-}
-
 std::vector<std::string> describe(const std::vector<FieldDiff>& diffs) {
   std::vector<std::string> out;
   for (const auto& d : diffs) out.push_back(fmt::format("{}: {} -> {}", d.field, d.stored, d.folded));
   return out;
 }
 
-// The fold of one stream plus what the fold saw that no row can show.
-struct ItemAudit {
-  std::string item_id;
-  ItemRow folded;
-  std::int64_t events = 0;
-  bool created = false;
-  bool unreadable = false;
-  bool reported_no_creation = false;
-  int terminals = 0;
-  std::vector<LedgerProblem> log_problems;
+// Collects field differences, each as text.
+class Differ {
+ public:
+  template <class A, class B>
+  Differ& add(const char* field, const A& stored, const B& folded) {
+    if (stored != folded) out_.push_back({field, fmt::format("{}", stored), fmt::format("{}", folded)});
+    return *this;
+  }
+  Differ& text(const char* field, const std::string& stored, const std::string& folded) {
+    return add(field, quoted(stored), quoted(folded));
+  }
+  std::vector<FieldDiff> done() { return std::move(out_); }
+
+ private:
+  std::vector<FieldDiff> out_;
 };
 
-// Decodes a raw event and checks its index columns. Adds problems to `out`;
-// returns nullopt when the body cannot be read.
-std::optional<StoredEvent> read_event(const storage::RawEvent& raw,
-                                      std::vector<LedgerProblem>& out) {
+// ---- one stream's audit ---------------------------------------------------------
+
+// What verify learns across streams: the projects the log created, and the
+// streams an event was filed away from by its columns (their folds miss it).
+struct LogFacts {
+  std::set<std::string> projects;
+  bool project_log_unreadable = false;
+  std::set<std::pair<StreamKind, std::string>> incomplete;
+};
+
+// The fold of one stream, plus what the fold saw that no row can show.
+struct StreamAudit {
+  StreamRef stream;
+  std::int64_t events = 0;
+  // An event of this stream could not be decoded, or was filed elsewhere by
+  // its columns: the fold is not the stream's, so nothing is compared with
+  // it, and no check claims what the log lacks.
+  bool unreadable = false;
+  std::vector<LedgerProblem> problems;
+  // Item streams.
+  ItemRow item;
+  bool created = false;
+  bool reported_no_creation = false;
+  int terminals = 0;
+  // Project streams.
+  std::optional<ProjectRow> project;
+  std::map<std::string, ProjectActorRow> grants;  // by actor
+
+  // The ids a problem names: the item for an item stream, else the project.
+  LedgerProblem problem(const char* kind, std::string project_id, std::string detail) const {
+    return {kind, stream.kind == StreamKind::item ? stream.id : std::string(),
+            std::move(project_id), std::move(detail)};
+  }
+};
+
+// Decodes a raw event and checks its index columns against its body. Adds
+// problems to the audit; returns nullopt when the body cannot be read.
+std::optional<StoredEvent> read_event(const storage::RawEvent& raw, StreamAudit& audit,
+                                      LogFacts& facts) {
+  const std::string item_id = raw.stream_kind == "item" ? raw.stream_id : raw.item_id;
   StoredEvent stored{raw.seq, {}};
   try {
     stored.event = decode(raw.body);
   } catch (const UnknownEventType& e) {
-    out.push_back({"unknown_event_type", raw.item_id, raw.project_id,
-                   fmt::format("event seq {} (type column '{}'): {}", raw.seq, raw.type, e.what())});
+    audit.problems.push_back(
+        {"unknown_event_type", item_id, raw.project_id,
+         fmt::format("event seq {} (type column '{}'): {}", raw.seq, raw.type, e.what())});
     return std::nullopt;
   } catch (const UnreadableEvent& e) {
-    out.push_back({"undecodable_event", raw.item_id, raw.project_id,
-                   fmt::format("event seq {} (type column '{}'): {}", raw.seq, raw.type, e.what())});
+    audit.problems.push_back(
+        {"undecodable_event", item_id, raw.project_id,
+         fmt::format("event seq {} (type column '{}'): {}", raw.seq, raw.type, e.what())});
     return std::nullopt;
   }
   const Event& e = stored.event;
-  auto check = [&](const char* column, const auto& stored_value, const auto& body_value) {
-    if (stored_value != body_value) {
-      out.push_back({"index_disagrees", raw.item_id, raw.project_id,
-                     fmt::format("event seq {}: column {} is '{}' but the body says '{}'", raw.seq,
-                                 column, stored_value, body_value)});
-    }
+  const StreamRef stream = stream_of(e);
+  auto check = [&](const char* column, const auto& stored_value, const auto& body_value,
+                   bool files_it) {
+    if (stored_value == body_value) return;
+    if (files_it) facts.incomplete.insert({stream.kind, stream.id});
+    audit.problems.push_back({"index_disagrees", item_id, raw.project_id,
+                              fmt::format("event seq {}: column {} is '{}' but the body says '{}'",
+                                          raw.seq, column, stored_value, body_value)});
   };
-  check("item_id", raw.item_id, e.item_id);
-  check("project_id", raw.project_id, e.project_id);
-  check("type", raw.type, std::string(type_name(e.body)));
-  check("at", raw.at, e.at);
+  check("stream_kind", raw.stream_kind, std::string(to_string(stream.kind)), true);
+  check("stream_id", raw.stream_id, stream.id, true);
+  check("item_id", raw.item_id, e.item_id, false);
+  check("project_id", raw.project_id, e.project_id, false);
+  check("type", raw.type, std::string(type_name(e.body)), false);
+  check("at", raw.at, e.at, false);
   return stored;
 }
 
-bool is_item_event(const EventBody& body) {
-  return std::holds_alternative<ItemQueued>(body) || std::holds_alternative<ItemClaimed>(body) ||
-         std::holds_alternative<ItemFinished>(body);
+// The checks of one event against what its stream's events before it left,
+// one case per event kind (no catch-all: a new kind must be decided on
+// here). Events of another stream kind than the audit's were filed here by
+// their columns only (read_event reported them) and are skipped.
+void audit_event(StreamAudit& a, const StoredEvent& stored) {
+  const Event& e = stored.event;
+  const Seq seq = stored.seq;
+  auto problem = [&](const char* kind, std::string detail) {
+    a.problems.push_back(a.problem(kind, e.project_id, std::move(detail)));
+  };
+  auto item_created_first = [&] {
+    if (!a.created && !a.reported_no_creation) {
+      a.reported_no_creation = true;
+      problem("no_creation_event", fmt::format("item {} has a {} event (seq {}) before any queued "
+                                               "event",
+                                               a.stream.id, type_name(e.body), seq));
+    }
+    if (a.terminals > 0) {
+      problem("event_after_terminal",
+              fmt::format("event seq {} ({}) follows the terminal event of item {}", seq,
+                          type_name(e.body), a.stream.id));
+    }
+  };
+  if (stream_of(e) != a.stream) return;  // filed here by its columns only
+  std::visit(
+      Overloaded{
+          [&](const ItemQueued&) {
+            if (a.created) {
+              problem("duplicate_creation_event",
+                      fmt::format("item {} is queued again by event seq {}", a.stream.id, seq));
+            }
+            if (a.terminals > 0) {
+              problem("event_after_terminal",
+                      fmt::format("event seq {} (queued) follows the terminal event of item {}",
+                                  seq, a.stream.id));
+            }
+            a.created = true;
+          },
+          [&](const ItemClaimed& claimed) {
+            item_created_first();
+            // After an unreadable event the fold no longer knows the fence,
+            // status or lease it left: checks against them would only
+            // restate that fault as another.
+            if (a.unreadable) return;
+            // Exactly one worker at a time: a claim takes a ready item or
+            // one whose lease had lapsed when the claim was made.
+            if (a.item.status == ItemStatus::claimed && !claimable(a.item, e.at)) {
+              problem("claim_while_leased",
+                      fmt::format("claim seq {} by {} at {} took the item while {}'s lease ran "
+                                  "until {}",
+                                  seq, claimed.owner, e.at, a.item.owner, a.item.lease_expires_at));
+            }
+            if (!fence_rises(a.item.fence, claimed.fence)) {
+              problem("fence_not_monotonic",
+                      fmt::format("claim seq {} has fence {}, not above the earlier fence {}", seq,
+                                  claimed.fence, a.item.fence));
+            }
+          },
+          [&](const ItemFinished& finished) {
+            item_created_first();
+            ++a.terminals;
+            if (a.terminals == 2) {
+              problem("two_terminal_events",
+                      fmt::format("item {} has a second terminal event ({} at seq {})",
+                                  a.stream.id, type_name(e.body), seq));
+            }
+            if (!a.unreadable && fence_refusal(&a.item, finished.fence)) {
+              problem("stale_fence_accepted",
+                      fmt::format("{} at seq {} carries fence {} while the item was {} under "
+                                  "fence {}",
+                                  type_name(e.body), seq, finished.fence, to_string(a.item.status),
+                                  a.item.fence));
+            }
+          },
+          [&](const ProjectCreated&) {
+            if (a.project) {
+              problem("duplicate_creation_event",
+                      fmt::format("project {} is created again by event seq {}", a.stream.id, seq));
+            }
+          },
+          [&](const ActorAssigned&) {},
+      },
+      e.body);
+  // The fold: the same apply the commands use.
+  switch (a.stream.kind) {
+    case StreamKind::item:
+      a.item = apply(std::move(a.item), stored);
+      break;
+    case StreamKind::project:
+      if (std::holds_alternative<ProjectCreated>(e.body)) {
+        a.project = apply(a.project.value_or(ProjectRow{}), stored);
+      } else if (auto* granted = std::get_if<ActorAssigned>(&e.body)) {
+        auto& row = a.grants[granted->actor];
+        row = apply(std::move(row), stored);
+      }
+      break;
+  }
 }
 
-void fold_item_event(ItemAudit& audit, const storage::RawEvent& raw) {
+void fold_event(StreamAudit& audit, const storage::RawEvent& raw, LogFacts& facts) {
   ++audit.events;
-  auto stored = read_event(raw, audit.log_problems);
+  auto stored = read_event(raw, audit, facts);
   if (!stored) {
     // An unreadable event may be the creation: claim nothing about what the
     // log lacks once part of it cannot be read.
@@ -155,158 +264,15 @@ void fold_item_event(ItemAudit& audit, const storage::RawEvent& raw) {
     audit.reported_no_creation = true;
     return;
   }
-  const Event& e = stored->event;
-  auto problem = [&](const char* kind, std::string detail) {
-    audit.log_problems.push_back({kind, audit.item_id, e.project_id, std::move(detail)});
-  };
-  if (!is_item_event(e.body)) {
-    // read_event has reported it: its item_id column is not its body's
-    // (a project event has none). One problem per fault.
-    return;
-  }
-  if (std::holds_alternative<ItemQueued>(e.body)) {
-    if (audit.created) {
-      problem("duplicate_creation_event",
-              fmt::format("item {} is queued again by event seq {}", audit.item_id, raw.seq));
-    }
-    audit.created = true;
-  } else if (!audit.created && !audit.reported_no_creation) {
-    audit.reported_no_creation = true;
-    problem("no_creation_event",
-            fmt::format("item {} has a {} event (seq {}) before any queued event", audit.item_id,
-                        type_name(e.body), raw.seq));
-  }
-  if (audit.terminals > 0) {
-    problem("event_after_terminal",
-            fmt::format("event seq {} ({}) follows the terminal event of item {}", raw.seq,
-                        type_name(e.body), audit.item_id));
-  }
-  if (audit.unreadable) {
-    // An earlier event of this item could not be read: the fold no longer
-    // knows the fence, status or lease it left, so checks against them
-    // would only report the unreadable event again, as something else.
-  } else if (auto* claimed = std::get_if<ItemClaimed>(&e.body)) {
-    // Exactly one worker at a time: a claim may only take a ready item or
-    // one whose lease had lapsed when the claim was made.
-    if (audit.folded.status == ItemStatus::claimed && !claimable(audit.folded, e.at)) {
-      problem("claim_while_leased",
-              fmt::format("claim seq {} by {} at {} took the item while {}'s lease ran until {}",
-                          raw.seq, claimed->owner, e.at, audit.folded.owner,
-                          audit.folded.lease_expires_at));
-    }
-    if (!fence_rises(audit.folded.fence, claimed->fence)) {
-      problem("fence_not_monotonic",
-              fmt::format("claim seq {} has fence {}, not above the earlier fence {}", raw.seq,
-                          claimed->fence, audit.folded.fence));
-    }
-  }
-  if (auto* finished = std::get_if<ItemFinished>(&e.body)) {
-    ++audit.terminals;
-    if (audit.terminals == 2) {
-      problem("two_terminal_events",
-              fmt::format("item {} has a second terminal event ({} at seq {})", audit.item_id,
-                          type_name(e.body), raw.seq));
-    }
-    if (!audit.unreadable && fence_refusal(&audit.folded, finished->fence)) {
-      problem("stale_fence_accepted",
-              fmt::format("{} at seq {} carries fence {} while the item was {} under fence {}",
-                          type_name(e.body), raw.seq, finished->fence,
-                          to_string(audit.folded.status), audit.folded.fence));
-    }
-  }
-  audit.folded = apply(std::move(audit.folded), *stored);
+  audit_event(audit, *stored);
 }
 
-// Walks the item events (by item_id, seq) and the item rows (by item_id)
-// together, calling `visit(audit, stored_row)` once per item id seen on
-// either side.
-template <class Visit>
-void replay_items(storage::Backend& backend, const Progress& progress, std::int64_t total,
-                  std::int64_t& events_read, Visit&& visit) {
-  auto events = backend.scan_item_events();
-  auto rows = backend.scan_items();
-  storage::RawEvent raw;
-  storage::ScannedItem row;
-  bool have_event = events->next(raw);
-  bool have_row = rows->next(row);
-  std::string previous;
-  bool first = true;
-  while (have_event || have_row) {
-    const std::string key = !have_row     ? raw.item_id
-                            : !have_event ? row.row.item_id
-                                          : std::min(raw.item_id, row.row.item_id);
-    // The merge needs both sides in one order; SQLite's BINARY collation of
-    // TEXT is memcmp, as is std::string's. An id stored as a BLOB (only by
-    // tampering) sorts elsewhere: stop rather than report false problems.
-    if (!first && key <= previous) {
-      throw StorageError(StorageError::Category::corruption,
-                         fmt::format("item ids are out of order near '{}': an id is stored with "
-                                     "a type other than TEXT",
-                                     key));
-    }
-    first = false;
-    previous = key;
-    ItemAudit audit;
-    audit.item_id = key;
-    while (have_event && raw.item_id == key) {
-      fold_item_event(audit, raw);
-      if (++events_read % kProgressEvery == 0 && progress) progress(events_read, total);
-      have_event = events->next(raw);
-    }
-    std::optional<storage::ScannedItem> stored;
-    if (have_row && row.row.item_id == key) {
-      stored = std::move(row);
-      have_row = rows->next(row);
-    }
-    visit(audit, stored);
-  }
-}
-
-struct ProjectFold {
-  std::map<std::string, ProjectRow> projects;
-  std::map<std::pair<std::string, std::string>, ProjectActorRow> assignments;
-  std::vector<LedgerProblem> problems;
-  bool unreadable = false;
-  std::set<std::string> misfiled_items;  // items with an event filed under no item
-};
-
-ProjectFold fold_projects(storage::Backend& backend, std::int64_t& events_read) {
-  ProjectFold fold;
-  auto events = backend.scan_project_events();
-  storage::RawEvent raw;
-  while (events->next(raw)) {
-    ++events_read;
-    auto stored = read_event(raw, fold.problems);
-    if (!stored) {
-      fold.unreadable = true;
-      continue;
-    }
-    const Event& e = stored->event;
-    if (std::holds_alternative<ProjectCreated>(e.body)) {
-      auto [it, fresh] = fold.projects.try_emplace(e.project_id);
-      if (!fresh) {
-        fold.problems.push_back({"duplicate_creation_event", "", e.project_id,
-                                 fmt::format("project {} is created again by event seq {}",
-                                             e.project_id, raw.seq)});
-      }
-      it->second = apply(std::move(it->second), *stored);
-    } else if (auto* assigned = std::get_if<ActorAssigned>(&e.body)) {
-      auto& row = fold.assignments[{e.project_id, assigned->actor}];
-      row = apply(std::move(row), *stored);
-    } else {
-      // An item event with no item_id column: read_event reported the
-      // column (once). Its item's own fold misses it, so that item's row is
-      // not compared (the comparison would only restate this fault).
-      fold.misfiled_items.insert(e.item_id);
-    }
-  }
-  return fold;
-}
+// ---- the projections -----------------------------------------------------------
 
 std::string status_kind(ItemStatus stored, ItemStatus folded, int log_terminals) {
   // A terminal row whose log has a terminal event but folds to something else
   // (an event after the terminal one) is reported as event_after_terminal by
-  // the fold; the row itself then merely disagrees.
+  // the audit; the row itself then merely disagrees.
   if (is_terminal(stored) && !is_terminal(folded)) {
     return log_terminals > 0 ? "status_disagrees" : "terminal_without_event";
   }
@@ -316,116 +282,440 @@ std::string status_kind(ItemStatus stored, ItemStatus folded, int log_terminals)
   return "status_disagrees";
 }
 
-std::string field_kind(const std::string& field) {
-  if (field == "project_id") return "project_disagrees";
-  if (field == "lease_expires_at") return "lease_disagrees";
-  if (field == "queued_seq" || field == "queued_at") return "queued_disagrees";
-  if (field == "updated_at" || field == "last_seq") return "last_seq_disagrees";
-  return field + "_disagrees";
+// items: one row per item stream.
+struct ItemsProjection {
+  using Stored = storage::ScannedItem;
+  using Row = ItemRow;
+  static constexpr const char* table = "items";
+  static constexpr StreamKind stream = StreamKind::item;
+  static constexpr const char* no_creation = "no queued event in the log";
+
+  static std::unique_ptr<storage::Cursor<Stored>> scan(storage::Backend& b) { return b.scan_items(); }
+  static const std::string& stream_id(const Stored& s) { return s.row.item_id; }
+  static std::string key(const Stored& s) { return s.row.item_id; }
+  static std::string key(const Row& r) { return r.item_id; }
+  // The rows the stream folds to: any item stream with events has one
+  // (verify reports one without a row); only a created one is written.
+  static std::vector<Row> folded(const StreamAudit& a) {
+    if (a.events == 0) return {};
+    Row row = a.item;
+    if (row.item_id.empty()) row.item_id = a.stream.id;
+    return {row};
+  }
+  static bool creates(const StreamAudit& a) { return a.created; }
+  static bool comparable(const StreamAudit& a) { return a.created && !a.unreadable; }
+
+  static std::vector<FieldDiff> diff(const Stored& scanned, const Row& folded) {
+    const ItemRow& stored = scanned.row;
+    Differ d;
+    d.text("project_id", stored.project_id, folded.project_id);
+    d.text("payload", stored.payload, folded.payload);
+    if (!scanned.invalid_status.empty()) {
+      // Not a status at all: always a difference, whatever the fold says.
+      d.add("status", quoted(scanned.invalid_status) + " (not a status)",
+            std::string(to_string(folded.status)));
+    } else {
+      d.add("status", std::string(to_string(stored.status)), std::string(to_string(folded.status)));
+    }
+    d.text("owner", stored.owner, folded.owner);
+    d.add("fence", stored.fence, folded.fence);
+    d.add("attempts", stored.attempts, folded.attempts);
+    d.add("lease_expires_at", stored.lease_expires_at, folded.lease_expires_at);
+    d.text("detail", stored.detail, folded.detail);
+    d.add("queued_seq", stored.queued_seq, folded.queued_seq);
+    d.add("queued_at", stored.queued_at, folded.queued_at);
+    d.add("updated_at", stored.updated_at, folded.updated_at);
+    d.add("last_seq", stored.last_seq, folded.last_seq);
+    return d.done();
+  }
+
+  static std::vector<LedgerProblem> disagree(const Stored& stored, const Row& folded,
+                                             const StreamAudit& a) {
+    std::vector<LedgerProblem> out;
+    for (const auto& d : diff(stored, folded)) {
+      std::string kind;
+      if (d.field == "status") {
+        kind = !stored.invalid_status.empty()
+                   ? "status_disagrees"
+                   : status_kind(stored.row.status, folded.status, a.terminals);
+      } else if (d.field == "project_id") {
+        kind = "project_disagrees";
+      } else if (d.field == "lease_expires_at") {
+        kind = "lease_disagrees";
+      } else if (d.field == "queued_seq" || d.field == "queued_at") {
+        kind = "queued_disagrees";
+      } else if (d.field == "updated_at" || d.field == "last_seq") {
+        kind = "last_seq_disagrees";
+      } else {
+        kind = d.field + "_disagrees";
+      }
+      out.push_back({kind, a.stream.id, stored.row.project_id,
+                     fmt::format("item {}: {} is {} in the row but {} in the log", a.stream.id,
+                                 d.field, d.stored, d.folded)});
+    }
+    return out;
+  }
+  static std::optional<LedgerProblem> missing(const Row& folded, const StreamAudit& a) {
+    return LedgerProblem{"orphan_events", a.stream.id, folded.project_id,
+                         fmt::format("item {} has {} event(s), the last at seq {}, but no row",
+                                     a.stream.id, a.events, folded.last_seq)};
+  }
+  static std::optional<LedgerProblem> unexplained(const Stored& stored, const StreamAudit&) {
+    const std::string status = stored.invalid_status.empty()
+                                   ? std::string(to_string(stored.row.status))
+                                   : stored.invalid_status;
+    return LedgerProblem{"no_creation_event", stored.row.item_id, stored.row.project_id,
+                         fmt::format("item {} has a row ({}) but no events at all",
+                                     stored.row.item_id, status)};
+  }
+  // What only an item's row can show against the other streams.
+  static void cross_check(const StreamAudit& a, const LogFacts& facts,
+                          std::vector<LedgerProblem>& out) {
+    if (a.created && !facts.project_log_unreadable && !facts.projects.contains(a.item.project_id)) {
+      out.push_back({"item_in_unknown_project", a.stream.id, a.item.project_id,
+                     fmt::format("item {} was queued into project {}, which the log never created",
+                                 a.stream.id, a.item.project_id)});
+    }
+  }
+  static void put(storage::Backend& b, const Row& r) { b.put_item(r); }
+  static void erase(storage::Backend& b, const Stored& s) { b.delete_item(s.row.item_id); }
+};
+
+// A cursor over rows already read (projects and grants are few).
+template <class Row>
+class VectorCursor final : public storage::Cursor<Row> {
+ public:
+  explicit VectorCursor(std::vector<Row> rows) : rows_(std::move(rows)) {}
+  bool next(Row& row) override {
+    if (at_ >= rows_.size()) return false;
+    row = std::move(rows_[at_++]);
+    return true;
+  }
+
+ private:
+  std::vector<Row> rows_;
+  std::size_t at_ = 0;
+};
+
+// projects: one row per project stream.
+struct ProjectsProjection {
+  using Stored = ProjectRow;
+  using Row = ProjectRow;
+  static constexpr const char* table = "projects";
+  static constexpr StreamKind stream = StreamKind::project;
+  static constexpr const char* no_creation = "no project_created event in the log";
+
+  static std::unique_ptr<storage::Cursor<Stored>> scan(storage::Backend& b) {
+    return std::make_unique<VectorCursor<Stored>>(b.all_projects());
+  }
+  static const std::string& stream_id(const Stored& s) { return s.project_id; }
+  static std::string key(const Row& r) { return r.project_id; }
+  static std::vector<Row> folded(const StreamAudit& a) {
+    if (!a.project) return {};
+    return {*a.project};
+  }
+  static bool creates(const StreamAudit&) { return true; }
+  static bool comparable(const StreamAudit& a) { return !a.unreadable; }
+  static std::vector<FieldDiff> diff(const Stored& stored, const Row& folded) {
+    return Differ()
+        .text("title", stored.title, folded.title)
+        .text("status", stored.status, folded.status)
+        .add("created_at", stored.created_at, folded.created_at)
+        .add("last_seq", stored.last_seq, folded.last_seq)
+        .done();
+  }
+  static std::vector<LedgerProblem> disagree(const Stored& stored, const Row& folded,
+                                             const StreamAudit&) {
+    std::vector<LedgerProblem> out;
+    for (const auto& d : diff(stored, folded)) {
+      out.push_back({"project_row_disagrees", "", stored.project_id,
+                     fmt::format("project {}: {} is {} in the row but {} in the log",
+                                 stored.project_id, d.field, d.stored, d.folded)});
+    }
+    return out;
+  }
+  static std::optional<LedgerProblem> missing(const Row& folded, const StreamAudit&) {
+    return LedgerProblem{"project_row_missing", "", folded.project_id,
+                         fmt::format("project {} was created at seq {} but has no row",
+                                     folded.project_id, folded.last_seq)};
+  }
+  static std::optional<LedgerProblem> unexplained(const Stored& stored, const StreamAudit& a) {
+    if (a.unreadable) return std::nullopt;  // the creation may be the unreadable event
+    return LedgerProblem{"project_row_without_event", "", stored.project_id,
+                         fmt::format("project {} has a row but no project_created event",
+                                     stored.project_id)};
+  }
+  static void cross_check(const StreamAudit&, const LogFacts&, std::vector<LedgerProblem>&) {}
+  static void put(storage::Backend& b, const Row& r) { b.put_project(r); }
+  static void erase(storage::Backend& b, const Stored& s) { b.delete_project(s.project_id); }
+};
+
+// project_actors: one row per actor granted a project, in the project's stream.
+struct GrantsProjection {
+  using Stored = ProjectActorRow;
+  using Row = ProjectActorRow;
+  static constexpr const char* table = "project_actors";
+  static constexpr StreamKind stream = StreamKind::project;
+  static constexpr const char* no_creation = "no actor_assigned event in the log";
+
+  static std::unique_ptr<storage::Cursor<Stored>> scan(storage::Backend& b) {
+    return std::make_unique<VectorCursor<Stored>>(b.all_assignments());
+  }
+  static const std::string& stream_id(const Stored& s) { return s.project_id; }
+  static std::string key(const Row& r) { return r.project_id + "/" + r.actor; }
+  static std::vector<Row> folded(const StreamAudit& a) {
+    std::vector<Row> out;
+    for (const auto& [actor, row] : a.grants) out.push_back(row);
+    return out;
+  }
+  static bool creates(const StreamAudit&) { return true; }
+  static bool comparable(const StreamAudit& a) { return !a.unreadable; }
+  static std::vector<FieldDiff> diff(const Stored& stored, const Row& folded) {
+    return Differ()
+        .add("assigned_at", stored.assigned_at, folded.assigned_at)
+        .add("last_seq", stored.last_seq, folded.last_seq)
+        .done();
+  }
+  static std::vector<LedgerProblem> disagree(const Stored& stored, const Row& folded,
+                                             const StreamAudit&) {
+    std::vector<LedgerProblem> out;
+    for (const auto& d : diff(stored, folded)) {
+      out.push_back({"project_row_disagrees", "", stored.project_id,
+                     fmt::format("assignment of {} to {}: {} is {} in the row but {} in the log",
+                                 stored.actor, stored.project_id, d.field, d.stored, d.folded)});
+    }
+    return out;
+  }
+  static std::optional<LedgerProblem> missing(const Row& folded, const StreamAudit&) {
+    return LedgerProblem{"assignment_missing", "", folded.project_id,
+                         fmt::format("actor {} was assigned to project {} at seq {} but the "
+                                     "assignment has no row",
+                                     folded.actor, folded.project_id, folded.last_seq)};
+  }
+  static std::optional<LedgerProblem> unexplained(const Stored& stored, const StreamAudit& a) {
+    if (a.unreadable) return std::nullopt;
+    return LedgerProblem{"assignment_without_event", "", stored.project_id,
+                         fmt::format("actor {} is assigned to project {} with no actor_assigned "
+                                     "event",
+                                     stored.actor, stored.project_id)};
+  }
+  static void cross_check(const StreamAudit&, const LogFacts&, std::vector<LedgerProblem>&) {}
+  static void put(storage::Backend& b, const Row& r) { b.put_assignment(r); }
+  static void erase(storage::Backend& b, const Stored& s) {
+    b.delete_assignment(s.project_id, s.actor);
+  }
+};
+
+// ---- the merge ----------------------------------------------------------------
+
+// One projection's side of the merge: its row cursor, the current row.
+template <class P>
+class RowSide {
+ public:
+  explicit RowSide(storage::Backend& backend) : cursor_(P::scan(backend)) { advance(); }
+
+  const std::string* next_stream() const { return have_ ? &P::stream_id(row_) : nullptr; }
+
+  // The stored rows of `stream_id`, by key (the cursor must be at or past it).
+  std::map<std::string, typename P::Stored> take(const std::string& stream_id) {
+    std::map<std::string, typename P::Stored> out;
+    while (have_ && P::stream_id(row_) == stream_id) {
+      std::string key = P::key(rowish(row_));
+      out.emplace(std::move(key), std::move(row_));
+      advance();
+    }
+    return out;
+  }
+
+ private:
+  static const typename P::Row& rowish(const typename P::Stored& s) {
+    if constexpr (std::is_same_v<typename P::Stored, typename P::Row>) {
+      return s;
+    } else {
+      return s.row;
+    }
+  }
+  void advance() {
+    std::string previous = have_ ? P::stream_id(row_) : std::string();
+    const bool had = have_;
+    have_ = cursor_->next(row_);
+    // The merge needs ids in bytewise order (the backend contract). An id
+    // stored as a BLOB (only by tampering) sorts elsewhere: stop rather
+    // than report false problems.
+    if (had && have_ && P::stream_id(row_) < previous) {
+      throw StorageError(StorageError::Category::corruption,
+                         fmt::format("{} rows are out of order near '{}': an id is stored with a "
+                                     "type other than TEXT",
+                                     P::table, P::stream_id(row_)));
+    }
+  }
+
+  std::unique_ptr<storage::Cursor<typename P::Stored>> cursor_;
+  typename P::Stored row_{};
+  bool have_ = false;
+};
+
+// A row rebuild writes or deletes, kept until the scans are over (the
+// cursors must not see their own writes).
+struct PendingWrites {
+  std::vector<std::function<void(storage::Backend&)>> writes;
+};
+
+// What to do with one projection's rows of one stream.
+struct Reconcile {
+  std::vector<LedgerProblem>* problems = nullptr;  // verify
+  RebuildReport* report = nullptr;                 // rebuild
+  PendingWrites* pending = nullptr;                // rebuild, not dry
+};
+
+template <class P>
+void reconcile(RowSide<P>& side, const StreamAudit& audit, const LogFacts& facts,
+               const Reconcile& r) {
+  auto stored = side.take(audit.stream.id);
+  std::map<std::string, typename P::Row> folded;
+  for (auto& row : P::folded(audit)) folded.emplace(P::key(row), std::move(row));
+
+  if (r.problems != nullptr && audit.stream.kind == P::stream) {
+    P::cross_check(audit, facts, *r.problems);
+  }
+  // Stored rows, with or without a folded counterpart.
+  for (auto& [key, row] : stored) {
+    auto it = folded.find(key);
+    if (r.problems != nullptr) {
+      if (it == folded.end()) {
+        if (auto p = P::unexplained(row, audit)) r.problems->push_back(std::move(*p));
+      } else if (P::comparable(audit)) {
+        for (auto& p : P::disagree(row, it->second, audit)) r.problems->push_back(std::move(p));
+      }
+    }
+    if (r.report != nullptr) {
+      if (it == folded.end() || !P::creates(audit)) {
+        r.report->changes.push_back({P::table, key, "delete", {P::no_creation}});
+        if (r.pending != nullptr) {
+          r.pending->writes.push_back([row = row](storage::Backend& b) { P::erase(b, row); });
+        }
+      } else if (auto d = P::diff(row, it->second); !d.empty()) {
+        r.report->changes.push_back({P::table, key, "update", describe(d)});
+        if (r.pending != nullptr) {
+          r.pending->writes.push_back(
+              [row = it->second](storage::Backend& b) { P::put(b, row); });
+        }
+      }
+    }
+  }
+  // Folded rows with no stored counterpart.
+  for (auto& [key, row] : folded) {
+    if (stored.contains(key)) continue;
+    if (r.problems != nullptr) {
+      if (auto p = P::missing(row, audit)) r.problems->push_back(std::move(*p));
+    }
+    if (r.report != nullptr && P::creates(audit)) {
+      r.report->changes.push_back({P::table, key, "insert", {}});
+      if (r.pending != nullptr) {
+        r.pending->writes.push_back([row = row](storage::Backend& b) { P::put(b, row); });
+      }
+    }
+  }
+}
+
+// Replays every stream of `kind` and reconciles each of the projections
+// with it. `on_stream(audit)` sees each stream's audit after its fold.
+template <class... P, class OnStream>
+void replay(storage::Backend& backend, StreamKind kind, LogFacts& facts,
+            const Reconcile& r, std::int64_t& events_read, std::int64_t total,
+            const Progress& progress, OnStream&& on_stream) {
+  auto events = backend.scan_stream(kind);
+  std::tuple<RowSide<P>...> sides{RowSide<P>(backend)...};
+  storage::RawEvent raw;
+  bool have_event = events->next(raw);
+  std::string previous;
+  bool first = true;
+  for (;;) {
+    // The next stream id: the least of the event side and every row side.
+    const std::string* next = have_event ? &raw.stream_id : nullptr;
+    std::apply(
+        [&](auto&... side) {
+          ((side.next_stream() != nullptr && (next == nullptr || *side.next_stream() < *next)
+                ? void(next = side.next_stream())
+                : void()),
+           ...);
+        },
+        sides);
+    if (next == nullptr) break;
+    const std::string id = *next;
+    if (!first && id <= previous) {
+      throw StorageError(StorageError::Category::corruption,
+                         fmt::format("stream ids are out of order near '{}': an id is stored "
+                                     "with a type other than TEXT",
+                                     id));
+    }
+    first = false;
+    previous = id;
+    StreamAudit audit;
+    audit.stream = {kind, id};
+    if (facts.incomplete.contains({kind, id})) {
+      audit.unreadable = true;
+      audit.reported_no_creation = true;
+    }
+    while (have_event && raw.stream_id == id) {
+      fold_event(audit, raw, facts);
+      if (++events_read % kProgressEvery == 0 && progress) progress(events_read, total);
+      have_event = events->next(raw);
+    }
+    on_stream(audit);
+    std::apply([&](auto&... side) { (reconcile(side, audit, facts, r), ...); }, sides);
+  }
+}
+
+// Events whose stream_kind column names no kind: each is an index fault (its
+// body says where it belongs), and no stream's scan sees it. (Scanned last,
+// so the streams they belong to are already reconciled.)
+void audit_unfiled(storage::Backend& backend, StreamAudit& audit, LogFacts& facts,
+                   std::int64_t& events_read) {
+  auto events = backend.scan_unfiled();
+  storage::RawEvent raw;
+  while (events->next(raw)) {
+    ++events_read;
+    read_event(raw, audit, facts);  // reports the stream_kind column, or the body
+  }
+}
+
+// Every stream kind, projects first (items check their project against
+// them). `on_stream(audit)` sees each stream's audit (its log problems)
+// before its rows are reconciled.
+template <class OnStream>
+void replay_all(storage::Backend& backend, const Reconcile& r, std::int64_t& events_read,
+                const Progress& progress, OnStream&& on_stream) {
+  const std::int64_t total = backend.event_count();
+  LogFacts facts;
+  replay<ProjectsProjection, GrantsProjection>(
+      backend, StreamKind::project, facts, r, events_read, total, progress,
+      [&](StreamAudit& audit) {
+        if (audit.project) facts.projects.insert(audit.stream.id);
+        if (audit.unreadable) facts.project_log_unreadable = true;
+        on_stream(audit);
+      });
+  replay<ItemsProjection>(backend, StreamKind::item, facts, r, events_read, total, progress,
+                          on_stream);
+  StreamAudit unfiled;
+  audit_unfiled(backend, unfiled, facts, events_read);
+  on_stream(unfiled);
+  if (progress) progress(events_read, total);
 }
 
 }  // namespace
 
 std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progress& progress) {
   auto tx = storage::Transaction::read(backend);
-  const std::int64_t total = backend.last_seq();
+  std::vector<LedgerProblem> problems;
   std::int64_t events_read = 0;
-  ProjectFold projects = fold_projects(backend, events_read);
-  std::vector<LedgerProblem> problems = std::move(projects.problems);
-
-  for (const auto& stored : backend.all_projects()) {
-    auto it = projects.projects.find(stored.project_id);
-    if (it == projects.projects.end()) {
-      // With an unreadable project event, the missing creation may be it.
-      if (projects.unreadable) continue;
-      problems.push_back({"project_row_without_event", "", stored.project_id,
-                          fmt::format("project {} has a row but no project_created event",
-                                      stored.project_id)});
-      continue;
-    }
-    for (const auto& d : diff(stored, it->second)) {
-      problems.push_back({"project_row_disagrees", "", stored.project_id,
-                          fmt::format("project {}: {} is {} in the row but {} in the log",
-                                      stored.project_id, d.field, d.stored, d.folded)});
-    }
-  }
-  std::set<std::string> stored_projects;
-  for (const auto& id : backend.project_ids(nullptr)) stored_projects.insert(id);
-  for (const auto& [id, row] : projects.projects) {
-    if (!stored_projects.contains(id)) {
-      problems.push_back({"project_row_missing", "", id,
-                          fmt::format("project {} was created at seq {} but has no row", id,
-                                      row.last_seq)});
-    }
-  }
-  std::set<std::pair<std::string, std::string>> stored_assignments;
-  for (const auto& stored : backend.all_assignments()) {
-    stored_assignments.insert({stored.project_id, stored.actor});
-    auto it = projects.assignments.find({stored.project_id, stored.actor});
-    if (it == projects.assignments.end()) {
-      if (projects.unreadable) continue;
-      problems.push_back({"assignment_without_event", "", stored.project_id,
-                          fmt::format("actor {} is assigned to project {} with no "
-                                      "actor_assigned event",
-                                      stored.actor, stored.project_id)});
-    } else if (auto d = diff(stored, it->second); !d.empty()) {
-      problems.push_back({"project_row_disagrees", "", stored.project_id,
-                          fmt::format("assignment of {} to {}: {} is {} in the row but {} in "
-                                      "the log",
-                                      stored.actor, stored.project_id, d[0].field, d[0].stored,
-                                      d[0].folded)});
-    }
-  }
-  for (const auto& [key, row] : projects.assignments) {
-    if (!stored_assignments.contains(key)) {
-      problems.push_back({"assignment_missing", "", key.first,
-                          fmt::format("actor {} was assigned to project {} at seq {} but the "
-                                      "assignment has no row",
-                                      key.second, key.first, row.last_seq)});
-    }
-  }
-
-  replay_items(backend, progress, total, events_read,
-               [&](ItemAudit& audit, const std::optional<storage::ScannedItem>& stored) {
-    for (auto& p : audit.log_problems) problems.push_back(std::move(p));
-    const std::string project = stored ? stored->row.project_id : audit.folded.project_id;
-    if (audit.events == 0) {
-      problems.push_back({"no_creation_event", audit.item_id, project,
-                          fmt::format("item {} has a row ({}) but no events at all",
-                                      audit.item_id,
-                                      stored->invalid_status.empty()
-                                          ? std::string(to_string(stored->row.status))
-                                          : stored->invalid_status)});
-      return;
-    }
-    if (audit.created && !projects.unreadable &&
-        !projects.projects.contains(audit.folded.project_id)) {
-      problems.push_back({"item_in_unknown_project", audit.item_id, audit.folded.project_id,
-                          fmt::format("item {} was queued into project {}, which the log never "
-                                      "created",
-                                      audit.item_id, audit.folded.project_id)});
-    }
-    if (!stored) {
-      problems.push_back({"orphan_events", audit.item_id, project,
-                          fmt::format("item {} has {} event(s), the last at seq {}, but no row",
-                                      audit.item_id, audit.events, audit.folded.last_seq)});
-      return;
-    }
-    // The fold is not a row to compare with.
-    if (!audit.created || audit.unreadable || projects.misfiled_items.contains(audit.item_id)) return;
-    for (const auto& d : diff(*stored, audit.folded)) {
-      const std::string kind =
-          d.field != "status"                ? field_kind(d.field)
-          : !stored->invalid_status.empty() ? std::string("status_disagrees")
-                                            : status_kind(stored->row.status, audit.folded.status,
-                                                          audit.terminals);
-      problems.push_back({kind, audit.item_id, project,
-                          fmt::format("item {}: {} is {} in the row but {} in the log",
-                                      audit.item_id, d.field, d.stored, d.folded)});
-    }
+  // Log problems of a stream come before its rows' problems.
+  Reconcile r;
+  r.problems = &problems;
+  replay_all(backend, r, events_read, progress, [&](StreamAudit& audit) {
+    for (auto& p : audit.problems) problems.push_back(std::move(p));
   });
   tx.commit();
-  if (progress) progress(events_read, total);
   return problems;
 }
 
@@ -436,96 +726,28 @@ RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& p
                     : storage::Transaction::write(backend, storage::Sync::full);
   RebuildReport report;
   report.dry_run = dry_run;
-  const std::int64_t total = backend.last_seq();
-
-  auto refuse_unreadable = [](const std::vector<LedgerProblem>& problems) {
-    for (const auto& p : problems) {
+  PendingWrites pending;
+  Reconcile r;
+  r.report = &report;
+  r.pending = dry_run ? nullptr : &pending;
+  // A rebuild from a log it cannot read, or whose index columns file an
+  // event elsewhere than its body says, would write rows the log does not
+  // support (and could hand out a fence twice): refuse, change nothing.
+  replay_all(backend, r, report.events, progress, [&](const StreamAudit& audit) {
+    if (audit.stream.kind == StreamKind::item && audit.created) ++report.items;
+    for (const auto& p : audit.problems) {
       if (p.kind == "undecodable_event" || p.kind == "unknown_event_type") {
         throw UnreadableEvent("rebuild refused, nothing changed: " + p.detail);
       }
-    }
-  };
-
-  ProjectFold projects = fold_projects(backend, report.events);
-  refuse_unreadable(projects.problems);
-  std::vector<ProjectRow> put_projects;
-  std::vector<std::string> drop_projects;
-  std::set<std::string> seen;
-  for (const auto& stored : backend.all_projects()) {
-    seen.insert(stored.project_id);
-    auto it = projects.projects.find(stored.project_id);
-    if (it == projects.projects.end()) {
-      report.changes.push_back({"projects", stored.project_id, "delete", {}});
-      drop_projects.push_back(stored.project_id);
-    } else if (auto d = diff(stored, it->second); !d.empty()) {
-      report.changes.push_back({"projects", stored.project_id, "update", describe(d)});
-      put_projects.push_back(it->second);
-    }
-  }
-  for (const auto& [id, row] : projects.projects) {
-    if (!seen.contains(id)) {
-      report.changes.push_back({"projects", id, "insert", {}});
-      put_projects.push_back(row);
-    }
-  }
-  std::vector<ProjectActorRow> put_assignments;
-  std::vector<ProjectActorRow> drop_assignments;
-  std::set<std::pair<std::string, std::string>> seen_assignments;
-  for (const auto& stored : backend.all_assignments()) {
-    const auto key = std::pair{stored.project_id, stored.actor};
-    seen_assignments.insert(key);
-    auto it = projects.assignments.find(key);
-    const std::string name = stored.project_id + "/" + stored.actor;
-    if (it == projects.assignments.end()) {
-      report.changes.push_back({"project_actors", name, "delete", {}});
-      drop_assignments.push_back(stored);
-    } else if (auto d = diff(stored, it->second); !d.empty()) {
-      report.changes.push_back({"project_actors", name, "update", describe(d)});
-      put_assignments.push_back(it->second);
-    }
-  }
-  for (const auto& [key, row] : projects.assignments) {
-    if (!seen_assignments.contains(key)) {
-      report.changes.push_back({"project_actors", key.first + "/" + key.second, "insert", {}});
-      put_assignments.push_back(row);
-    }
-  }
-
-  // Rows are written after the scan: the cursors must not see their own writes.
-  std::vector<ItemRow> put_items;
-  std::vector<std::string> drop_items;
-  replay_items(backend, progress, total, report.events,
-               [&](ItemAudit& audit, const std::optional<storage::ScannedItem>& stored) {
-    refuse_unreadable(audit.log_problems);
-    if (audit.created) ++report.items;
-    if (!audit.created) {
-      if (stored) {
-        report.changes.push_back({"items", audit.item_id, "delete", {"no queued event in the log"}});
-        drop_items.push_back(audit.item_id);
+      if (p.kind == "index_disagrees") {
+        throw UnreadableEvent("rebuild refused, nothing changed: " + p.detail +
+                              " (the body is the truth: repair the column first)");
       }
-      return;
-    }
-    if (!stored) {
-      report.changes.push_back({"items", audit.item_id, "insert", {}});
-      put_items.push_back(std::move(audit.folded));
-    } else if (auto d = diff(*stored, audit.folded); !d.empty()) {
-      report.changes.push_back({"items", audit.item_id, "update", describe(d)});
-      put_items.push_back(std::move(audit.folded));
     }
   });
-
-  if (dry_run) {
-    if (progress) progress(report.events, total);
-    return report;  // the guard rolls back: nothing written
-  }
-  for (const auto& id : drop_projects) backend.delete_project(id);
-  for (const auto& row : put_projects) backend.put_project(row);
-  for (const auto& row : drop_assignments) backend.delete_assignment(row.project_id, row.actor);
-  for (const auto& row : put_assignments) backend.put_assignment(row);
-  for (const auto& id : drop_items) backend.delete_item(id);
-  for (const auto& row : put_items) backend.put_item(row);
+  if (dry_run) return report;  // the guard rolls back: nothing written
+  for (auto& write : pending.writes) write(backend);
   tx.commit();
-  if (progress) progress(report.events, total);
   return report;
 }
 
