@@ -122,6 +122,14 @@ std::optional<Int> parse_int(kj::StringPtr text) {
   return value;
 }
 
+// Digits alone, but too many for the type: say so, not "not a number".
+bool out_of_range(kj::StringPtr text) {
+  const std::string_view t(text.cStr(), text.size());
+  const std::size_t from = !t.empty() && t[0] == '-' ? 1 : 0;
+  return t.size() > from &&
+         t.find_first_not_of("0123456789", from) == std::string_view::npos;
+}
+
 // A decimal number, as people write one: digits with an optional sign,
 // fraction and exponent; no hex, no surrounding space, no "inf" or "nan".
 std::optional<double> parse_decimal(kj::StringPtr text) {
@@ -235,6 +243,7 @@ std::vector<std::string> join_option_values(int argc, char** argv) {
 // else the JSON itself. Files and stdin are read up to just over the limit.
 std::string read_payload_argument(const std::string& arg) {
   if (arg != "-" && !arg.starts_with("@")) return arg;
+  if (arg == "@") throw InvalidArgument("@ needs a file name: @FILE reads the payload from FILE");
   constexpr std::size_t kCap = (1 << 20) + 1;
   std::string text;
   auto read_all = [&](std::istream& in, const std::string& name) {
@@ -395,6 +404,9 @@ class Cli {
     options.create = access == Access::create;
     options.read_only = access == Access::read;
     const std::string path = db_ ? *db_ : default_db_path(access == Access::create);
+    if (path == ":memory:") {
+      throw InvalidArgument("--db :memory: would keep nothing past this command: give a file");
+    }
     const auto start = std::chrono::steady_clock::now();
     ControlStore store(path, options);
     if (context_.verbose) {
@@ -511,6 +523,7 @@ class Cli {
   }
   Validity set_batch(kj::StringPtr text) {
     if (text.size() == 0) return "--batch needs a file (or - for standard input)";
+    if (batch_) return "--batch is given twice: queue one batch at a time";
     batch_ = std::string(text.cStr());
     return true;
   }
@@ -527,7 +540,22 @@ class Cli {
     std::istream& in = *batch_ == "-" ? std::cin : file;
     std::vector<std::string> payloads;
     std::string line;
-    for (std::size_t number = 1; std::getline(in, line); ++number) {
+    // A line is read up to just over the payload limit, never whole: a
+    // file without newlines (/dev/zero) is refused, not read into memory.
+    constexpr std::size_t kLineCap = (1 << 20) + 2;
+    auto next_line = [&](std::string& out) {
+      out.clear();
+      char c;
+      bool any = false;
+      while (in.get(c)) {
+        any = true;
+        if (c == '\n') return true;
+        if (out.size() >= kLineCap) return true;  // require_payload refuses it
+        out.push_back(c);
+      }
+      return any;
+    };
+    for (std::size_t number = 1; next_line(line); ++number) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (line.find_first_not_of(" \t") == std::string::npos) continue;
       try {
@@ -611,6 +639,7 @@ class Cli {
   }
   Validity set_max(kj::StringPtr text) {
     auto v = parse_int<std::size_t>(text);
+    if (!v && out_of_range(text) && text[0] != '-') return "--max is too large";
     if (!v || *v == 0) return "--max takes a positive integer";
     max_ = *v;
     return true;
@@ -695,6 +724,9 @@ class Cli {
   }
   Validity set_fence(kj::StringPtr text) {
     auto v = parse_int<Fence>(text);
+    if (!v && out_of_range(text) && text[0] != '-') {
+      return "--fence is larger than any fence (the largest is 18446744073709551615)";
+    }
     if (!v) return "--fence takes a non-negative integer";
     fences_.push_back(*v);
     return true;
@@ -865,6 +897,11 @@ class Cli {
         }
       }
       const auto c = store.status_counts(project_);
+      if (c.invalid > 0) {
+        std::cerr << fmt::format("cplane: {} item row(s) have a status that is none of the four "
+                                 "and are not counted: run cplane verify\n",
+                                 c.invalid);
+      }
       if (json_) {
         print(JsonObject()
                   .num("ready", c.ready)

@@ -82,16 +82,21 @@ void require_name(std::string_view text, const char* what) {
     throw InvalidArgument(fmt::format("{} {} is {} bytes; the limit is {}", what, quote_id(text),
                                       text.size(), kMaxNameBytes));
   }
+  if (text.front() == ' ' || text.back() == ' ') {
+    throw InvalidArgument(fmt::format("{} {} starts or ends with a space", what, quote_id(text)));
+  }
   for (std::size_t at = 0; at < text.size();) {
     const std::size_t length = utf8_sequence_length(text, at);
     if (length == 0) {
       throw InvalidArgument(fmt::format("{} {} is not valid UTF-8 (byte {})", what,
                                         quote_id(text), at));
     }
-    const auto b0 = static_cast<unsigned char>(text[at]);
-    const auto b1 = length > 1 ? static_cast<unsigned char>(text[at + 1]) : 0;
-    // C0 controls, DEL, and C1 controls (U+0080..U+009F: 0xc2 0x80..0x9f).
-    if (b0 < 0x20 || b0 == 0x7f || (b0 == 0xc2 && b1 < 0xa0)) {
+    std::uint32_t c = static_cast<unsigned char>(text[at]);
+    if (length > 1) {
+      c &= 0xffu >> (length + 1);
+      for (std::size_t i = 1; i < length; ++i) c = (c << 6) | (static_cast<unsigned char>(text[at + i]) & 0x3fu);
+    }
+    if (is_invisible_control(c)) {
       throw InvalidArgument(fmt::format("{} {} contains a control character (byte {})", what,
                                         quote_id(text), at));
     }
@@ -434,7 +439,7 @@ ControlStore::StatusCounts ControlStore::status_counts(const std::optional<std::
   auto tx = Transaction::read(*backend_);
   const auto c = backend_->status_counts(project_id ? &*project_id : nullptr);
   tx.commit();
-  return StatusCounts{c[0], c[1], c[2], c[3]};
+  return StatusCounts{c[0], c[1], c[2], c[3], c[4]};
 }
 
 Item ControlStore::item(const std::string& item_id, const std::optional<std::string>& actor) {

@@ -233,6 +233,7 @@ class ControlStore {
   // status. Reads every such row: a report for operators and probes.
   struct StatusCounts {
     std::int64_t ready = 0, claimed = 0, done = 0, failed = 0;
+    std::int64_t invalid = 0;  // rows whose status is none of the four (verify names them)
   };
   StatusCounts status_counts(const std::optional<std::string>& project_id = {});
 

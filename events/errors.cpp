@@ -31,16 +31,65 @@ const char* to_string(NotFound::Reason reason) noexcept {
   return reason == NotFound::Reason::unknown_item ? "unknown_item" : "unknown_project";
 }
 
-std::string quote_id(std::string_view id) {
-  constexpr std::size_t kShown = 80;  // characters (UTF-8 sequences), not bytes
-  std::size_t characters = 0;
-  for (std::size_t at = 0; at < id.size(); ++at) {
-    if ((static_cast<unsigned char>(id[at]) & 0xc0) == 0x80) continue;  // continuation byte
-    if (++characters > kShown) {
-      return fmt::format("'{}...' ({} bytes)", id.substr(0, at), id.size());
-    }
+namespace {
+
+// The code point of the UTF-8 sequence at `at` of `length` bytes.
+std::uint32_t code_point(std::string_view s, std::size_t at, std::size_t length) {
+  const auto b = [&](std::size_t i) { return static_cast<unsigned char>(s[at + i]); };
+  switch (length) {
+    case 1: return b(0);
+    case 2: return ((b(0) & 0x1fu) << 6) | (b(1) & 0x3fu);
+    case 3: return ((b(0) & 0x0fu) << 12) | ((b(1) & 0x3fu) << 6) | (b(2) & 0x3fu);
+    default:
+      return ((b(0) & 0x07u) << 18) | ((b(1) & 0x3fu) << 12) | ((b(2) & 0x3fu) << 6) |
+             (b(3) & 0x3fu);
   }
-  return fmt::format("'{}'", id);
+}
+
+std::size_t sequence_length(unsigned char lead) {
+  if (lead < 0x80) return 1;
+  if ((lead & 0xe0) == 0xc0) return 2;
+  if ((lead & 0xf0) == 0xe0) return 3;
+  if ((lead & 0xf8) == 0xf0) return 4;
+  return 0;
+}
+
+}  // namespace
+
+bool is_invisible_control(std::uint32_t c) {
+  return c < 0x20 || c == 0x7f || (c >= 0x80 && c <= 0x9f) ||   // C0, DEL, C1
+         (c >= 0x200b && c <= 0x200f) ||                         // zero width, LRM, RLM
+         (c >= 0x202a && c <= 0x202e) ||                         // bidi embedding, override
+         (c >= 0x2066 && c <= 0x2069) || c == 0xfeff;            // bidi isolates, BOM
+}
+
+std::string quote_id(std::string_view id) {
+  // Shown to a person, on a terminal: control and bidi characters are
+  // escaped (never sent raw), bytes that are not UTF-8 too; at most 80
+  // characters.
+  constexpr std::size_t kShown = 80;
+  std::string out = "'";
+  std::size_t characters = 0;
+  std::size_t at = 0;
+  while (at < id.size()) {
+    if (++characters > kShown) {
+      return out + fmt::format("...' ({} bytes)", id.size());
+    }
+    std::size_t length = sequence_length(static_cast<unsigned char>(id[at]));
+    if (length == 0 || at + length > id.size()) {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(id[at]));
+      ++at;
+      continue;
+    }
+    const std::uint32_t c = code_point(id, at, length);
+    if (is_invisible_control(c)) {
+      out += c < 0x80 ? fmt::format("\\x{:02x}", c) : fmt::format("\\u{:04x}", c);
+    } else {
+      out.append(id.substr(at, length));
+    }
+    at += length;
+  }
+  return out + "'";
 }
 
 }  // namespace cplane

@@ -4,6 +4,7 @@
 // module: they are translated into one of these at the boundary.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -104,8 +105,13 @@ class StorageError : public Error {
 // "busy", "unavailable", "commit_unknown", "corruption", "io", "full", "incompatible".
 const char* to_string(StorageError::Category category) noexcept;
 
-// An id, owner or actor as shown in a message: quoted, cut to 80 characters.
+// An id, owner or actor as shown in a message: quoted, cut to 80
+// characters, with control and bidi characters escaped (\x1b, \u202e).
 std::string quote_id(std::string_view id);
+
+// A code point that changes how text shows rather than showing: C0, DEL,
+// C1, zero-width and bidi controls, the BOM. Never allowed in a name.
+bool is_invisible_control(std::uint32_t code_point);
 
 // An event body that cannot be decoded: truncated, not Cap'n Proto (category
 // corruption), or of a type this build does not know (UnknownEventType).

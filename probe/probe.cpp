@@ -152,6 +152,10 @@ int run_worker(const WorkerConfig& c) {
 // ---------------------------------------------------------------------------
 // Probe side.
 
+// Worker processes a run may start: far above any fleet the probe models,
+// far below what exhausts a machine's process table.
+constexpr int kMaxWorkers = 512;
+
 struct Config {
   std::string store;
   std::string scenario;
@@ -704,6 +708,10 @@ class Main {
         .addOptionWithArg({"workers"}, [this](kj::StringPtr s) -> V {
                             auto v = integer<int>(s);
                             if (!v || *v <= 0) return "--workers takes a positive integer";
+                            // Each worker is a process: a typo must not fork-bomb the machine.
+                            if (*v > kMaxWorkers) {
+                              return kj::str("--workers is at most ", kMaxWorkers);
+                            }
                             config_.workers = *v;
                             return true;
                           },
@@ -823,8 +831,20 @@ int main(int argc, char** argv) {
   try {
     Main main(context);
     auto func = main.main();
+    // "--workers -1" is a value, refused for what it is, not a missing one.
+    std::vector<std::string> args;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      const bool takes_value = a == "--store" || a == "--scenario" || a == "--workers" ||
+                               a == "--items" || a == "--timeout";
+      if (takes_value && i + 1 < argc) {
+        args.push_back(a + "=" + argv[++i]);
+      } else {
+        args.push_back(a);
+      }
+    }
     std::vector<kj::StringPtr> params;
-    for (int i = 1; i < argc; ++i) params.emplace_back(argv[i]);
+    for (const auto& a : args) params.emplace_back(a.c_str());
     func("cplane-probe", kj::arrayPtr(params.data(), params.size()));
   } catch (const Exit& e) {
     code = e.code;

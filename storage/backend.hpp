@@ -146,8 +146,9 @@ class Backend {
   virtual Micros now() = 0;
 
   // How many items of `project_id` (all, if null) are in each status,
-  // indexed by ItemStatus. Reads every such row: for operators, not hot paths.
-  virtual std::array<std::int64_t, 4> status_counts(const std::string* project_id) = 0;
+  // indexed by ItemStatus; [4] counts rows whose status is none of the four
+  // (tampering). Reads every such row: for operators, not hot paths.
+  virtual std::array<std::int64_t, 5> status_counts(const std::string* project_id) = 0;
 };
 
 // RAII guard: rolls back unless committed.

@@ -64,7 +64,7 @@ class BackendWrapper : public Backend {
   std::vector<ProjectActorRow> all_assignments() override { return inner_->all_assignments(); }
   Seq last_seq() override { return inner_->last_seq(); }
   Micros now() override { return inner_->now(); }
-  std::array<std::int64_t, 4> status_counts(const std::string* project_id) override {
+  std::array<std::int64_t, 5> status_counts(const std::string* project_id) override {
     return inner_->status_counts(project_id);
   }
 

@@ -193,6 +193,7 @@ int no_room_errno(sqlite3* db, int rc) {
   switch (primary) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
+    case SQLITE_PROTOCOL:  // a lock SQLite retried for a while and did not get
       throw StorageError(StorageError::Category::busy, text);
     case SQLITE_CANTOPEN:
     case SQLITE_PERM:
@@ -430,11 +431,34 @@ char process_state(pid_t pid) {
 class WriterLock {
  public:
   WriterLock() = default;
-  explicit WriterLock(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // `database` is the file the lock guards: a new lock file gets its mode
+  // (so that whoever may write the database may take its lock) and, when
+  // root creates it, its owner. A symbolic link or any other non-regular
+  // file in the lock's place is refused, never written through.
+  WriterLock(const std::string& path, const std::string& database) : path_(path) {
+    struct stat db {};
+    const mode_t mode = ::stat(database.c_str(), &db) == 0 ? (db.st_mode & 0666) : 0644;
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, mode);
     if (fd_ < 0) {
       throw StorageError(StorageError::Category::unavailable,
-                         fmt::format("cannot open lock file {}: {}", path, std::strerror(errno)));
+                         fmt::format("cannot open lock file {}: {}", path,
+                                     errno == ELOOP ? "it is a symbolic link" : std::strerror(errno)));
+    }
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd_);
+      fd_ = -1;
+      throw StorageError(StorageError::Category::unavailable,
+                         fmt::format("lock file {} is not a regular file", path));
+    }
+    if (st.st_size == 0) {
+      // Just made (a holder writes its pid): the database's mode, past the
+      // umask, and, when root made it beside someone else's database, their
+      // ownership. Failures leave a lock that still works for its maker.
+      if (::geteuid() == 0 && db.st_uid != 0) {
+        [[maybe_unused]] int ignored = ::fchown(fd_, db.st_uid, db.st_gid);
+      }
+      [[maybe_unused]] int ignored = ::fchmod(fd_, mode);
     }
   }
   WriterLock(WriterLock&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
@@ -546,25 +570,6 @@ class WriterLock {
   }
 };
 
-// Percent-encodes a path for an SQLite URI ("file:" + path + "?...").
-std::string uri_path(const std::string& path) {
-  std::string out;
-  for (char c : path) {
-    if (c == '%' || c == '?' || c == '#') {
-      out += fmt::format("%{:02X}", static_cast<unsigned char>(c));
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-std::string parent_folder(const std::string& path) {
-  const auto slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 class SqliteBackend final : public Backend {
  public:
   SqliteBackend(const std::string& path, const OpenOptions& options)
@@ -587,28 +592,29 @@ class SqliteBackend final : public Backend {
       throw StorageError(StorageError::Category::unavailable,
                          fmt::format("{} is a folder, not a database file", path));
     }
+    if (exists && !S_ISREG(st.st_mode)) {
+      // /dev/null, a FIFO, a device: SQLite would leave PATH-journal and
+      // PATH-lock beside it (in /dev) and keep nothing.
+      throw StorageError(StorageError::Category::unavailable,
+                         fmt::format("{} is not a regular file", path));
+    }
     if (exists && st.st_size == 0 && !create) {
       throw StorageError(StorageError::Category::unavailable,
                          fmt::format("{} is an empty file, not a cplane database (this command "
                                      "never creates one)",
                                      path));
     }
-    std::string name = path;
+    // A reader needs PATH-wal and PATH-shm, or a folder it may create them
+    // in. Writers keep both in place when they close (PERSIST_WAL, below),
+    // so a reader in a folder it may not write finds them and reads the
+    // WAL through a read-only wal-index, consistently with running writers.
     int flags = SQLITE_OPEN_NOMUTEX;
     if (read_only_) {
       flags |= SQLITE_OPEN_READONLY;
-      // A reader needs PATH-wal and PATH-shm, or a folder it may create them
-      // in. Where it may not (a read-only folder) and there is no WAL, no
-      // writer can be at work either: the file is read as immutable.
-      if (!in_memory && ::access(parent_folder(path).c_str(), W_OK) != 0 &&
-          ::access((path + "-wal").c_str(), F_OK) != 0) {
-        name = "file:" + uri_path(path) + "?immutable=1";
-        flags |= SQLITE_OPEN_URI;
-      }
     } else {
       flags |= SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
     }
-    int rc = sqlite3_open_v2(name.c_str(), &db_, flags,
+    int rc = sqlite3_open_v2(path.c_str(), &db_, flags,
                              options.sqlite.coalesce_wal_writes ? coalescing_vfs_name() : nullptr);
     if (rc != SQLITE_OK) {
       std::string message = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
@@ -620,18 +626,31 @@ class SqliteBackend final : public Backend {
     try {
       sqlite3_extended_result_codes(db_, 1);
       set_busy_timeout(lock_timeout_);
+      // No checkpoint when a connection closes: it needs the database's
+      // exclusive lock, so a process stopped there would hold off every
+      // reader and writer. Checkpoints run inside commits (wal_autocheckpoint),
+      // under the writer's lock and its timeout.
+      sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
       // Identify the file in a read transaction before anything is written
       // or created beside it: a foreign or newer database is refused with
       // its journal mode untouched and no PATH-lock left behind.
       const int version = identify();
       if (!read_only_) {
-        if (options.sqlite.writer_flock && !in_memory) writer_lock_ = WriterLock(path + "-lock");
+        if (options.sqlite.writer_flock && !in_memory) writer_lock_ = WriterLock(path + "-lock", path);
         if (version < kSqliteSchemaVersion) migrate();
         exec("PRAGMA synchronous=FULL", "cannot set synchronous on " + path);
         if (pragma_text("PRAGMA journal_mode=WAL") != "wal" && !in_memory) {
           throw StorageError(StorageError::Category::unavailable,
                              fmt::format("cannot switch database {} to WAL mode", path));
         }
+        // PATH-wal and PATH-shm stay when the last connection closes: a
+        // reader that may not create them (a read-only folder) still finds
+        // them, and no connection rebuilds the wal-index on open (a process
+        // stopped doing that would hold off everyone). The WAL is cut back
+        // to 4 MiB whenever it restarts.
+        int persist = 1;
+        sqlite3_file_control(db_, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
+        exec("PRAGMA journal_size_limit=4194304", "cannot set journal_size_limit on " + path);
       }
       prepare();
     } catch (...) {
@@ -841,7 +860,7 @@ class SqliteBackend final : public Backend {
     return out;
   }
 
-  std::array<std::int64_t, 4> status_counts(const std::string* project_id) override {
+  std::array<std::int64_t, 5> status_counts(const std::string* project_id) override {
     Statement s(db_, project_id == nullptr
                          ? "SELECT status, count(*) FROM items GROUP BY status"
                          : "SELECT status, count(*) FROM items WHERE project_id = ?1 GROUP BY status");
@@ -850,9 +869,13 @@ class SqliteBackend final : public Backend {
     } else {
       s.bind(*project_id);
     }
-    std::array<std::int64_t, 4> out{};
+    std::array<std::int64_t, 5> out{};
     while (s.step()) {
-      if (auto status = parse_item_status(s.text(0))) out[static_cast<int>(*status)] = s.i64(1);
+      if (auto status = parse_item_status(s.text(0))) {
+        out[static_cast<int>(*status)] = s.i64(1);
+      } else {
+        out[4] += s.i64(1);
+      }
     }
     return out;
   }
@@ -968,6 +991,14 @@ class SqliteBackend final : public Backend {
       application = pragma("PRAGMA application_id");
       has_tables = pragma("SELECT count(*) FROM sqlite_master") != 0;
     } catch (const StorageError& e) {
+      if (e.category() == StorageError::Category::busy) {
+        throw StorageError(
+            StorageError::Category::busy,
+            fmt::format("gave up after {} waiting to open {}: another connection holds it "
+                        "exclusively (recovering its WAL index, or an old cplane checkpointing "
+                        "as it closes), and may be stopped; retry, or raise --lock-timeout",
+                        WriterLock::describe_timeout(lock_timeout_), path_));
+      }
       throw StorageError(e.category(), fmt::format("cannot read database {}: {}", path_, e.what()));
     }
     if (version == 0 && !has_tables && application != 0 && application != kApplicationId) {

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -552,6 +553,13 @@ TEST_CASE("reads work in a read-only folder, for a user who may not write there"
                               fs::perms::others_exec);
   fs::permissions(db, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
                           fs::perms::others_read);
+  auto files_in = [&] {
+    std::vector<std::string> files;
+    for (const auto& entry : fs::directory_iterator(folder)) files.push_back(entry.path().filename());
+    std::sort(files.begin(), files.end());
+    return files;
+  };
+  const auto before = files_in();
   CliRun as_nobody;
   if (::geteuid() == 0) as_nobody.uid = 65534;  // root ignores permissions: be someone else
   if (const auto probe = cli(db, {"stats"}, as_nobody); probe.exit_code >= 126) {
@@ -564,10 +572,9 @@ TEST_CASE("reads work in a read-only folder, for a user who may not write there"
   }
   auto write = cli(db, {"enqueue", "alpha", "{}"}, as_nobody);
   CHECK_EXIT(write, 1);
+  CHECK(files_in() == before);  // the reads made nothing (no -lock)
+  CHECK(std::find(before.begin(), before.end(), "control.db-wal") != before.end());
   fs::permissions(folder, fs::perms::owner_all);
-  std::vector<std::string> files;
-  for (const auto& entry : fs::directory_iterator(folder)) files.push_back(entry.path().filename());
-  CHECK(files == std::vector<std::string>{"control.db"});  // no -lock, -wal or -shm was made
 }
 
 // ---- 4. payloads and arguments as people pass them ------------------------------
@@ -836,4 +843,220 @@ TEST_CASE("a version-1 database is migrated to the current schema by a writer, a
                        "item_id") == std::vector<std::string>{"2"});
   ControlStore store{db};
   CHECK(verify_ledger(store).empty());
+}
+
+// ---- found by review: each was a way to break the guarantees above ----------------
+
+TEST_CASE("reads in a read-only folder stay consistent while writers work", "[operability][readonly]") {
+  TempDir dir;
+  const fs::path folder = dir.path() / "ro";
+  fs::create_directory(folder);
+  const std::string db = (folder / "control.db").string();
+  seed(db, 200);
+  for (const char* suffix : {"", "-wal", "-shm", "-lock"}) {
+    if (fs::exists(db + suffix)) fs::permissions(db + suffix, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
+  }
+  fs::permissions(dir.path(), fs::perms::owner_all | fs::perms::others_read | fs::perms::others_exec);
+  fs::permissions(folder, fs::perms::owner_all | fs::perms::others_read | fs::perms::others_exec);
+  CliRun as_nobody;
+  if (::geteuid() == 0) as_nobody.uid = 65534;
+  if (const auto probe = cli(db, {"stats"}, as_nobody); probe.exit_code >= 126) {
+    WARN("cannot run the CLI as another user here: skipped");
+    return;
+  }
+  // A writer that claims, finishes and enqueues, each in a process of its
+  // own (each closes its connection, as CLI writers do), while reads run.
+  const pid_t writer = ::fork();
+  REQUIRE(writer >= 0);
+  if (writer == 0) {
+    const auto until = SteadyClock::now() + std::chrono::seconds{3};
+    while (SteadyClock::now() < until) {
+      ControlStore store{db};
+      if (auto c = store.claim("w")) store.finish(c->item_id, c->fence, Outcome::done);
+      store.enqueue_batch("alpha", std::vector<std::string>(20, R"({"pad": "xxxxxxxxxxxxxxxx"})"));
+    }
+    ::_exit(0);
+  }
+  int failures = 0;
+  for (int i = 0; i < 12; ++i) {
+    auto r = cli(db, {"verify"}, as_nobody);
+    if (r.exit_code != 0) {
+      ++failures;
+      UNSCOPED_INFO("read " << i << ": exit " << r.exit_code << ": " << r.err);
+    }
+  }
+  int status = 0;
+  ::waitpid(writer, &status, 0);
+  CHECK(failures == 0);
+  CHECK_EXIT(cli(db, {"verify"}), 0);
+}
+
+TEST_CASE("a reader stopped inside its snapshot holds off no writer and no reader",
+          "[operability][lock]") {
+  TempDir dir;
+  const std::string db = dir.file("control.db");
+  seed(db, 3);
+  const pid_t reader = ::fork();
+  REQUIRE(reader >= 0);
+  if (reader == 0) {
+    try {
+      ControlStore store{db, {.read_only = true}};
+      store.backend().begin_read();
+      store.backend().status_counts(nullptr);  // the snapshot is taken
+      ::raise(SIGSTOP);
+    } catch (...) {
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(reader, &status, WUNTRACED) == reader);
+  CHECK_EXIT(cli(db, {"--lock-timeout", "5", "enqueue", "alpha", "{}"}), 0);
+  CHECK_EXIT(cli(db, {"--lock-timeout", "5", "claim", "--owner", "w"}), 0);
+  CHECK_EXIT(cli(db, {"verify"}), 0);
+  ::kill(reader, SIGKILL);
+  ::waitpid(reader, &status, 0);
+}
+
+TEST_CASE("writers leave the WAL and its index in place, so no open has to rebuild them",
+          "[operability][lock]") {
+  TempDir dir;
+  const std::string db = dir.file("control.db");
+  seed(db, 1);
+  CHECK_EXIT(cli(db, {"enqueue", "alpha", "{}"}), 0);
+  CHECK(fs::exists(db + "-wal"));
+  CHECK(fs::exists(db + "-shm"));
+}
+
+TEST_CASE("rebuild refuses a log whose index columns file an event elsewhere, and never lowers a "
+          "fence",
+          "[operability][verify]") {
+  TempDir dir;
+  const std::string db = dir.file("c.db");
+  std::string id;
+  {
+    ControlStore store{db};
+    store.create_project("alpha", "A");
+    id = store.enqueue("alpha", "{}", {}, 1'000'000);
+    store.claim("a", {.lease = Seconds{1}, .now = 1'000'000});
+    store.claim("b", {.lease = Seconds{100}, .now = 5'000'000});  // fence 2
+  }
+  const auto newest_claim =
+      "(SELECT max(seq) FROM events WHERE type = 'claimed' AND stream_id = '" + id + "')";
+  SECTION("a NULL item_id column") {
+    sql(db, "UPDATE events SET item_id = NULL WHERE seq = " + newest_claim);
+  }
+  SECTION("a stream_id column pointing elsewhere") {
+    sql(db, "UPDATE events SET stream_id = 'elsewhere', item_id = 'elsewhere' WHERE seq = " +
+                newest_claim);
+  }
+  SECTION("a stream_kind column no kind has") {
+    sql(db, "UPDATE events SET stream_kind = 'nowhere' WHERE seq = " + newest_claim);
+  }
+  ControlStore store{db};
+  const auto problems = verify_ledger(store);
+  REQUIRE_FALSE(problems.empty());
+  CHECK(problems[0].kind == "index_disagrees");
+  for (const auto& p : problems) CHECK(p.kind == "index_disagrees");
+  CHECK_THROWS_AS(rebuild(store, false), UnreadableEvent);
+  CHECK(store.item(id).fence == 2);
+  CHECK(store.item(id).owner == "b");
+  // The next claim (after b's lease) still gets a higher fence than b's.
+  const auto next = store.claim("c", {.now = 200'000'000});
+  REQUIRE(next);
+  CHECK(next->fence == 3);
+}
+
+TEST_CASE("the lock file is never a symbolic link and takes the database's mode",
+          "[operability][lock]") {
+  TempDir dir;
+  const std::string db = dir.file("c.db");
+  seed(db, 0);
+  const std::string victim = dir.file("victim.txt");
+  std::ofstream(victim) << "precious\n";
+  fs::remove(db + "-lock");
+  fs::create_symlink(victim, db + "-lock");
+  auto r = cli(db, {"enqueue", "alpha", "{}"});
+  CHECK_EXIT(r, 1);
+  CHECK(contains(r.err, "symbolic link"));
+  std::ifstream in(victim);
+  std::string content;
+  std::getline(in, content);
+  CHECK(content == "precious");
+
+  fs::remove(db + "-lock");
+  fs::permissions(db, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                          fs::perms::group_write | fs::perms::others_read | fs::perms::others_write);
+  CHECK_EXIT(cli(db, {"enqueue", "alpha", "{}"}), 0);
+  const auto mode = fs::status(db + "-lock").permissions();
+  CHECK((mode & fs::perms::others_write) != fs::perms::none);
+}
+
+TEST_CASE("rebuild whose output cannot be written says it took effect", "[operability][output]") {
+  TempDir dir;
+  const std::string db = dir.file("c.db");
+  const auto ids = seed(db, 1);
+  sql(db, "UPDATE items SET attempts = attempts + 5");
+  auto r = cli(db, {"rebuild"}, {.stdout_file = "/dev/full"});
+  CHECK_EXIT(r, 1);
+  CHECK(contains(r.err, "took effect"));
+  CHECK_EXIT(cli(db, {"verify"}), 0);
+}
+
+TEST_CASE("messages escape control and bidi characters, and such names are refused",
+          "[operability][args]") {
+  TempDir dir;
+  const std::string db = dir.file("c.db");
+  seed(db, 0);
+  auto r = cli(db, {"item", "\x1b[2J"});
+  CHECK_EXIT(r, 2);
+  CHECK_FALSE(contains(r.err, "\x1b"));
+  CHECK(contains(r.err, "\\x1b"));
+  CHECK(quote_id("a\u202eb") == "'a\\u202eb'");
+  ControlStore store{db};
+  for (const std::string bad : {"\u202egnp.exe", " padded", "padded ", " "}) {
+    CHECK_THROWS_AS(store.claim(bad), InvalidArgument);
+  }
+}
+
+TEST_CASE("operator mistakes in arguments get their real reason", "[operability][args]") {
+  TempDir dir;
+  const std::string db = dir.file("c.db");
+  seed(db, 0);
+  struct Case {
+    std::vector<std::string> args;
+    std::string reason;
+  };
+  const std::string file = dir.file("b.jsonl");
+  std::ofstream(file) << "{}\n";
+  for (const auto& c : std::vector<Case>{
+           {{"--db", ":memory:", "project", "create", "p", "P"}, "keep nothing"},
+           {{"--db", db, "claim", "--owner", "w", "--max", "99999999999999999999"}, "too large"},
+           {{"--db", db, "finish", "x", "--fence", "99999999999999999999", "--status", "done"},
+            "larger than any fence"},
+           {{"--db", db, "enqueue", "alpha", "--batch", file, "--batch", file}, "twice"},
+           {{"--db", db, "enqueue", "alpha", "@"}, "file name"},
+       }) {
+    INFO(c.args[2] << " " << c.args[3]);
+    auto r = run_cli(c.args);
+    CHECK_EXIT(r, 2);
+    CHECK(contains(r.err, c.reason));
+  }
+  auto dev_null = run_cli({"--db", "/dev/null", "project", "create", "p", "P"});
+  CHECK_EXIT(dev_null, 1);
+  CHECK(contains(dev_null.err, "not a regular file"));
+  auto zero = run_cli({"--db", db, "enqueue", "alpha", "--batch", "/dev/zero"});
+  CHECK_EXIT(zero, 2);
+  CHECK(contains(zero.err, "limit"));
+}
+
+TEST_CASE("stats says when rows with an invalid status are left out", "[operability][verify]") {
+  TempDir dir;
+  const std::string db = dir.file("c.db");
+  const auto ids = seed(db, 2);
+  sql(db, "PRAGMA ignore_check_constraints = 1; UPDATE items SET status = 'bogus' WHERE item_id = '" +
+              ids[0] + "'");
+  auto r = cli(db, {"stats"});
+  CHECK_EXIT(r, 0);
+  CHECK(contains(r.out, "ready: 1"));
+  CHECK(contains(r.err, "1 item row(s)"));
 }

@@ -255,8 +255,11 @@ void audit_event(StreamAudit& a, const StoredEvent& stored) {
 }
 
 void fold_event(StreamAudit& audit, const storage::RawEvent& raw, LogFacts& facts) {
-  ++audit.events;
   auto stored = read_event(raw, audit, facts);
+  // An event its body files elsewhere is not this stream's (read_event
+  // reported its columns): it neither counts nor folds here.
+  if (stored && stream_of(stored->event) != audit.stream) return;
+  ++audit.events;
   if (!stored) {
     // An unreadable event may be the creation: claim nothing about what the
     // log lacks once part of it cannot be read.
@@ -564,6 +567,8 @@ struct PendingWrites {
 // What to do with one projection's rows of one stream.
 struct Reconcile {
   std::vector<LedgerProblem>* problems = nullptr;  // verify
+  // verify: the stream each problem is about, one entry per problem.
+  std::vector<std::pair<StreamKind, std::string>>* about = nullptr;
   RebuildReport* report = nullptr;                 // rebuild
   PendingWrites* pending = nullptr;                // rebuild, not dry
 };
@@ -572,6 +577,7 @@ template <class P>
 void reconcile(RowSide<P>& side, const StreamAudit& audit, const LogFacts& facts,
                const Reconcile& r) {
   auto stored = side.take(audit.stream.id);
+  const std::size_t first_problem = r.problems != nullptr ? r.problems->size() : 0;
   std::map<std::string, typename P::Row> folded;
   for (auto& row : P::folded(audit)) folded.emplace(P::key(row), std::move(row));
 
@@ -614,6 +620,11 @@ void reconcile(RowSide<P>& side, const StreamAudit& audit, const LogFacts& facts
       if (r.pending != nullptr) {
         r.pending->writes.push_back([row = row](storage::Backend& b) { P::put(b, row); });
       }
+    }
+  }
+  if (r.about != nullptr) {
+    for (std::size_t i = first_problem; i < r.problems->size(); ++i) {
+      r.about->emplace_back(audit.stream.kind, audit.stream.id);
     }
   }
 }
@@ -684,10 +695,9 @@ void audit_unfiled(storage::Backend& backend, StreamAudit& audit, LogFacts& fact
 // them). `on_stream(audit)` sees each stream's audit (its log problems)
 // before its rows are reconciled.
 template <class OnStream>
-void replay_all(storage::Backend& backend, const Reconcile& r, std::int64_t& events_read,
-                const Progress& progress, OnStream&& on_stream) {
+void replay_all(storage::Backend& backend, const Reconcile& r, LogFacts& facts,
+                std::int64_t& events_read, const Progress& progress, OnStream&& on_stream) {
   const std::int64_t total = backend.event_count();
-  LogFacts facts;
   replay<ProjectsProjection, GrantsProjection>(
       backend, StreamKind::project, facts, r, events_read, total, progress,
       [&](StreamAudit& audit) {
@@ -708,14 +718,31 @@ void replay_all(storage::Backend& backend, const Reconcile& r, std::int64_t& eve
 std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progress& progress) {
   auto tx = storage::Transaction::read(backend);
   std::vector<LedgerProblem> problems;
+  // The stream each problem is about, to drop what a fault found later
+  // (an event filed away from its stream, seen only when its body is read)
+  // made that stream's fold report: one problem per fault.
+  std::vector<std::pair<StreamKind, std::string>> about;
   std::int64_t events_read = 0;
+  LogFacts facts;
   // Log problems of a stream come before its rows' problems.
   Reconcile r;
   r.problems = &problems;
-  replay_all(backend, r, events_read, progress, [&](StreamAudit& audit) {
-    for (auto& p : audit.problems) problems.push_back(std::move(p));
+  r.about = &about;
+  replay_all(backend, r, facts, events_read, progress, [&](StreamAudit& audit) {
+    for (auto& p : audit.problems) {
+      about.emplace_back(audit.stream.kind, audit.stream.id);
+      problems.push_back(std::move(p));
+    }
   });
   tx.commit();
+  if (!facts.incomplete.empty()) {
+    std::vector<LedgerProblem> kept;
+    for (std::size_t i = 0; i < problems.size(); ++i) {
+      if (problems[i].kind != "index_disagrees" && facts.incomplete.contains(about[i])) continue;
+      kept.push_back(std::move(problems[i]));
+    }
+    problems = std::move(kept);
+  }
   return problems;
 }
 
@@ -733,7 +760,8 @@ RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& p
   // A rebuild from a log it cannot read, or whose index columns file an
   // event elsewhere than its body says, would write rows the log does not
   // support (and could hand out a fence twice): refuse, change nothing.
-  replay_all(backend, r, report.events, progress, [&](const StreamAudit& audit) {
+  LogFacts facts;
+  replay_all(backend, r, facts, report.events, progress, [&](const StreamAudit& audit) {
     if (audit.stream.kind == StreamKind::item && audit.created) ++report.items;
     for (const auto& p : audit.problems) {
       if (p.kind == "undecodable_event" || p.kind == "unknown_event_type") {
