@@ -43,29 +43,53 @@ struct Db {
 
 }  // namespace
 
-void sql(const std::string& db, const std::string& statements) {
-  Db d(db);
-  char* error = nullptr;
-  if (sqlite3_exec(d.db, statements.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
-    std::string message = error != nullptr ? error : "unknown error";
-    sqlite3_free(error);
-    throw std::runtime_error("SQL failed: " + message + " in: " + statements);
+class SqliteContext final : public TestContext {
+ public:
+  std::string backend_name() const override { return "sqlite"; }
+  std::string fresh_store(const TempDir& dir, const std::string& name) const override {
+    return dir.file(name);
   }
+  void exec(const std::string& db, const std::string& statements) const override {
+    Db d(db);
+    char* error = nullptr;
+    if (sqlite3_exec(d.db, statements.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
+      std::string message = error != nullptr ? error : "unknown error";
+      sqlite3_free(error);
+      throw std::runtime_error("SQL failed: " + message + " in: " + statements);
+    }
+  }
+  std::vector<std::string> column(const std::string& db, const std::string& query) const override {
+    Db d(db);
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(d.db, query.c_str(), -1, &stmt, nullptr) != SQLITE_OK) {
+      throw std::runtime_error(std::string("SQL failed: ") + sqlite3_errmsg(d.db));
+    }
+    std::vector<std::string> out;
+    while (sqlite3_step(stmt) == SQLITE_ROW) {
+      auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+      out.emplace_back(text != nullptr ? text : "");
+    }
+    sqlite3_finalize(stmt);
+    return out;
+  }
+  std::vector<std::string> tables(const std::string& db) const override {
+    return column(db, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
+  }
+};
+
+const TestContext& test_context() {
+  static const SqliteContext sqlite;
+  const char* wanted = std::getenv("CPLANE_TEST_BACKEND");
+  if (wanted != nullptr && *wanted != '\0' && std::string(wanted) != sqlite.backend_name()) {
+    throw std::runtime_error(std::string("no test context for backend ") + wanted);
+  }
+  return sqlite;
 }
 
+void sql(const std::string& db, const std::string& statements) { test_context().exec(db, statements); }
+
 std::vector<std::string> sql_column(const std::string& db, const std::string& query) {
-  Db d(db);
-  sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(d.db, query.c_str(), -1, &stmt, nullptr) != SQLITE_OK) {
-    throw std::runtime_error(std::string("SQL failed: ") + sqlite3_errmsg(d.db));
-  }
-  std::vector<std::string> out;
-  while (sqlite3_step(stmt) == SQLITE_ROW) {
-    auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
-    out.emplace_back(text != nullptr ? text : "");
-  }
-  sqlite3_finalize(stmt);
-  return out;
+  return test_context().column(db, query);
 }
 
 namespace {

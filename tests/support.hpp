@@ -26,11 +26,33 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// Runs SQL statements on the database at `db` through a separate connection.
-// Throws std::runtime_error with SQLite's message on failure.
-void sql(const std::string& db, const std::string& statements);
+// The backend under test, as the conformance suite sees it (SOCI's
+// test_context): a fresh store, raw statements on its database to tamper
+// with it the way an operator or a bug would, its tables. Every command,
+// verify and rebuild test reaches the database through this, so a second
+// backend adds one context, not a second suite.
+class TestContext {
+ public:
+  virtual ~TestContext() = default;
+  virtual std::string backend_name() const = 0;
+  // The URL (or path) of a new store in `dir`; nothing exists there yet.
+  virtual std::string fresh_store(const TempDir& dir, const std::string& name) const = 0;
+  // Runs statements through a connection of its own. Throws
+  // std::runtime_error with the database's message on failure.
+  virtual void exec(const std::string& store, const std::string& statements) const = 0;
+  // The first column of every row `query` returns, as text ("" for NULL).
+  virtual std::vector<std::string> column(const std::string& store,
+                                          const std::string& query) const = 0;
+  // The store's tables, sorted.
+  virtual std::vector<std::string> tables(const std::string& store) const = 0;
+};
 
-// The first column of every row `query` returns, as text ("" for NULL).
+// The context of the backend this run tests ($CPLANE_TEST_BACKEND; SQLite
+// unless it names another).
+const TestContext& test_context();
+
+// Shorthands for test_context().exec and .column.
+void sql(const std::string& db, const std::string& statements);
 std::vector<std::string> sql_column(const std::string& db, const std::string& query);
 
 // The result of running the cplane CLI.
