@@ -1,4 +1,6 @@
 #include "commands/control_store.hpp"
+#include "storage/backend.hpp"
+#include "storage/open.hpp"
 
 #include <cmath>
 #include <limits>
@@ -187,10 +189,6 @@ Micros ControlStore::clock(std::optional<Micros> now) const {
 
 ControlStore::InUse::~InUse() { store_.in_use_.store(false, std::memory_order_release); }
 
-storage::Backend& ControlStore::backend() {
-  if (!backend_) throw InvalidArgument("this ControlStore was moved from: use the store it was moved to");
-  return *backend_;
-}
 
 Sync ControlStore::sync_for_claims() const {
   return options_.durability == Durability::normal ? Sync::normal : Sync::full;

@@ -10,21 +10,11 @@
 #include <memory>
 #include <string>
 
+#include <cplane/sqlite_options.hpp>
+
 #include "storage/backend.hpp"
 
 namespace cplane::storage {
-
-// The knobs of the SQLite backend only.
-struct SqliteOptions {
-  // Serialise writers through an exclusive flock(2) on PATH-lock (a side
-  // file) before BEGIN IMMEDIATE. Fair under contention: waiters queue in
-  // the kernel instead of polling, so no worker starves. SQLite's busy
-  // handler stays as a safety net for writers that do not take the side
-  // lock (the sqlite3 shell), bounded by the same lock timeout.
-  bool writer_flock = true;
-  // Write each WAL commit with one system call (storage/coalescing_vfs.cpp).
-  bool coalesce_wal_writes = true;
-};
 
 // What every backend understands when a store is opened.
 struct OpenOptions {

@@ -28,6 +28,7 @@
 
 #include "storage/backend_wrapper.hpp"
 #include "storage/sqlite_backend.hpp"
+#include "commands/backend_access.hpp"
 #include "tests/support.hpp"
 
 namespace {
@@ -111,7 +112,7 @@ TEST_CASE("a writer stopped with SIGSTOP while holding the lock stops no read, a
   if (holder == 0) {
     try {
       ControlStore store{db};
-      store.backend().begin_write(storage::Sync::full);  // holds PATH-lock and SQLite's lock
+      BackendAccess::backend(store).begin_write(storage::Sync::full);  // holds PATH-lock and SQLite's lock
       ::raise(SIGSTOP);
     } catch (...) {
     }
@@ -179,7 +180,7 @@ TEST_CASE("the library's lock_timeout bounds a write and its busy error names th
   const std::string db = dir.file("control.db");
   seed(db);
   ControlStore holder{db};
-  holder.backend().begin_write(storage::Sync::full);
+  BackendAccess::backend(holder).begin_write(storage::Sync::full);
   ControlStore waiter{db, {.lock_timeout = std::chrono::milliseconds{200}}};
   const auto start = SteadyClock::now();
   try {
@@ -193,7 +194,7 @@ TEST_CASE("the library's lock_timeout bounds a write and its busy error names th
   // A read-only store of the same file reads on, lock or no lock.
   ControlStore reader{db, {.read_only = true}};
   CHECK(reader.status_counts().ready == 2);
-  holder.backend().rollback();
+  BackendAccess::backend(holder).rollback();
   CHECK_NOTHROW(waiter.enqueue("alpha", "{}"));
 }
 
@@ -901,8 +902,8 @@ TEST_CASE("a reader stopped inside its snapshot holds off no writer and no reade
   if (reader == 0) {
     try {
       ControlStore store{db, {.read_only = true}};
-      store.backend().begin_read();
-      store.backend().status_counts(nullptr);  // the snapshot is taken
+      BackendAccess::backend(store).begin_read();
+      BackendAccess::backend(store).status_counts(nullptr);  // the snapshot is taken
       ::raise(SIGSTOP);
     } catch (...) {
     }

@@ -12,6 +12,7 @@
 #include <cplane/cplane.hpp>
 
 #include "storage/sqlite_backend.hpp"
+#include "commands/backend_access.hpp"
 #include "tests/support.hpp"
 
 using namespace cplane;
@@ -142,14 +143,14 @@ TEST_CASE("a held write lock makes a command wait, then fail as busy", "[storage
   holder.create_project("alpha", "A");
   ControlStore waiter{db, {.lock_timeout = std::chrono::milliseconds{200},
                            .sqlite = {.writer_flock = false}}};
-  holder.backend().begin_write(storage::Sync::full);
+  BackendAccess::backend(holder).begin_write(storage::Sync::full);
   try {
     waiter.enqueue("alpha", "{}");
     FAIL("enqueue did not wait for the lock");
   } catch (const StorageError& e) {
     CHECK(e.category() == StorageError::Category::busy);
   }
-  holder.backend().rollback();
+  BackendAccess::backend(holder).rollback();
   CHECK_NOTHROW(waiter.enqueue("alpha", "{}"));
 }
 

@@ -8,30 +8,15 @@
 //   store.finish(claim->item_id, claim->fence, cplane::Outcome::done);
 //   assert(cplane::verify_ledger(store).empty());
 //
-// This umbrella header is where the sibling layers meet: commands/ (the store)
-// and verify/ (replay-and-compare, rebuild) do not depend on each other.
+// The public headers, all under <cplane/...>: store (ControlStore and its
+// options), errors, events, rows, ledger (problems and rebuild reports),
+// verify, version. Nothing else is installed.
 #pragma once
 
-#include "commands/control_store.hpp"
-#include "events/errors.hpp"
-#include "events/event.hpp"
-#include "verify/verify.hpp"
-
-namespace cplane {
-
-// Replays the store's log and compares it with its rows; empty when they agree.
-inline std::vector<LedgerProblem> verify_ledger(ControlStore& store,
-                                                const Progress& progress = {}) {
-  return store.with_backend(
-      [&](storage::Backend& backend) { return verify_ledger(backend, progress); });
-}
-
-// Rewrites the store's rows from its log (see verify/verify.hpp). A dry run
-// reads one snapshot and works on a read-only store.
-inline RebuildReport rebuild(ControlStore& store, bool dry_run = false,
-                             const Progress& progress = {}) {
-  return store.with_backend(
-      [&](storage::Backend& backend) { return rebuild(backend, dry_run, progress); });
-}
-
-}  // namespace cplane
+#include <cplane/errors.hpp>
+#include <cplane/events.hpp>
+#include <cplane/ledger.hpp>
+#include <cplane/rows.hpp>
+#include <cplane/store.hpp>
+#include <cplane/verify.hpp>
+#include <cplane/version.hpp>

@@ -1,0 +1,136 @@
+// The exceptions cplane raises. Every refusal a caller must handle has its own
+// type; all derive from cplane::Error so that a CLI or a test can catch the
+// family. Third-party exceptions (KJ, fmt, SQLite, libpq) never escape a
+// module: they are translated into one of these at the boundary.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace cplane {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Every refusal below carries a reason a program can branch on, besides a
+// sentence for a person (the CLI's --json errors print both).
+
+// A finish (or any fenced report) presented a fence that is not the item's
+// current one, or the item is not currently claimed, is terminal, or does not
+// exist. The work must not be reported; the item belongs to someone else now.
+// reason() tells the four cases apart for a program; what() is a sentence.
+class FenceRejected : public Error {
+ public:
+  enum class Reason {
+    unknown_item,  // no such item
+    terminal,      // the item is already done or failed
+    not_claimed,   // the item is ready: nobody holds it
+    stale_fence,   // the fence is not the item's current one (older, or never issued)
+  };
+
+  FenceRejected(Reason reason, const std::string& message) : Error(message), reason_(reason) {}
+
+  Reason reason() const noexcept { return reason_; }
+
+ private:
+  Reason reason_;
+};
+
+// "unknown_item", "terminal", "not_claimed", "stale_fence".
+const char* to_string(FenceRejected::Reason reason) noexcept;
+
+// A scoped actor asked for a project or item outside its scope, or one that
+// does not exist. The message never names the project or item and never tells
+// which of the two cases it was.
+class ScopeDenied : public Error {
+ public:
+  ScopeDenied() : Error("access denied: outside this actor's scope") {}
+};
+
+// The input can never succeed as given (malformed JSON, a non-positive lease,
+// an unknown outcome, an empty id, ...). Nothing was changed.
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
+
+// Our own invariant failed (a bug in cplane, or rows edited behind its
+// back): never the caller's fault, never reported as InvalidArgument.
+class InternalError : public Error {
+ public:
+  using Error::Error;
+};
+
+// No such item or project. Raised only to unscoped (control-plane) callers;
+// scoped actors get ScopeDenied instead.
+class NotFound : public Error {
+ public:
+  enum class Reason { unknown_item, unknown_project };
+  NotFound(Reason reason, const std::string& message) : Error(message), reason_(reason) {}
+  Reason reason() const noexcept { return reason_; }
+
+ private:
+  Reason reason_;
+};
+
+// "unknown_item" or "unknown_project".
+const char* to_string(NotFound::Reason reason) noexcept;
+
+// The storage layer failed. The category says what the caller may do.
+class StorageError : public Error {
+ public:
+  enum class Category {
+    busy,            // the write lock could not be had in time: retry
+    unavailable,     // the database cannot be opened or reached: fix, reconnect
+    commit_unknown,  // the commit may or may not have happened: never retry blindly
+    corruption,      // the file is not a cplane database, or its contents are damaged
+    io,              // any other failure of the database or the file system
+    full,            // the disk, a quota or the file size limit is full: nothing was written
+    incompatible,    // a newer cplane wrote this database or event: upgrade, do not restore
+  };
+
+  StorageError(Category category, const std::string& message)
+      : Error(message), category_(category) {}
+
+  Category category() const noexcept { return category_; }
+
+ private:
+  Category category_;
+};
+
+// "busy", "unavailable", "commit_unknown", "corruption", "io", "full", "incompatible".
+const char* to_string(StorageError::Category category) noexcept;
+
+// An id, owner or actor as shown in a message: quoted, cut to 80
+// characters, with control and bidi characters escaped (\x1b, \u202e).
+std::string quote_id(std::string_view id);
+
+// A code point that changes how text shows rather than showing: C0, DEL,
+// C1, zero-width and bidi controls, the BOM. Never allowed in a name.
+bool is_invisible_control(std::uint32_t code_point);
+
+// An event body that cannot be decoded: truncated, not Cap'n Proto (category
+// corruption), or of a type this build does not know (UnknownEventType).
+class UnreadableEvent : public StorageError {
+ public:
+  explicit UnreadableEvent(const std::string& message)
+      : StorageError(Category::corruption, message) {}
+
+ protected:
+  UnreadableEvent(Category category, const std::string& message)
+      : StorageError(category, message) {}
+};
+
+// An event of a type this build does not know (written by a newer cplane):
+// category incompatible. Upgrade cplane; the log is not damaged.
+class UnknownEventType : public UnreadableEvent {
+ public:
+  explicit UnknownEventType(const std::string& message)
+      : UnreadableEvent(Category::incompatible, message) {}
+};
+
+}  // namespace cplane

@@ -1,0 +1,68 @@
+// What verify and rebuild report: problems in the ledger, rows rebuild
+// changed. Plain values.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace cplane {
+
+// One disagreement. `kind` is a stable snake_case name (see kProblemKinds);
+// `item_id` names the item ("" for a problem of a project row), `project_id`
+// the project where known; `detail` is a sentence giving both values.
+struct LedgerProblem {
+  std::string kind;
+  std::string item_id;
+  std::string project_id;
+  std::string detail;
+};
+
+// Every kind verify can report, with its meaning:
+//   no_creation_event        an item row, or an item's events, without a queued event
+//   duplicate_creation_event two queued (or project_created) events for one stream
+//   orphan_events            events of an item that has no row
+//   two_terminal_events      more than one done/failed event for an item
+//   event_after_terminal     an event after the item's terminal event
+//   terminal_without_event   the row is done/failed, the log has no terminal event
+//   terminal_events_disagree the row is done and the log says failed, or the reverse
+//   event_without_terminal   the log has a terminal event, the row is not terminal
+//   ready_after_claim        the row is ready but the log says it was claimed
+//   status_disagrees         any other status mismatch
+//   fence_not_monotonic      a claim whose fence is not above every earlier fence
+//   stale_fence_accepted     a finish whose fence is not the item's current fence
+//   fence_disagrees          the row's fence is not the log's
+//   owner_disagrees, attempts_disagrees, lease_disagrees, project_disagrees,
+//   payload_disagrees, detail_disagrees, queued_disagrees (queued_seq/at),
+//   last_seq_disagrees (last_seq/updated_at)
+//                            that field of the row is not the log's
+//   item_in_unknown_project  an item queued into a project the log never created
+//   undecodable_event        an event body that cannot be decoded
+//   unknown_event_type       an event of a type this build does not know
+//   index_disagrees          an event's item_id/project_id/type/at column is not its body's
+//   claim_while_leased       a claim made while another worker's lease had not lapsed
+//   project_row_missing, project_row_without_event, project_row_disagrees,
+//   assignment_missing, assignment_without_event
+//                            the same checks for projects and assignments
+extern const std::vector<std::string> kProblemKinds;
+
+// Called now and then with the events read so far and the total.
+using Progress = std::function<void(std::int64_t done, std::int64_t total)>;
+
+// One row that rebuild changed (or would change).
+struct RowChange {
+  std::string table;     // "items", "projects" or "project_actors"
+  std::string key;       // item id, project id, or "project/actor"
+  std::string action;    // "insert", "update" or "delete"
+  std::vector<std::string> fields;  // for an update: "status: ready -> claimed", ...
+};
+
+struct RebuildReport {
+  std::vector<RowChange> changes;
+  std::int64_t events = 0;  // events replayed
+  std::int64_t items = 0;   // items in the fold
+  bool dry_run = false;
+};
+
+}  // namespace cplane

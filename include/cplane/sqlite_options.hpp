@@ -1,0 +1,18 @@
+// The knobs of the SQLite backend, the embedded default
+// (StoreOptions::sqlite). Other backends ignore them.
+#pragma once
+
+namespace cplane::storage {
+
+struct SqliteOptions {
+  // Serialise writers through an exclusive flock(2) on PATH-lock (a side
+  // file) before BEGIN IMMEDIATE. Fair under contention: waiters queue in
+  // the kernel instead of polling, so no worker starves. SQLite's busy
+  // handler stays as a safety net for writers that do not take the side
+  // lock (the sqlite3 shell), bounded by the same lock timeout.
+  bool writer_flock = true;
+  // Write each WAL commit with one system call instead of two per page.
+  bool coalesce_wal_writes = true;
+};
+
+}  // namespace cplane::storage

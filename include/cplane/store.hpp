@@ -1,0 +1,285 @@
+// The public store API. Each command is one write transaction that reads the
+// projected rows, decides (decide.hpp), appends the events and applies them
+// (projections/apply.hpp). A refusal appends nothing and changes nothing.
+//
+// Errors: FenceRejected, ScopeDenied, InvalidArgument and NotFound are
+// refusals (events/errors.hpp); StorageError's category says whether to retry.
+//
+// Thread-safety: a ControlStore is one database connection; use one per
+// thread or process. A call made while another thread is inside a call on
+// the same store throws InvalidArgument (nothing is done). Any number of
+// stores, in any number of processes, may share one database file.
+#pragma once
+
+#include <chrono>
+#include <concepts>
+#include <cstdint>
+#include <limits>
+#include <string_view>
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <cplane/errors.hpp>
+#include <cplane/events.hpp>
+#include <cplane/ledger.hpp>
+#include <cplane/rows.hpp>
+#include <cplane/sqlite_options.hpp>
+
+namespace cplane {
+
+namespace storage {
+class Backend;  // the storage contract (storage/backend.hpp), not part of this API
+enum class Sync;
+}  // namespace storage
+
+// Which commits wait for the disk (SQLite `synchronous`). Every level
+// survives a crash of the process; they differ on a power loss or OS crash.
+enum class Durability {
+  // Every commit is FULL. The slowest and the strictest.
+  full,
+  // The default. Commits that hand out or create something (claim, enqueue,
+  // create_project, assign) are FULL: a worker never learns a fence, nor a
+  // producer an item id, that a power loss could take back. A finish is
+  // NORMAL: if a power loss drops it, the item's lease lapses and the work
+  // runs again under a higher fence; nothing is lost, nothing is fenced twice.
+  fenced,
+  // Every commit is NORMAL. Fastest. A power loss can drop the last claims,
+  // so the same fence may be handed out twice after restart: only for data
+  // you can afford to redo under a broken fence guarantee.
+  normal,
+};
+
+std::string_view to_string(Durability durability);
+// "full", "fenced" or "normal"; anything else throws InvalidArgument.
+Durability parse_durability(std::string_view text);
+
+using Seconds = std::chrono::duration<double>;
+
+struct StoreOptions {
+  Seconds lease{900.0};  // the lease a claim gets unless it asks for another
+  Durability durability = Durability::fenced;
+  // How long a write waits for the write lock before StorageError(busy),
+  // whose message names the holder's pid (and says if it is stopped).
+  std::chrono::milliseconds lock_timeout{30'000};
+  bool create = true;  // create the database if missing or empty (off for rebuild)
+  // Read only: no lock, nothing created, migrated or written; never waits
+  // for a writer. Write commands then throw InvalidArgument.
+  bool read_only = false;
+  storage::SqliteOptions sqlite;  // SQLite's own knobs (<cplane/sqlite_options.hpp>)
+};
+
+// The longest lease, and the latest explicit clock, a command accepts.
+inline constexpr double kMaxLeaseSeconds = 10.0 * 365 * 24 * 3600;  // ten years
+inline constexpr Micros kMaxNow = std::numeric_limits<Micros>::max() / 2;
+
+// The input checks commands make before they touch the database, for callers
+// (the CLI) that refuse bad input before they open a store. Each throws
+// InvalidArgument with a sentence, or returns the value in microseconds.
+Micros require_lease(Seconds lease);   // positive, finite, at most kMaxLeaseSeconds
+Micros require_now(Micros now);        // 0 ..= kMaxNow
+void require_payload(std::string_view payload_json);  // JSON, at most 1 MiB
+void require_outcome(Outcome outcome);  // done or failed
+// Ids, owners and actors: printable UTF-8 of 1 to kMaxNameBytes bytes, no
+// control characters (C0, DEL, C1). Throws InvalidArgument naming `what` and
+// quoting the text cut to 80 characters.
+inline constexpr std::size_t kMaxNameBytes = 256;
+void require_name(std::string_view text, const char* what);
+
+
+using Item = ItemRow;
+
+// What a worker needs to do the work and report it.
+struct ClaimedItem {
+  std::string item_id;
+  std::string project_id;
+  std::string payload;           // JSON text
+  Fence fence = 0;               // present it to finish
+  std::uint32_t attempts = 0;    // 1 on the first claim
+  Micros lease_expires_at = 0;
+};
+
+struct ClaimOptions {
+  std::optional<std::string> actor;   // scope: claim only from this actor's projects
+  std::optional<Seconds> lease;       // else StoreOptions::lease
+  std::optional<Micros> now;          // else the wall clock
+};
+
+class ControlStore {
+ public:
+  // Opens (creating if missing, unless options.create is off or read_only)
+  // the store `url` names: a file path or "sqlite:PATH" (SQLite), later
+  // "postgresql://..." (storage/open.hpp). Throws InvalidArgument for a bad
+  // lease (before touching the file) or an SQLite URI; StorageError otherwise.
+  explicit ControlStore(const std::string& url, StoreOptions options = {});
+  // Runs on any backend (tests wrap one to inject faults or observe it).
+  explicit ControlStore(std::unique_ptr<storage::Backend> backend, StoreOptions options = {});
+  ~ControlStore();
+  ControlStore(ControlStore&&) noexcept;
+  ControlStore& operator=(ControlStore&&) noexcept;
+
+  // Appends project_created. InvalidArgument if the id is empty or taken.
+  void create_project(const std::string& id, const std::string& title,
+                      const std::string& status = "open", std::optional<Micros> now = {});
+
+  // Grants a scoped actor the project: it may then see it, enqueue into it
+  // and claim from it (appends actor_assigned; nothing if already granted).
+  // NotFound for an unknown project.
+  void grant(const std::string& project_id, const std::string& actor,
+             std::optional<Micros> now = {});
+
+  // The old name of grant, kept for one release.
+  [[deprecated("use grant(project, actor)")]] void assign(const std::string& project_id,
+                                                         const std::string& actor,
+                                                         std::optional<Micros> now = {}) {
+    grant(project_id, actor, now);
+  }
+
+  // Sorted project ids: all of them, or only those assigned to `actor`.
+  std::vector<std::string> visible_projects(const std::optional<std::string>& actor = {});
+
+  // Appends queued and returns the new item id. InvalidArgument for a payload
+  // that is not JSON or is over 1 MiB. An unknown project is NotFound for the control plane
+  // and ScopeDenied for a scoped actor, exactly as a project not theirs.
+  std::string enqueue(const std::string& project_id, const std::string& payload_json,
+                      const std::optional<std::string>& actor = {},
+                      std::optional<Micros> now = {});
+
+  // Claims an available item for `owner` and appends claimed with a fence
+  // one above the item's last. Per project in scope the candidates are the
+  // oldest ready item (queue order) and the item whose lease lapsed first;
+  // of all candidates the one queued first wins, so a lapsed item is not
+  // starved behind a deep queue. nullopt when nothing is available.
+  // Every `now` is a non-negative number of microseconds since the epoch.
+  // InvalidArgument for an empty owner or a lease that is not a positive,
+  // finite number of seconds.
+  std::optional<ClaimedItem> claim(const std::string& owner, const ClaimOptions& options = {});
+
+  // Reports the item done or failed (appends done/failed). FenceRejected if
+  // `fence` is not the current fence, or the item is not claimed, is
+  // terminal, or does not exist. A lapsed lease that nobody reclaimed yet
+  // still accepts its current fence: the fence, not the clock, decides.
+  void finish(const std::string& item_id, Fence fence, Outcome outcome,
+              const std::string& detail = "", std::optional<Micros> now = {});
+
+  // The same, with options: `finish(id, fence, Outcome::done, {.actor = "alice"})`.
+  // With an actor, an item outside its projects (or missing) is ScopeDenied,
+  // checked in the same transaction, before the fence: a scoped actor learns
+  // nothing, not even a fence, about other projects' items.
+  struct FinishOptions {
+    std::string detail;
+    std::optional<std::string> actor;
+    std::optional<Micros> now;
+  };
+  void finish(const std::string& item_id, Fence fence, Outcome outcome,
+              const FinishOptions& options);
+
+  // ---- batches: fewer transactions per item ------------------------------
+
+  // Queues several items in one transaction; all or nothing. Returns their
+  // ids in order. The same refusals as enqueue.
+  std::vector<std::string> enqueue_batch(const std::string& project_id,
+                                         const std::vector<std::string>& payloads_json,
+                                         const std::optional<std::string>& actor = {},
+                                         std::optional<Micros> now = {});
+
+  // Claims up to `max_items` items, oldest first, in one transaction (one
+  // claimed event each). Empty when nothing is available. InvalidArgument
+  // for max_items == 0 and as claim.
+  std::vector<ClaimedItem> claim_batch(const std::string& owner, std::size_t max_items,
+                                       const ClaimOptions& options = {});
+
+  // The same as claim_batch: `store.claim("worker-1", 8)`. (A template so
+  // that `claim(owner, {})` still means one claim with default options.)
+  template <std::integral N>
+  std::vector<ClaimedItem> claim(const std::string& owner, N max_items,
+                                 const ClaimOptions& options = {}) {
+    if (max_items <= 0) throw InvalidArgument("a batch claim needs max_items of at least 1");
+    return claim_batch(owner, static_cast<std::size_t>(max_items), options);
+  }
+
+  struct Report {
+    std::string item_id;
+    Fence fence = 0;
+    Outcome outcome = Outcome::done;
+    std::string detail;
+  };
+
+  // Finishes several items in one transaction; all or nothing: if any report
+  // is refused, FenceRejected names that item and nothing is written.
+  // With an actor, every item must be in its projects (else ScopeDenied).
+  void finish_batch(const std::vector<Report>& reports, std::optional<Micros> now = {},
+                    const std::optional<std::string>& actor = {});
+
+  // Finishes one item and, in the same transaction, claims `owner`'s next
+  // one: half the transactions of finish + claim. If the finish is refused
+  // (FenceRejected; ScopeDenied when options.actor is set and the item is
+  // not in its projects) nothing is claimed either. nullopt: finished,
+  // nothing left to claim.
+  std::optional<ClaimedItem> finish_and_claim(const std::string& item_id, Fence fence,
+                                              Outcome outcome, const std::string& owner,
+                                              const ClaimOptions& options = {},
+                                              const std::string& detail = "");
+
+  // The item's row. Scoped: ScopeDenied for an item of another project or
+  // one that does not exist. Unscoped: NotFound if it does not exist.
+  Item item(const std::string& item_id, const std::optional<std::string>& actor = {});
+
+  // The item's events, oldest first. Scoped: ScopeDenied unless the item's
+  // row exists in one of the actor's projects. Unscoped: also the events of
+  // an item whose row is gone; NotFound if there are none.
+  std::vector<StoredEvent> events(const std::string& item_id,
+                                  const std::optional<std::string>& actor = {});
+
+  // How many items of `project_id` (all projects if nullopt) are in each
+  // status. Reads every such row: a report for operators and probes.
+  struct StatusCounts {
+    std::int64_t ready = 0, claimed = 0, done = 0, failed = 0;
+    std::int64_t invalid = 0;  // rows whose status is none of the four (verify names them)
+  };
+  StatusCounts status_counts(const std::optional<std::string>& project_id = {});
+
+  const StoreOptions& options() const { return options_; }
+
+ private:
+  // verify and rebuild read the connection itself (<cplane/verify.hpp>);
+  // tests reach it through commands/backend_access.hpp.
+  friend std::vector<LedgerProblem> verify_ledger(ControlStore& store, const Progress& progress);
+  friend RebuildReport rebuild(ControlStore& store, bool dry_run, const Progress& progress);
+  friend struct BackendAccess;
+
+  // Marks the store busy for one call; throws InvalidArgument if it already
+  // is (another thread) or if the store was moved from.
+  class InUse {
+   public:
+    explicit InUse(ControlStore& store);
+    ~InUse();
+    InUse(const InUse&) = delete;
+    InUse& operator=(const InUse&) = delete;
+
+   private:
+    ControlStore& store_;
+  };
+
+  std::optional<ClaimedItem> claim_in_tx(const std::string& owner, const ClaimOptions& options,
+                                         Micros lease, Micros at);
+  void finish_in_tx(const std::string& item_id, Fence fence, Outcome outcome,
+                    const std::string& detail, Micros at, const std::optional<std::string>& actor);
+  std::string enqueue_in_tx(const ProjectRow& project, const std::string& payload_json,
+                            const std::optional<std::string>& actor, Micros at);
+  ProjectRow visible_project(const std::string& project_id, const std::optional<std::string>& actor);
+  Micros clock(std::optional<Micros> now) const;
+  storage::Sync sync_for_claims() const;
+  storage::Sync sync_for_finish() const;
+  std::pair<Micros, Micros> check_claim(const std::string& owner,
+                                       const ClaimOptions& options) const;
+
+  std::unique_ptr<storage::Backend> backend_;
+  StoreOptions options_;
+  std::atomic<bool> in_use_{false};
+};
+
+}  // namespace cplane
