@@ -1,0 +1,118 @@
+// cplane verify, rebuild, migrate: the ledger and its schema.
+#include "cli/cli.hpp"
+
+#include "storage/sqlite_backend.hpp"
+
+namespace cplane::cli {
+
+kj::MainFunc Cli::migrate_command() {
+  return globals(kj::MainBuilder(context_, kVersionLine,
+                                 "Upgrade an existing database to the schema this cplane writes "
+                                 "(opening it to write does the same). Reads never migrate: an "
+                                 "older database is refused by them until this has run. Never "
+                                 "creates a database."))
+      .callAfterParsing(KJ_BIND_METHOD(*this, run_migrate))
+      .build();
+}
+
+Validity Cli::run_migrate() {
+  return run([&] {
+    auto store = open(Access::write);
+    changed_ = true;
+    print(json_ ? JsonObject().num("schema_version", storage::kSqliteSchemaVersion).done()
+                : fmt::format("schema version {}", storage::kSqliteSchemaVersion));
+  });
+}
+
+kj::MainFunc Cli::verify_command() {
+  return globals(kj::MainBuilder(context_, kVersionLine, "Replay the whole log through the projection and compare it with the stored "
+             "rows. Exit 6 if any problem is found; each names its item."))
+      .callAfterParsing(KJ_BIND_METHOD(*this, run_verify))
+      .build();
+}
+
+Validity Cli::run_verify() {
+  return run([&] {
+    auto store = open(Access::read);
+    auto problems = verify_ledger(store, progress("verify"));
+    end_progress();
+    if (json_) {
+      std::string out = "[";
+      for (size_t i = 0; i < problems.size(); ++i) {
+        const auto& p = problems[i];
+        out += (i ? "," : "") + JsonObject()
+                                    .str("kind", p.kind)
+                                    .str_or_null("item_id", p.item_id)
+                                    .str_or_null("project_id", p.project_id)
+                                    .str("detail", p.detail)
+                                    .done();
+      }
+      print(out + "]");
+    } else if (problems.empty()) {
+      print("ok: the rows agree with the log");
+    } else {
+      for (const auto& p : problems) {
+        print(fmt::format("{} {}: {}", p.kind, p.item_id.empty() ? p.project_id : p.item_id,
+                          p.detail));
+      }
+    }
+    if (!problems.empty()) {
+      if (!json_) std::cerr << problems.size() << " problem(s) found\n";
+      throw Exit{kProblemsFound};
+    }
+  });
+}
+
+kj::MainFunc Cli::rebuild_command() {
+  return globals(kj::MainBuilder(context_, kVersionLine, "Rewrite the projected rows from the log in one transaction. With --dry-run, "
+             "list each row that would change and how, and write nothing."))
+      .addOption({"dry-run"}, KJ_BIND_METHOD(*this, set_dry_run),
+                 "show what would change; write nothing")
+      .callAfterParsing(KJ_BIND_METHOD(*this, run_rebuild))
+      .build();
+}
+
+Validity Cli::set_dry_run() {
+  dry_run_ = true;
+  return true;
+}
+
+Validity Cli::run_rebuild() {
+  return run([&] {
+    auto store = open(dry_run_ ? Access::read : Access::write);
+    auto report = rebuild(store, dry_run_, progress("rebuild"));
+    changed_ = !dry_run_ && !report.changes.empty();
+    end_progress();
+    if (json_) {
+      std::string changes = "[";
+      for (size_t i = 0; i < report.changes.size(); ++i) {
+        const auto& c = report.changes[i];
+        std::string fields = "[";
+        for (size_t j = 0; j < c.fields.size(); ++j) {
+          fields += (j ? "," : "") + json_string(c.fields[j]);
+        }
+        JsonObject o;
+        o.str("table", c.table).str("key", c.key).str("action", c.action);
+        if (c.table == "items") o.str("item_id", c.key);
+        changes += (i ? "," : "") + o.raw("fields", fields + "]").done();
+      }
+      print(JsonObject()
+                .boolean("dry_run", report.dry_run)
+                .num("events", report.events)
+                .num("items", report.items)
+                .raw("changes", changes + "]")
+                .done());
+    } else {
+      for (const auto& c : report.changes) {
+        std::string line = fmt::format("{} {} {}", c.action, c.table, c.key);
+        for (const auto& f : c.fields) line += "\n    " + f;
+        print(line);
+      }
+      print(fmt::format("{} {} row(s) from {} events ({} items){}",
+                        report.dry_run ? "would change" : "changed", report.changes.size(),
+                        report.events, report.items, report.dry_run ? "; nothing written" : ""));
+    }
+  });
+}
+
+}  // namespace cplane::cli

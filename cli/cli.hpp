@@ -1,0 +1,349 @@
+// The cplane command-line tool: its context, the Cli class whose members
+// parse and run each subcommand (cli/main.cpp: global options and plumbing;
+// cli/projects.cpp, cli/items.cpp, cli/audit.cpp: the command groups), and
+// the argument helpers they share (cli/args.cpp). Exit codes:
+//   0 done, 1 failure (storage, corruption, I/O), 2 usage or invalid input,
+//   3 nothing to claim, 4 FenceRejected, 5 ScopeDenied, 6 verify found
+//   problems, 7 no such item or project.
+#pragma once
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <kj/main.h>
+
+#include <cplane/cplane.hpp>
+
+#include "cli/json_writer.hpp"
+
+#include <array>
+#include <cmath>
+#include <string_view>
+
+#include <cplane/version.hpp>
+
+namespace cplane::cli {
+
+enum ExitCode : int {
+  kOk = 0,
+  kFailure = 1,
+  kUsage = 2,
+  kNothingToClaim = 3,
+  kFenceRejected = 4,
+  kScopeDenied = 5,
+  kProblemsFound = 6,
+  kNotFound = 7,
+};
+
+// Thrown to leave the command with an exit status; caught in main().
+struct Exit {
+  int code;
+};
+
+// KJ's argument parser reports through a ProcessContext: ours maps usage
+// errors to exit status 2 and keeps KJ from calling exit() itself.
+class CliContext final : public kj::ProcessContext {
+ public:
+  explicit CliContext(const char* program) : program_(program) {}
+  kj::StringPtr getProgramName() override { return program_; }
+  [[noreturn]] void exit() override { throw Exit{kOk}; }
+  void warning(kj::StringPtr message) override { std::cerr << message.cStr() << '\n'; }
+  void error(kj::StringPtr message) override { std::cerr << message.cStr() << '\n'; }
+  // KJ's message is "cplane claim: <what>\nTry 'cplane claim --help' ...":
+  // keep its first line, one sentence.
+  [[noreturn]] void exitError(kj::StringPtr message) override {
+    std::string text = message.cStr();
+    text = text.substr(0, text.find('\n'));
+    report_error("usage", "usage", text + " (see --help)");
+    throw Exit{kUsage};
+  }
+
+  // One error on stderr: a sentence, or with --json one object
+  // {"error": {"kind", "reason", "message"}} so that scripts need not parse
+  // English. stdout is left alone.
+  void report_error(std::string_view kind, std::string_view reason, const std::string& message) {
+    if (json) {
+      std::cerr << "{\"error\":"
+                << JsonObject().str("kind", kind).str("reason", reason).str("message", message).done()
+                << "}\n";
+    } else {
+      std::cerr << message << '\n';
+    }
+  }
+  [[noreturn]] void exitInfo(kj::StringPtr message) override {
+    output += message.cStr();
+    if (!message.endsWith("\n")) output += '\n';
+    throw Exit{kOk};
+  }
+  void increaseLoggingVerbosity() override { verbose = true; }
+
+  // Writes `output` to standard output. False, with errno set, if any of it
+  // could not be written (a full disk, /dev/full, a closed pipe, EFBIG).
+  bool flush_output() {
+    std::size_t at = 0;
+    while (at < output.size()) {
+      const ssize_t n = ::write(STDOUT_FILENO, output.data() + at, output.size() - at);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return false;
+      }
+      at += static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+
+  bool json = false;     // --json anywhere on the command line: errors as JSON too
+  bool verbose = false;  // --verbose: say what was opened and how long each step took
+  bool changed = false;  // the command committed a change (for the output-failure message)
+  std::string output;    // what goes to stdout, written once the command is done
+
+ private:
+  kj::StringPtr program_;
+};
+
+using Validity = kj::MainBuilder::Validity;
+
+constexpr const char* kVersionLine = "cplane " CPLANE_VERSION;
+
+template <class Int>
+std::optional<Int> parse_int(kj::StringPtr text) {
+  Int value{};
+  const char* end = text.begin() + text.size();
+  auto [p, ec] = std::from_chars(text.begin(), end, value);
+  if (ec != std::errc() || p != end || text.size() == 0) return std::nullopt;
+  return value;
+}
+
+// Digits alone, but too many for the type: say so, not "not a number".
+bool out_of_range(kj::StringPtr text);
+
+// A decimal number, as people write one: digits with an optional sign,
+// fraction and exponent; no hex, no surrounding space, no "inf" or "nan".
+std::optional<double> parse_decimal(kj::StringPtr text);
+
+// A number of seconds for --lock-timeout: 0 or more, at most a day.
+std::optional<std::chrono::milliseconds> parse_timeout(kj::StringPtr text);
+
+// Where the database lives when neither --db nor $CPLANE_DB says (see
+// cli/args.cpp); creates its folder only when asked (for writes).
+std::string default_db_path(bool create_folder);
+
+// argv without the program name, "--opt VALUE" joined as "--opt=VALUE" for
+// options that take a value, so that a value may start with '-'.
+std::vector<std::string> join_option_values(int argc, char** argv);
+
+// A payload argument: "-" is standard input, "@FILE" a file, anything else
+// the JSON itself.
+std::string read_payload_argument(const std::string& arg);
+
+// How a command opens the store.
+enum class Access {
+  create,  // writes; creates the database (and the default folder) if missing
+  write,   // writes; the database must exist (rebuild)
+  read,    // reads one snapshot: no lock, nothing created or written
+};
+
+class Cli {
+ public:
+  explicit Cli(CliContext& context) : context_(context) {}
+
+  kj::MainFunc main();
+
+ private:
+  // --db, --json, --now, --durability, --lock-timeout are accepted before
+  // or after the subcommand and its arguments.
+  kj::MainBuilder& globals(kj::MainBuilder& b);
+
+  // For a subcommand's parser: globals(kj::MainBuilder(...)).add...().build().
+  // The builder is a temporary that lives until its chain ends with build().
+  kj::MainBuilder& globals(kj::MainBuilder&& b) { return globals(b); }
+
+  Validity set_db(kj::StringPtr path);
+  Validity set_json();
+  Validity set_now(kj::StringPtr text);
+  Validity set_lock_timeout(kj::StringPtr text);
+  Validity set_durability(kj::StringPtr text);
+  // Names are checked as they are read, so that nothing is opened for a
+  // name the store would refuse.
+  static Validity check_name(kj::StringPtr text, const char* what);
+  Validity set_actor(kj::StringPtr text);
+  Validity set_positional(kj::StringPtr text);
+
+  // Reads never create anything: a mistyped path is an error (exit 1), not
+  // a new, empty, "clean" store. Arguments are checked before this is called.
+  ControlStore open(Access access = Access::create);
+
+  static double elapsed_ms(std::chrono::steady_clock::time_point start);
+
+  // ---- project ------------------------------------------------------------
+  kj::MainFunc project_command();
+
+  kj::MainFunc project_create_command();
+  Validity set_status(kj::StringPtr text);
+  Validity run_project_create();
+
+  kj::MainFunc project_grant_command();
+  Validity run_project_grant();
+
+  // ---- projects -------------------------------------------------------------
+  kj::MainFunc projects_command();
+  Validity run_projects();
+
+  // ---- enqueue --------------------------------------------------------------
+  kj::MainFunc enqueue_command();
+  Validity set_batch(kj::StringPtr text);
+  // The payloads of --batch, checked line by line before anything is opened.
+  std::vector<std::string> read_batch() const;
+  Validity run_enqueue();
+
+  // ---- claim ----------------------------------------------------------------
+  kj::MainFunc claim_command();
+  Validity set_owner(kj::StringPtr text);
+  Validity set_lease(kj::StringPtr text);
+  Validity set_max(kj::StringPtr text);
+  ClaimOptions claim_options() const;
+  std::string claimed_json(const ClaimedItem& c) const;
+  static std::string claimed_text(const ClaimedItem& c);
+  [[noreturn]] void nothing_to_claim(const char* message, const char* empty_json = "null");
+  Validity run_claim();
+
+  // ---- finish ---------------------------------------------------------------
+  kj::MainFunc finish_command();
+  Validity set_fence(kj::StringPtr text);
+  Validity set_detail(kj::StringPtr text);
+  Validity set_next();
+  Validity run_finish();
+
+  // ---- item / events --------------------------------------------------------
+  kj::MainFunc item_command();
+  Validity run_item();
+
+  kj::MainFunc events_command();
+  Validity run_events();
+
+  // ---- stats ------------------------------------------------------------------
+  kj::MainFunc stats_command();
+  Validity set_project(kj::StringPtr text);
+  Validity run_stats();
+
+  // ---- migrate ----------------------------------------------------------------
+  kj::MainFunc migrate_command();
+  Validity run_migrate();
+
+  // ---- verify / rebuild -----------------------------------------------------
+  kj::MainFunc verify_command();
+  Validity run_verify();
+
+  kj::MainFunc rebuild_command();
+  Validity set_dry_run();
+  Validity run_rebuild();
+
+  // ---- plumbing -------------------------------------------------------------
+  void print(const std::string& line) {
+    context_.output += line;
+    context_.output += '\n';
+  }
+
+  Progress progress(const char* what) {
+    if (json_ || !::isatty(STDERR_FILENO)) return {};
+    progress_shown_ = true;
+    return [what](std::int64_t done, std::int64_t total) {
+      const int percent = total > 0 ? static_cast<int>(100 * done / total) : 100;
+      const int width = 30;
+      const int filled = width * std::min(percent, 100) / 100;
+      std::cerr << fmt::format("\r{} [{}{}] {:3}% {}/{} events", what, std::string(filled, '#'),
+                               std::string(width - filled, '.'), percent, done, total)
+                << std::flush;
+    };
+  }
+  void end_progress() {
+    if (progress_shown_) std::cerr << '\n';
+  }
+
+  template <class F>
+  Validity run(F&& body) {
+    const auto start = std::chrono::steady_clock::now();
+    struct Report {
+      Cli& cli;
+      std::chrono::steady_clock::time_point start;
+      ~Report() {
+        if (cli.context_.verbose) {
+          std::cerr << fmt::format("cplane: the command took {:.1f} ms{}\n", elapsed_ms(start),
+                                   cli.context_.changed ? " (committed)" : "");
+        }
+      }
+    } report{*this, start};
+    try {
+      body();
+    } catch (const Exit&) {
+      throw;
+    } catch (const FenceRejected& e) {
+      fail(kFenceRejected, "fence_rejected", to_string(e.reason()),
+           std::string("fence rejected: ") + e.what());
+    } catch (const ScopeDenied& e) {
+      fail(kScopeDenied, "scope_denied", "out_of_scope", e.what());
+    } catch (const NotFound& e) {
+      fail(kNotFound, "not_found", to_string(e.reason()), e.what());
+    } catch (const InvalidArgument& e) {
+      fail(kUsage, "invalid_argument", "invalid_input", std::string("invalid input: ") + e.what());
+    } catch (const StorageError& e) {
+      fail(kFailure, "storage_error", to_string(e.category()),
+           fmt::format("storage error ({}): {}", to_string(e.category()), e.what()));
+    } catch (const InternalError& e) {
+      fail(kFailure, "internal_error", "invariant",
+           fmt::format("internal error: {} (a bug in cplane, or rows edited behind its back: "
+                       "run cplane verify)",
+                       e.what()));
+    } catch (const std::exception& e) {
+      fail(kFailure, "error", "unexpected", std::string("error: ") + e.what());
+    }
+    return true;
+  }
+
+  [[noreturn]] void fail(int code, std::string_view kind, std::string_view reason,
+                         const std::string& message) {
+    end_progress();
+    context_.report_error(kind, reason, "cplane: " + message);
+    throw Exit{code};
+  }
+
+  CliContext& context_;
+  bool& changed_ = context_.changed;
+  std::optional<std::string> db_;
+  std::chrono::milliseconds lock_timeout_{30'000};
+  std::optional<std::string> batch_;
+  bool json_ = false;
+  std::optional<Micros> now_;
+  Durability durability_ = Durability::fenced;
+  std::optional<std::string> actor_;
+  std::optional<std::string> owner_;
+  std::optional<std::string> project_;
+  std::optional<double> lease_;
+  std::vector<Fence> fences_;
+  std::optional<std::size_t> max_;
+  bool next_ = false;
+  std::string status_ = "open";
+  bool status_set_ = false;
+  std::string detail_;
+  bool dry_run_ = false;
+  bool progress_shown_ = false;
+  std::vector<std::string> args_;
+};
+
+}  // namespace cplane::cli

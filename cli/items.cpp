@@ -1,0 +1,387 @@
+// cplane enqueue, claim, finish, item, events: the work items.
+#include "cli/cli.hpp"
+
+namespace cplane::cli {
+
+kj::MainFunc Cli::enqueue_command() {
+  return globals(kj::MainBuilder(
+             context_, kVersionLine,
+             "Queue a work item in PROJECT with a JSON payload (at most 1 MiB); prints the new "
+             "item id. PAYLOAD_JSON may be - (read standard input) or @FILE (read FILE). With "
+             "--batch FILE (or - for standard input), queue one payload per line (blank lines "
+             "are skipped) in one transaction, all or nothing, and print the ids in order."))
+      .addOptionWithArg({"actor"}, KJ_BIND_METHOD(*this, set_actor), "<actor>",
+                        "enqueue as this scoped actor")
+      .addOptionWithArg({"batch"}, KJ_BIND_METHOD(*this, set_batch), "<file|->",
+                        "one JSON payload per line, queued in one transaction")
+      .expectArg("PROJECT", KJ_BIND_METHOD(*this, set_positional))
+      .expectOptionalArg("PAYLOAD_JSON", KJ_BIND_METHOD(*this, set_positional))
+      .callAfterParsing(KJ_BIND_METHOD(*this, run_enqueue))
+      .build();
+}
+
+Validity Cli::set_batch(kj::StringPtr text) {
+  if (text.size() == 0) return "--batch needs a file (or - for standard input)";
+  if (batch_) return "--batch is given twice: queue one batch at a time";
+  batch_ = std::string(text.cStr());
+  return true;
+}
+
+std::vector<std::string> Cli::read_batch() const {
+  std::ifstream file;
+  if (*batch_ != "-") {
+    file.open(*batch_, std::ios::binary);
+    if (!file) {
+      throw InvalidArgument(
+          fmt::format("cannot read the batch file {}: {}", *batch_, std::strerror(errno)));
+    }
+  }
+  std::istream& in = *batch_ == "-" ? std::cin : file;
+  std::vector<std::string> payloads;
+  std::string line;
+  // A line is read up to just over the payload limit, never whole: a
+  // file without newlines (/dev/zero) is refused, not read into memory.
+  constexpr std::size_t kLineCap = (1 << 20) + 2;
+  auto next_line = [&](std::string& out) {
+    out.clear();
+    char c;
+    bool any = false;
+    while (in.get(c)) {
+      any = true;
+      if (c == '\n') return true;
+      if (out.size() >= kLineCap) return true;  // require_payload refuses it
+      out.push_back(c);
+    }
+    return any;
+  };
+  for (std::size_t number = 1; next_line(line); ++number) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    try {
+      require_payload(line);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(fmt::format("line {} of {}: {}", number,
+                                        *batch_ == "-" ? "standard input" : *batch_, e.what()));
+    }
+    payloads.push_back(std::move(line));
+  }
+  if (in.bad()) throw InvalidArgument(fmt::format("cannot read the batch {}", *batch_));
+  if (payloads.empty()) {
+    throw InvalidArgument(fmt::format("the batch {} holds no payload", *batch_));
+  }
+  return payloads;
+}
+
+Validity Cli::run_enqueue() {
+  if (batch_ && args_.size() > 1) return "enqueue takes PAYLOAD_JSON or --batch, not both";
+  if (!batch_ && args_.size() < 2) {
+    return "enqueue needs PAYLOAD_JSON (JSON text, - for standard input, @FILE), or --batch";
+  }
+  return run([&] {
+    require_name(args_[0], "project id");
+    if (batch_) {
+      const auto payloads = read_batch();
+      auto store = open();
+      const auto ids = store.enqueue_batch(args_[0], payloads, actor_, now_);
+      changed_ = true;
+      std::string out = json_ ? "[" : "";
+      for (std::size_t i = 0; i < ids.size(); ++i) {
+        out += json_ ? (i ? "," : "") +
+                           JsonObject().str("item_id", ids[i]).str("project_id", args_[0]).done()
+                     : (i ? "\n" : "") + ids[i];
+      }
+      print(json_ ? out + "]" : out);
+      return;
+    }
+    const std::string payload = read_payload_argument(args_[1]);
+    require_payload(payload);
+    auto store = open();
+    auto id = store.enqueue(args_[0], payload, actor_, now_);
+    changed_ = true;
+    print(json_ ? JsonObject().str("item_id", id).str("project_id", args_[0]).done() : id);
+  });
+}
+
+kj::MainFunc Cli::claim_command() {
+  return globals(kj::MainBuilder(
+             context_, kVersionLine,
+             "Claim the oldest available item (ready, or with a lapsed lease) for OWNER. With "
+             "--max N, claim up to N items in one transaction (JSON: an array). Exit 3 when "
+             "there is nothing to claim."))
+      .addOptionWithArg({"owner"}, KJ_BIND_METHOD(*this, set_owner), "<owner>",
+                        "the worker that will hold the item (required)")
+      .addOptionWithArg({"actor"}, KJ_BIND_METHOD(*this, set_actor), "<actor>",
+                        "claim only from this scoped actor's projects")
+      .addOptionWithArg({"lease"}, KJ_BIND_METHOD(*this, set_lease), "<seconds>",
+                        "how long the claim holds (default 900)")
+      .addOptionWithArg({"max"}, KJ_BIND_METHOD(*this, set_max), "<n>",
+                        "claim up to n items in one transaction")
+      .callAfterParsing(KJ_BIND_METHOD(*this, run_claim))
+      .build();
+}
+
+Validity Cli::set_owner(kj::StringPtr text) {
+  if (text.size() == 0) return "--owner needs a name";
+  KJ_IF_MAYBE(error, check_name(text, "owner").releaseError()) { return kj::mv(*error); }
+  owner_ = std::string(text.cStr());
+  return true;
+}
+
+Validity Cli::set_lease(kj::StringPtr text) {
+  auto v = parse_decimal(text);
+  if (!v) return "--lease takes a decimal number of seconds (such as 30 or 0.5)";
+  try {
+    require_lease(Seconds{*v});
+  } catch (const InvalidArgument& e) {
+    return kj::str(e.what());
+  }
+  lease_ = *v;
+  return true;
+}
+
+Validity Cli::set_max(kj::StringPtr text) {
+  auto v = parse_int<std::size_t>(text);
+  if (!v && out_of_range(text) && text[0] != '-') return "--max is too large";
+  if (!v || *v == 0) return "--max takes a positive integer";
+  max_ = *v;
+  return true;
+}
+
+ClaimOptions Cli::claim_options() const {
+  ClaimOptions options{actor_, {}, now_};
+  if (lease_) options.lease = Seconds{*lease_};
+  return options;
+}
+
+std::string Cli::claimed_json(const ClaimedItem& c) const {
+  return JsonObject()
+      .str("item_id", c.item_id)
+      .str("project_id", c.project_id)
+      .raw("payload", json_raw_or_string(c.payload))
+      .num("fence", static_cast<std::int64_t>(c.fence))
+      .num("attempts", c.attempts)
+      .num("lease_expires_at", c.lease_expires_at)
+      .str("owner", *owner_)
+      .done();
+}
+
+std::string Cli::claimed_text(const ClaimedItem& c) {
+  return fmt::format("item_id: {}\nproject_id: {}\nfence: {}\nattempts: {}\n"
+                     "lease_expires_at: {}\npayload: {}",
+                     c.item_id, c.project_id, c.fence, c.attempts, c.lease_expires_at,
+                     c.payload);
+}
+
+void Cli::nothing_to_claim(const char* message, const char* empty_json) {
+  if (json_) print(empty_json);
+  context_.report_error("nothing_to_claim", "empty", message);
+  throw Exit{kNothingToClaim};
+}
+
+Validity Cli::run_claim() {
+  if (!owner_) return "claim needs --owner OWNER";
+  return run([&] {
+    auto store = open();
+    if (max_) {
+      auto batch = store.claim_batch(*owner_, *max_, claim_options());
+      changed_ = !batch.empty();
+      if (batch.empty()) nothing_to_claim("nothing to claim", "[]");
+      std::string out = json_ ? "[" : "";
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        out += json_ ? (i ? "," : "") + claimed_json(batch[i])
+                     : (i ? "\n\n" : "") + claimed_text(batch[i]);
+      }
+      print(json_ ? out + "]" : out);
+      return;
+    }
+    auto claimed = store.claim(*owner_, claim_options());
+    changed_ = claimed.has_value();
+    if (!claimed) nothing_to_claim("nothing to claim");
+    print(json_ ? claimed_json(*claimed) : claimed_text(*claimed));
+  });
+}
+
+kj::MainFunc Cli::finish_command() {
+  return globals(kj::MainBuilder(
+             context_, kVersionLine,
+             "Report ITEM done or failed under its current fence. Several items may be "
+             "given, each with its own --fence in the same order: all are finished in one "
+             "transaction, or (exit 4) none. With --next --owner OWNER, also claim OWNER's "
+             "next item in the same transaction (exit 3 if there is none). Exit 4 if a fence "
+             "is stale or an item is not claimed."))
+      .addOptionWithArg({"fence"}, KJ_BIND_METHOD(*this, set_fence), "<n>",
+                        "the fence the claim returned (required; once per ITEM)")
+      .addOptionWithArg({"status"}, KJ_BIND_METHOD(*this, set_status), "<done|failed>",
+                        "the outcome (required)")
+      .addOptionWithArg({"detail"}, KJ_BIND_METHOD(*this, set_detail), "<text>",
+                        "a note kept with the outcome")
+      .addOption({"next"}, KJ_BIND_METHOD(*this, set_next),
+                 "also claim the next item for --owner, in the same transaction")
+      .addOptionWithArg({"owner"}, KJ_BIND_METHOD(*this, set_owner), "<owner>",
+                        "with --next: the worker that claims the next item")
+      .addOptionWithArg({"actor"}, KJ_BIND_METHOD(*this, set_actor), "<actor>",
+                        "report as this scoped actor (exit 5 outside its projects); with "
+                        "--next, claim only from its projects")
+      .addOptionWithArg({"lease"}, KJ_BIND_METHOD(*this, set_lease), "<seconds>",
+                        "with --next: the next claim's lease (default 900)")
+      .expectOneOrMoreArgs("ITEM", KJ_BIND_METHOD(*this, set_positional))
+      .callAfterParsing(KJ_BIND_METHOD(*this, run_finish))
+      .build();
+}
+
+Validity Cli::set_fence(kj::StringPtr text) {
+  auto v = parse_int<Fence>(text);
+  if (!v && out_of_range(text) && text[0] != '-') {
+    return "--fence is larger than any fence (the largest is 18446744073709551615)";
+  }
+  if (!v) return "--fence takes a non-negative integer";
+  fences_.push_back(*v);
+  return true;
+}
+
+Validity Cli::set_detail(kj::StringPtr text) {
+  detail_ = std::string(text.cStr());
+  return true;
+}
+
+Validity Cli::set_next() {
+  next_ = true;
+  return true;
+}
+
+Validity Cli::run_finish() {
+  if (fences_.empty()) return "finish needs --fence N";
+  if (fences_.size() != args_.size()) return "finish needs one --fence per ITEM, in order";
+  if (!status_set_) return "finish needs --status done|failed";
+  if (next_ && !owner_) return "finish --next needs --owner OWNER";
+  if (next_ && args_.size() != 1) return "finish --next takes one ITEM";
+  return run([&] {
+    const Outcome outcome = parse_outcome(status_);
+    for (const auto& id : args_) require_name(id, "item id");
+    if (detail_.size() > (64 << 10)) {
+      throw InvalidArgument(fmt::format("the detail is {} bytes; the limit is {}",
+                                        detail_.size(), 64 << 10));
+    }
+    auto store = open();
+    if (next_) {
+      auto next = store.finish_and_claim(args_[0], fences_[0], outcome, *owner_,
+                                         claim_options(), detail_);
+      changed_ = true;
+      if (!next) nothing_to_claim("finished; nothing to claim next");
+      print(json_ ? claimed_json(*next) : claimed_text(*next));
+      return;
+    }
+    // The store refuses a scoped actor's report outside its projects
+    // (exit 5), whether or not the item exists.
+    if (args_.size() == 1) {
+      store.finish(args_[0], fences_[0], outcome,
+                   {.detail = detail_, .actor = actor_, .now = now_});
+    } else {
+      std::vector<ControlStore::Report> reports;
+      for (std::size_t i = 0; i < args_.size(); ++i) {
+        reports.push_back({args_[i], fences_[i], outcome, detail_});
+      }
+      store.finish_batch(reports, now_, actor_);
+    }
+    changed_ = true;
+    std::string out = json_ && args_.size() > 1 ? "[" : "";
+    for (std::size_t i = 0; i < args_.size(); ++i) {
+      if (json_) {
+        out += (i ? "," : "") + JsonObject()
+                                    .str("item_id", args_[i])
+                                    .str("status", to_string(outcome))
+                                    .num("fence", static_cast<std::int64_t>(fences_[i]))
+                                    .done();
+      } else {
+        out += fmt::format("{}{} {}", i ? "\n" : "", args_[i], to_string(outcome));
+      }
+    }
+    print(json_ && args_.size() > 1 ? out + "]" : out);
+  });
+}
+
+kj::MainFunc Cli::item_command() {
+  return globals(kj::MainBuilder(context_, kVersionLine, "Show ITEM's row. A scoped --actor sees only its projects' items."))
+      .addOptionWithArg({"actor"}, KJ_BIND_METHOD(*this, set_actor), "<actor>",
+                        "read as this scoped actor")
+      .expectArg("ITEM", KJ_BIND_METHOD(*this, set_positional))
+      .callAfterParsing(KJ_BIND_METHOD(*this, run_item))
+      .build();
+}
+
+Validity Cli::run_item() {
+  return run([&] {
+    auto store = open(Access::read);
+    const Item row = store.item(args_[0], actor_);
+    if (json_) {
+      print(JsonObject()
+                .str("item_id", row.item_id)
+                .str("project_id", row.project_id)
+                .str("status", to_string(row.status))
+                .str_or_null("owner", row.owner)
+                .num("fence", static_cast<std::int64_t>(row.fence))
+                .num("attempts", row.attempts)
+                .num_or_null("lease_expires_at", row.lease_expires_at)
+                .raw("payload", json_raw_or_string(row.payload))
+                .str_or_null("detail", row.detail)
+                .num("queued_at", row.queued_at)
+                .num("updated_at", row.updated_at)
+                .num("last_seq", row.last_seq)
+                .done());
+    } else {
+      print(fmt::format("item_id: {}\nproject_id: {}\nstatus: {}\nowner: {}\nfence: {}\n"
+                        "attempts: {}\nlease_expires_at: {}\npayload: {}\ndetail: {}",
+                        row.item_id, row.project_id, to_string(row.status), row.owner,
+                        row.fence, row.attempts, row.lease_expires_at, row.payload,
+                        row.detail));
+    }
+  });
+}
+
+kj::MainFunc Cli::events_command() {
+  return globals(kj::MainBuilder(context_, kVersionLine, "Show ITEM's events, oldest first."))
+      .addOptionWithArg({"actor"}, KJ_BIND_METHOD(*this, set_actor), "<actor>",
+                        "read as this scoped actor")
+      .expectArg("ITEM", KJ_BIND_METHOD(*this, set_positional))
+      .callAfterParsing(KJ_BIND_METHOD(*this, run_events))
+      .build();
+}
+
+Validity Cli::run_events() {
+  return run([&] {
+    auto store = open(Access::read);
+    auto events = store.events(args_[0], actor_);
+    std::string out = json_ ? "[" : "";
+    bool first = true;
+    for (const auto& stored : events) {
+      const Event& e = stored.event;
+      if (json_) {
+        JsonObject o;
+        o.num("seq", stored.seq)
+            .str("type", type_name(e.body))
+            .str("actor", e.actor)
+            .num("fence", static_cast<std::int64_t>(fence_of(e.body).value_or(0)))
+            .num("at", e.at)
+            .str("item_id", e.item_id)
+            .str("project_id", e.project_id);
+        if (auto* q = std::get_if<ItemQueued>(&e.body)) {
+          o.raw("payload", json_raw_or_string(q->payload));
+        } else if (auto* c = std::get_if<ItemClaimed>(&e.body)) {
+          o.str("owner", c->owner).num("lease_expires_at", c->lease_expires_at)
+              .num("attempt", c->attempt);
+        } else if (auto* f = std::get_if<ItemFinished>(&e.body)) {
+          o.str("outcome", to_string(f->outcome)).str("detail", f->detail);
+        }
+        out += (first ? "" : ",") + o.done();
+      } else {
+        out += fmt::format("{}{} {} actor={} fence={} at={}", first ? "" : "\n", stored.seq,
+                           type_name(e.body), e.actor, fence_of(e.body).value_or(0), e.at);
+      }
+      first = false;
+    }
+    if (json_) out += "]";
+    if (json_ || !events.empty()) print(out);
+  });
+}
+
+}  // namespace cplane::cli

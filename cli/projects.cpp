@@ -1,0 +1,133 @@
+// cplane project create|grant, projects, stats.
+#include "cli/cli.hpp"
+
+namespace cplane::cli {
+
+kj::MainFunc Cli::project_command() {
+  return globals(kj::MainBuilder(context_, kVersionLine, "Create a project, or grant an actor one."))
+      .addSubCommand("create", KJ_BIND_METHOD(*this, project_create_command),
+                     "create a project")
+      .addSubCommand("grant", KJ_BIND_METHOD(*this, project_grant_command),
+                     "let a scoped actor see a project")
+      .addSubCommand("assign", KJ_BIND_METHOD(*this, project_grant_command),
+                     "the old name of grant, kept for one release")
+      .build();
+}
+
+kj::MainFunc Cli::project_create_command() {
+  return globals(kj::MainBuilder(context_, kVersionLine, "Create project ID with TITLE. Refused (exit 2) if ID is taken."))
+      .addOptionWithArg({"status"}, KJ_BIND_METHOD(*this, set_status), "<status>",
+                        "the project's status (default: open)")
+      .expectArg("ID", KJ_BIND_METHOD(*this, set_positional))
+      .expectArg("TITLE", KJ_BIND_METHOD(*this, set_positional))
+      .callAfterParsing(KJ_BIND_METHOD(*this, run_project_create))
+      .build();
+}
+
+Validity Cli::set_status(kj::StringPtr text) {
+  status_ = std::string(text.cStr());
+  status_set_ = true;
+  return true;
+}
+
+Validity Cli::run_project_create() {
+  return run([&] {
+    require_name(args_[0], "project id");
+    if (status_.empty()) throw InvalidArgument("a project status must not be empty");
+    auto store = open();
+    store.create_project(args_[0], args_[1], status_, now_);
+    changed_ = true;
+    print(json_ ? JsonObject().str("project_id", args_[0]).str("title", args_[1])
+                      .str("status", status_).done()
+                : args_[0]);
+  });
+}
+
+kj::MainFunc Cli::project_grant_command() {
+  return globals(kj::MainBuilder(context_, kVersionLine, "Grant ACTOR project ID (alias: project assign, kept for one release): the actor may then see it, enqueue into it and "
+             "claim from it."))
+      .expectArg("ID", KJ_BIND_METHOD(*this, set_positional))
+      .expectArg("ACTOR", KJ_BIND_METHOD(*this, set_positional))
+      .callAfterParsing(KJ_BIND_METHOD(*this, run_project_grant))
+      .build();
+}
+
+Validity Cli::run_project_grant() {
+  return run([&] {
+    require_name(args_[0], "project id");
+    require_name(args_[1], "actor");
+    auto store = open();
+    store.grant(args_[0], args_[1], now_);
+    changed_ = true;
+    print(json_ ? JsonObject().str("project_id", args_[0]).str("actor", args_[1]).done()
+                : fmt::format("{} {}", args_[0], args_[1]));
+  });
+}
+
+kj::MainFunc Cli::projects_command() {
+  return globals(kj::MainBuilder(context_, kVersionLine, "List project ids, sorted: all of them, or those assigned to --actor."))
+      .addOptionWithArg({"actor"}, KJ_BIND_METHOD(*this, set_actor), "<actor>",
+                        "only the projects this actor is assigned to")
+      .callAfterParsing(KJ_BIND_METHOD(*this, run_projects))
+      .build();
+}
+
+Validity Cli::run_projects() {
+  return run([&] {
+    auto store = open(Access::read);
+    auto ids = store.visible_projects(actor_);
+    if (json_) {
+      std::string out = "[";
+      for (size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + json_string(ids[i]);
+      print(out + "]");
+    } else {
+      for (const auto& id : ids) print(id);
+    }
+  });
+}
+
+kj::MainFunc Cli::stats_command() {
+  return globals(kj::MainBuilder(context_, kVersionLine,
+                                 "Count items by status: ready, claimed, done, failed. Reads "
+                                 "every item row of the scope: for operators, not hot loops."))
+      .addOptionWithArg({"project"}, KJ_BIND_METHOD(*this, set_project), "<id>",
+                        "only this project's items")
+      .callAfterParsing(KJ_BIND_METHOD(*this, run_stats))
+      .build();
+}
+
+Validity Cli::set_project(kj::StringPtr text) {
+  project_ = std::string(text.cStr());
+  return true;
+}
+
+Validity Cli::run_stats() {
+  return run([&] {
+    auto store = open(Access::read);
+    if (project_) {
+      const auto ids = store.visible_projects();
+      if (std::find(ids.begin(), ids.end(), *project_) == ids.end()) {
+        throw NotFound(NotFound::Reason::unknown_project, "no such project: " + quote_id(*project_));
+      }
+    }
+    const auto c = store.status_counts(project_);
+    if (c.invalid > 0) {
+      std::cerr << fmt::format("cplane: {} item row(s) have a status that is none of the four "
+                               "and are not counted: run cplane verify\n",
+                               c.invalid);
+    }
+    if (json_) {
+      print(JsonObject()
+                .num("ready", c.ready)
+                .num("claimed", c.claimed)
+                .num("done", c.done)
+                .num("failed", c.failed)
+                .done());
+    } else {
+      print(fmt::format("ready: {}\nclaimed: {}\ndone: {}\nfailed: {}", c.ready, c.claimed,
+                        c.done, c.failed));
+    }
+  });
+}
+
+}  // namespace cplane::cli
