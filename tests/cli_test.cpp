@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tests/cli_checks.hpp"
 #include "tests/support.hpp"
 
 namespace {
@@ -303,21 +304,6 @@ bool one_line(const std::string& err) {
          std::count(err.begin(), err.end(), '\n') == 1;
 }
 
-#define CHECK_EXIT(result, code)                                               \
-  do {                                                                         \
-    const CliResult& r_ = (result);                                            \
-    INFO("stdout: " << r_.out);                                                \
-    INFO("stderr: " << r_.err);                                                \
-    CHECK(r_.exit_code == (code));                                             \
-  } while (false)
-
-#define REQUIRE_EXIT(result, code)                                             \
-  do {                                                                         \
-    const CliResult& r_ = (result);                                            \
-    INFO("stdout: " << r_.out);                                                \
-    INFO("stderr: " << r_.err);                                                \
-    REQUIRE(r_.exit_code == (code));                                           \
-  } while (false)
 
 long long count_rows(const std::string& db, const std::string& table) {
   return std::stoll(sql_column(db, "SELECT count(*) FROM " + table).at(0));

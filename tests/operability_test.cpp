@@ -29,6 +29,7 @@
 #include "storage/backend_wrapper.hpp"
 #include "storage/sqlite_backend.hpp"
 #include "commands/backend_access.hpp"
+#include "tests/cli_checks.hpp"
 #include "tests/support.hpp"
 
 namespace {
@@ -48,21 +49,6 @@ CliResult cli(const std::string& db, std::vector<std::string> args, CliRun how =
   return run_cli(args, how);
 }
 
-#define CHECK_EXIT(result, code)          \
-  do {                                    \
-    const CliResult& r_ = (result);       \
-    INFO("stdout: " << r_.out);           \
-    INFO("stderr: " << r_.err);           \
-    CHECK(r_.exit_code == (code));        \
-  } while (false)
-
-#define REQUIRE_EXIT(result, code)        \
-  do {                                    \
-    const CliResult& r_ = (result);       \
-    INFO("stdout: " << r_.out);           \
-    INFO("stderr: " << r_.err);           \
-    REQUIRE(r_.exit_code == (code));      \
-  } while (false)
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
