@@ -384,11 +384,6 @@ void check_report(const std::string& item_id, Outcome outcome, const std::string
 }  // namespace
 
 void ControlStore::finish(const std::string& item_id, Fence fence, Outcome outcome,
-                          const std::string& detail, std::optional<Micros> now) {
-  finish(item_id, fence, outcome, FinishOptions{.detail = detail, .now = now});
-}
-
-void ControlStore::finish(const std::string& item_id, Fence fence, Outcome outcome,
                           const FinishOptions& options) {
   const InUse in_use(*this);
   check_report(item_id, outcome, options.detail);

@@ -160,12 +160,12 @@ class ControlStore {
 
   // Reports the item done or failed (appends done/failed). FenceRejected if
   // `fence` is not the current fence, or the item is not claimed, is
-  // terminal, or does not exist. A lapsed lease that nobody reclaimed yet
-  // still accepts its current fence: the fence, not the clock, decides.
-  void finish(const std::string& item_id, Fence fence, Outcome outcome,
-              const std::string& detail = "", std::optional<Micros> now = {});
-
-  // The same, with options: `finish(id, fence, Outcome::done, {.actor = "alice"})`.
+  // terminal, or does not exist (reason() says which). A lapsed lease that
+  // nobody reclaimed yet still accepts its current fence: the fence, not the
+  // clock, decides. InvalidArgument for an Outcome outside the enum.
+  //   finish(id, fence, Outcome::done)
+  //   finish(id, fence, Outcome::done, "detail", now)
+  //   finish(id, fence, Outcome::done, {.detail = ..., .actor = "alice", .now = ...})
   // With an actor, an item outside its projects (or missing) is ScopeDenied,
   // checked in the same transaction, before the fence: a scoped actor learns
   // nothing, not even a fence, about other projects' items.
@@ -174,6 +174,18 @@ class ControlStore {
     std::optional<std::string> actor;
     std::optional<Micros> now;
   };
+  void finish(const std::string& item_id, Fence fence, Outcome outcome) {
+    finish(item_id, fence, outcome, FinishOptions{});
+  }
+  // (A template so that a braced `{.actor = ...}` picks the options form.)
+  template <class Text>
+    requires std::convertible_to<const Text&, std::string_view>
+  void finish(const std::string& item_id, Fence fence, Outcome outcome, const Text& detail,
+              std::optional<Micros> now = {}) {
+    finish(item_id, fence, outcome,
+           FinishOptions{.detail = std::string(std::string_view(detail)), .now = now});
+  }
+
   void finish(const std::string& item_id, Fence fence, Outcome outcome,
               const FinishOptions& options);
 

@@ -1,0 +1,15 @@
+// Must compile: the control for the two compile-fail cases (the same visit
+// with every kind handled), so that they fail for the reason they name.
+#include <cplane/events.hpp>
+
+int main() {
+  const cplane::EventBody body = cplane::ItemQueued{"{}"};
+  return std::visit(cplane::Overloaded{
+                        [](const cplane::ProjectCreated&) { return 0; },
+                        [](const cplane::ActorAssigned&) { return 0; },
+                        [](const cplane::ItemQueued&) { return 1; },
+                        [](const cplane::ItemClaimed&) { return 0; },
+                        [](const cplane::ItemFinished&) { return 0; },
+                    },
+                    body) == 1 ? 0 : 1;
+}

@@ -1,0 +1,15 @@
+// Must NOT compile: a visit over the event body that leaves out one kind
+// (as apply and verify are written: one case per kind, no catch-all).
+#include <cplane/events.hpp>
+
+int main() {
+  const cplane::EventBody body = cplane::ItemQueued{"{}"};
+  return std::visit(cplane::Overloaded{
+                        [](const cplane::ProjectCreated&) { return 0; },
+                        [](const cplane::ActorAssigned&) { return 0; },
+                        [](const cplane::ItemQueued&) { return 1; },
+                        [](const cplane::ItemClaimed&) { return 0; },
+                        // ItemFinished is not handled
+                    },
+                    body);
+}
