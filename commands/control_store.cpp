@@ -394,6 +394,19 @@ void ControlStore::finish(const std::string& item_id, Fence fence, Outcome outco
   tx.commit();
 }
 
+FenceVerdict ControlStore::check_fence(const std::string& item_id, Fence fence,
+                                       const std::optional<std::string>& actor) {
+  const InUse in_use(*this);
+  require_name(item_id, "item id");
+  require_actor(actor);
+  auto tx = Transaction::read(*backend_);
+  auto row = backend_->find_item(item_id);
+  if (actor && (!row || !backend_->is_assigned(row->project_id, *actor))) throw ScopeDenied();
+  auto verdict = judge_fence(row ? &*row : nullptr, item_id, fence);
+  tx.commit();
+  return verdict;
+}
+
 void ControlStore::finish_batch(const std::vector<Report>& reports, std::optional<Micros> now,
                                 const std::optional<std::string>& actor) {
   const InUse in_use(*this);

@@ -44,31 +44,37 @@ Event decide_claim(const ItemRow& candidate, const std::string& owner, const std
                ItemClaimed{owner, candidate.fence + 1, now + lease, candidate.attempts + 1}};
 }
 
+FenceVerdict judge_fence(const ItemRow* item, std::string_view item_id, Fence fence) {
+  using Reason = FenceRejected::Reason;
+  const auto refusal = fence_refusal(item, fence);
+  if (!refusal) return FenceVerdict::allowed();
+  switch (*refusal) {
+    case Reason::unknown_item:
+      return FenceVerdict::denied(*refusal, fmt::format("item {} does not exist", quote_id(item_id)));
+    case Reason::terminal:
+      return FenceVerdict::denied(*refusal, fmt::format("item {} is already {}", quote_id(item_id),
+                                                        to_string(item->status)));
+    case Reason::not_claimed:
+      return FenceVerdict::denied(*refusal,
+                                  fmt::format("item {} is not claimed", quote_id(item_id)));
+    case Reason::stale_fence:
+      // Older fences are stale; a higher one was never issued. Both are the
+      // same refusal to a program, told apart for a person.
+      return FenceVerdict::denied(
+          *refusal,
+          fence < item->fence
+              ? fmt::format("fence {} is stale: item {} is held under fence {}", fence,
+                            quote_id(item_id), item->fence)
+              : fmt::format("fence {} is not the current fence: item {} is held under fence {}",
+                            fence, quote_id(item_id), item->fence));
+  }
+  return FenceVerdict::allowed();
+}
+
 Event decide_finish(const std::optional<ItemRow>& item, std::string_view item_id, Fence fence,
                     Outcome outcome, const std::string& detail, const std::string& actor,
                     Micros now) {
-  using Reason = FenceRejected::Reason;
-  if (const auto refusal = fence_refusal(item ? &*item : nullptr, fence)) {
-    switch (*refusal) {
-      case Reason::unknown_item:
-        throw FenceRejected(*refusal, fmt::format("item {} does not exist", quote_id(item_id)));
-      case Reason::terminal:
-        throw FenceRejected(*refusal, fmt::format("item {} is already {}", quote_id(item_id),
-                                                  to_string(item->status)));
-      case Reason::not_claimed:
-        throw FenceRejected(*refusal, fmt::format("item {} is not claimed", quote_id(item_id)));
-      case Reason::stale_fence:
-        // Older fences are stale; a higher one was never issued. Both are
-        // the same refusal to a program, told apart for a person.
-        throw FenceRejected(
-            *refusal,
-            fence < item->fence
-                ? fmt::format("fence {} is stale: item {} is held under fence {}", fence,
-                              quote_id(item_id), item->fence)
-                : fmt::format("fence {} is not the current fence: item {} is held under fence {}",
-                              fence, quote_id(item_id), item->fence));
-    }
-  }
+  require(judge_fence(item ? &*item : nullptr, item_id, fence));
   return Event{now, actor.empty() ? item->owner : actor, item->project_id, item->item_id,
                ItemFinished{outcome, fence, detail}};
 }

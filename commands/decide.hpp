@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include <cplane/verdict.hpp>
+
 #include "events/event.hpp"
 #include "projections/rows.hpp"
 
@@ -28,6 +30,10 @@ Event decide_enqueue(const ProjectRow& project, const std::string& item_id,
 // the fence rises by one, the attempt count by one. Requires a lease > 0.
 Event decide_claim(const ItemRow& candidate, const std::string& owner, const std::string& actor,
                    Micros lease, Micros now);
+
+// Whether a fenced report on `item` (null: unknown) under `fence` may be
+// accepted: allowed, or denied with FenceRejected's reason and a sentence.
+FenceVerdict judge_fence(const ItemRow* item, std::string_view item_id, Fence fence);
 
 // Finishing an item. Throws FenceRejected unless the item exists, is claimed
 // and `fence` is its current fence.

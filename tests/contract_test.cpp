@@ -143,3 +143,28 @@ TEST_CASE("stores open by path or URL through one factory", "[contract]") {
     CHECK(e.category() == StorageError::Category::unavailable);
   }
 }
+
+TEST_CASE("a fence check is a verdict value, and require() turns a denial into FenceRejected",
+          "[contract]") {
+  TempDir dir;
+  ControlStore store{test_context().fresh_store(dir, "c.db")};
+  store.create_project("alpha", "A");
+  const auto id = store.enqueue("alpha", "{}");
+  CHECK(store.check_fence(id, 1).reason() == FenceRejected::Reason::not_claimed);
+  const auto c = store.claim("w");
+  REQUIRE(c);
+  CHECK(store.check_fence(id, c->fence).is_allowed());
+  const auto stale = store.check_fence(id, c->fence + 1);
+  REQUIRE_FALSE(stale);
+  CHECK(stale.reason() == FenceRejected::Reason::stale_fence);
+  CHECK(stale.message().find("not the current fence") != std::string::npos);
+  CHECK(store.check_fence("no-such", 1).reason() == FenceRejected::Reason::unknown_item);
+  try {
+    require(stale);
+    FAIL("require() let a denial through");
+  } catch (const FenceRejected& e) {
+    CHECK(e.reason() == FenceRejected::Reason::stale_fence);
+  }
+  CHECK_NOTHROW(require(store.check_fence(id, c->fence)));
+  CHECK(store.events(id).size() == 2);  // checks write nothing
+}

@@ -18,5 +18,6 @@
 #include <cplane/ledger.hpp>
 #include <cplane/rows.hpp>
 #include <cplane/store.hpp>
+#include <cplane/verdict.hpp>
 #include <cplane/verify.hpp>
 #include <cplane/version.hpp>

@@ -28,6 +28,7 @@
 #include <cplane/ledger.hpp>
 #include <cplane/rows.hpp>
 #include <cplane/sqlite_options.hpp>
+#include <cplane/verdict.hpp>
 
 namespace cplane {
 
@@ -188,6 +189,13 @@ class ControlStore {
 
   void finish(const std::string& item_id, Fence fence, Outcome outcome,
               const FinishOptions& options);
+
+  // Whether a report under `fence` would be accepted now, as a value: a
+  // worker can ask before a costly step whether its claim still stands.
+  // Reads one snapshot; writes nothing. With an actor, an item outside its
+  // projects is ScopeDenied (thrown: a scoped actor learns nothing of it).
+  FenceVerdict check_fence(const std::string& item_id, Fence fence,
+                           const std::optional<std::string>& actor = {});
 
   // ---- batches: fewer transactions per item ------------------------------
 

@@ -1,0 +1,51 @@
+// Verdicts as values: what a check decided, with a reason a program can
+// branch on, and a throwing require() for callers that want an exception.
+//
+//   const auto v = store.check_fence(item, fence);   // Verdict<FenceRejected::Reason>
+//   if (!v) log(v.reason(), v.message());             // a value: branch on it
+//   require(v);                                       // or: throw FenceRejected
+//
+// The fence check is the first; the mutation gate (allowed | denied(reason))
+// and the allocator (assigned | wait | no_safe_work) follow the same pattern.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <cplane/errors.hpp>
+
+namespace cplane {
+
+template <class Reason>
+class Verdict {
+ public:
+  static Verdict allowed() { return Verdict(); }
+  static Verdict denied(Reason reason, std::string message) {
+    Verdict v;
+    v.denial_ = Denial{reason, std::move(message)};
+    return v;
+  }
+
+  bool is_allowed() const { return !denial_; }
+  explicit operator bool() const { return is_allowed(); }
+  // Only for a denial.
+  Reason reason() const { return denial_.value().reason; }
+  const std::string& message() const { return denial_.value().message; }
+
+ private:
+  struct Denial {
+    Reason reason;
+    std::string message;
+  };
+  std::optional<Denial> denial_;
+};
+
+using FenceVerdict = Verdict<FenceRejected::Reason>;
+
+// Throws FenceRejected (with the verdict's reason) unless it allows.
+inline void require(const FenceVerdict& verdict) {
+  if (!verdict) throw FenceRejected(verdict.reason(), verdict.message());
+}
+
+}  // namespace cplane
