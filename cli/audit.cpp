@@ -83,10 +83,10 @@ Validity Cli::run_rebuild() {
     auto report = rebuild(store, dry_run_, progress("rebuild"));
     changed_ = !dry_run_ && !report.changes.empty();
     end_progress();
-    if (json_) {
-      std::string changes = "[";
-      for (size_t i = 0; i < report.changes.size(); ++i) {
-        const auto& c = report.changes[i];
+    auto json_changes = [](const std::vector<RowChange>& list) {
+      std::string out = "[";
+      for (size_t i = 0; i < list.size(); ++i) {
+        const auto& c = list[i];
         std::string fields = "[";
         for (size_t j = 0; j < c.fields.size(); ++j) {
           fields += (j ? "," : "") + json_string(c.fields[j]);
@@ -94,23 +94,35 @@ Validity Cli::run_rebuild() {
         JsonObject o;
         o.str("table", c.table).str("key", c.key).str("action", c.action);
         if (c.table == "items") o.str("item_id", c.key);
-        changes += (i ? "," : "") + o.raw("fields", fields + "]").done();
+        out += (i ? "," : "") + o.raw("fields", fields + "]").done();
       }
+      return out + "]";
+    };
+    if (json_) {
       print(JsonObject()
                 .boolean("dry_run", report.dry_run)
                 .num("events", report.events)
                 .num("items", report.items)
-                .raw("changes", changes + "]")
+                .raw("changes", json_changes(report.changes))
+                .raw("kept", json_changes(report.kept))
                 .done());
     } else {
-      for (const auto& c : report.changes) {
-        std::string line = fmt::format("{} {} {}", c.action, c.table, c.key);
-        for (const auto& f : c.fields) line += "\n    " + f;
-        print(line);
+      for (const auto* list : {&report.changes, &report.kept}) {
+        for (const auto& c : *list) {
+          std::string line = fmt::format("{} {} {}", c.action, c.table, c.key);
+          for (const auto& f : c.fields) line += "\n    " + f;
+          print(line);
+        }
       }
-      print(fmt::format("{} {} row(s) from {} events ({} items){}",
+      print(fmt::format("{} {} row(s) from {} events ({} items){}{}",
                         report.dry_run ? "would change" : "changed", report.changes.size(),
-                        report.events, report.items, report.dry_run ? "; nothing written" : ""));
+                        report.events, report.items,
+                        report.kept.empty()
+                            ? std::string()
+                            : fmt::format("; left {} row(s) alone (the log lost events: "
+                                          "cplane verify names them)",
+                                          report.kept.size()),
+                        report.dry_run ? "; nothing written" : ""));
     }
   });
 }

@@ -2,6 +2,7 @@
 // plumbing every subcommand shares. See cli/cli.hpp for the layout and
 // README.md for the contract.
 #include "cli/cli.hpp"
+#include "storage/open.hpp"
 
 namespace cplane::cli {
 
@@ -17,7 +18,7 @@ kj::MainFunc Cli::main() {
   globals(builder);
   return builder
       .addSubCommand("project", KJ_BIND_METHOD(*this, project_command),
-                     "create a project or assign an actor to it")
+                     "create a project or grant an actor one")
       .addSubCommand("projects", KJ_BIND_METHOD(*this, projects_command),
                      "list the projects (an actor's, with --actor)")
       .addSubCommand("enqueue", KJ_BIND_METHOD(*this, enqueue_command),
@@ -125,8 +126,10 @@ ControlStore Cli::open(Access access) {
   options.create = access == Access::create;
   options.read_only = access == Access::read;
   const std::string path = db_ ? *db_ : default_db_path(access == Access::create);
-  if (path == ":memory:") {
-    throw InvalidArgument("--db :memory: would keep nothing past this command: give a file");
+  const std::string file = storage::sqlite_path(path);
+  if (file == ":memory:") {
+    throw InvalidArgument(fmt::format("--db {} would keep nothing past this command: give a file",
+                                      quote_id(path)));
   }
   const auto start = std::chrono::steady_clock::now();
   ControlStore store(path, options);

@@ -65,6 +65,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -489,6 +490,9 @@ class WriterLock {
     if (fd_ >= 0) ::flock(fd_, LOCK_UN);
   }
 
+  // Takes the lock only if nobody holds it. True without a lock file.
+  bool try_lock() noexcept { return fd_ < 0 || ::flock(fd_, LOCK_EX | LOCK_NB) == 0; }
+
  private:
   void wait(Clock::time_point deadline, std::chrono::milliseconds timeout) {
     const int signo = lock_wait_signal();
@@ -651,6 +655,7 @@ class SqliteBackend final : public Backend {
         int persist = 1;
         sqlite3_file_control(db_, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
         exec("PRAGMA journal_size_limit=4194304", "cannot set journal_size_limit on " + path);
+        sqlite3_wal_hook(db_, &SqliteBackend::after_commit, this);
       }
       prepare();
     } catch (...) {
@@ -663,8 +668,35 @@ class SqliteBackend final : public Backend {
 
   ~SqliteBackend() override {
     stmts_ = {};
+    // A writer leaves the WAL empty behind it when no other writer is at
+    // work: the next process to open the file then has nothing to rebuild
+    // its wal-index from (the first connection to open a file always
+    // rebuilds it), and the WAL never grows from process to process. Never
+    // waits: with the lock taken or a reader in an old snapshot, it is left
+    // for a later writer.
+    if (wrote_ && sqlite3_get_autocommit(db_) && writer_lock_.try_lock()) {
+      truncate_wal();
+      writer_lock_.unlock();
+    }
     sqlite3_close(db_);
   }
+
+  // A checkpoint that copies the whole WAL into the database and cuts the
+  // WAL to zero bytes, if no reader still needs it; otherwise what it can.
+  void truncate_wal() noexcept {
+    sqlite3_busy_timeout(db_, 0);
+    sqlite3_wal_checkpoint_v2(db_, "main", SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
+    set_busy_timeout(lock_timeout_);
+  }
+
+  // After every commit (SQLite's wal hook, in place of its autocheckpoint):
+  // once the WAL holds kCheckpointFrames frames, checkpoint and cut it back,
+  // still under the writer's side lock, never waiting for a reader.
+  static int after_commit(void* self, sqlite3*, const char*, int frames) {
+    if (frames >= kCheckpointFrames) static_cast<SqliteBackend*>(self)->truncate_wal();
+    return SQLITE_OK;
+  }
+  static constexpr int kCheckpointFrames = 1000;  // SQLite's own autocheckpoint default
 
   void begin_write(Sync sync) override {
     check_usable();
@@ -711,6 +743,7 @@ class SqliteBackend final : public Backend {
       throw StorageError(StorageError::Category::commit_unknown,
                          std::string("commit outcome unknown: ") + e.what());
     }
+    wrote_ = true;
     release_writer();
   }
 
@@ -1124,6 +1157,7 @@ class SqliteBackend final : public Backend {
   Sync sync_ = Sync::full;
   bool in_write_ = false;
   bool broken_ = false;
+  bool wrote_ = false;  // committed a write: leave the WAL empty on close
   pid_t pid_ = ::getpid();
 };
 
@@ -1149,15 +1183,28 @@ std::unique_ptr<Backend> open_sqlite(const std::string& path, const OpenOptions&
   return std::make_unique<SqliteBackend>(path, options);
 }
 
+namespace {
+bool has_scheme(const std::string& url, std::string_view scheme) {
+  if (url.size() < scheme.size()) return false;
+  for (std::size_t i = 0; i < scheme.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(url[i])) != scheme[i]) return false;
+  }
+  return true;
+}
+}  // namespace
+
 std::string sqlite_path(const std::string& url) {
-  if (url.starts_with("postgresql://") || url.starts_with("postgres://")) return "";
-  if (url.starts_with("sqlite://")) return url.substr(9);  // sqlite:///abs -> /abs
-  if (url.starts_with("sqlite:")) return url.substr(7);
+  if (has_scheme(url, "postgresql://") || has_scheme(url, "postgres://")) return "";
+  if (has_scheme(url, "sqlite://")) return url.substr(9);  // sqlite:///abs/x.db -> /abs/x.db
+  if (has_scheme(url, "sqlite:")) return url.substr(7);    // sqlite:x.db -> x.db
   return url;
 }
 
 std::unique_ptr<Backend> open_store(const std::string& url, const OpenOptions& options) {
   const std::string path = sqlite_path(url);
+  if (path.empty() && has_scheme(url, "sqlite:")) {
+    throw InvalidArgument(fmt::format("{} names no file", quote_id(url)));
+  }
   if (path.empty() && !url.empty()) {
     throw StorageError(StorageError::Category::unavailable,
                        fmt::format("{} names a PostgreSQL server, and this cplane is built "

@@ -779,7 +779,7 @@ TEST_CASE("verify exits 6 after tampering, rebuild --dry-run lists the item and 
   REQUIRE_EXIT(cli(db, {"claim", "--owner", "w"}), 0);
   REQUIRE_EXIT(cli(db, {"verify"}), 0);
 
-  sql(db, "UPDATE items SET fence = 9 WHERE item_id = '" + id + "'");
+  sql(db, "UPDATE items SET fence = 0 WHERE item_id = '" + id + "'");
 
   auto plain = cli(db, {"verify"});
   CHECK_EXIT(plain, 6);
@@ -806,7 +806,7 @@ TEST_CASE("verify exits 6 after tampering, rebuild --dry-run lists the item and 
   auto dry = cli(db, {"rebuild", "--dry-run"});
   CHECK_EXIT(dry, 0);
   CHECK(dry.out.find(id) != std::string::npos);
-  CHECK(item_column(db, "fence", id) == "9");
+  CHECK(item_column(db, "fence", id) == "0");
   CHECK(count_rows(db, "events") == events);
   CHECK_EXIT(cli(db, {"verify"}), 6);
 
@@ -818,7 +818,7 @@ TEST_CASE("verify exits 6 after tampering, rebuild --dry-run lists the item and 
     REQUIRE(changes.size() == 1);
     CHECK(str_field(changes[0], "item_id") == id);
   }
-  CHECK(item_column(db, "fence", id) == "9");
+  CHECK(item_column(db, "fence", id) == "0");
   CHECK_EXIT(cli(db, {"verify", "--json"}), 6);
 
   auto fix = cli(db, {"rebuild"});

@@ -136,6 +136,8 @@ TEST_CASE("stores open by path or URL through one factory", "[contract]") {
   const std::string path = dir.file("c.db");
   { ControlStore{"sqlite:" + path}.create_project("alpha", "A"); }
   CHECK(ControlStore{path}.visible_projects() == std::vector<std::string>{"alpha"});
+  CHECK_THROWS_AS(ControlStore{"sqlite:"}, InvalidArgument);
+  { ControlStore{"SQLITE:" + path}; }  // the scheme in any case
   try {
     ControlStore pg{"postgresql://localhost/cplane"};
     FAIL("opened a PostgreSQL URL without PostgreSQL support");
@@ -166,5 +168,6 @@ TEST_CASE("a fence check is a verdict value, and require() turns a denial into F
     CHECK(e.reason() == FenceRejected::Reason::stale_fence);
   }
   CHECK_NOTHROW(require(store.check_fence(id, c->fence)));
+  CHECK_THROWS_AS(store.check_fence(id, c->fence).reason(), InvalidArgument);
   CHECK(store.events(id).size() == 2);  // checks write nothing
 }

@@ -904,14 +904,28 @@ TEST_CASE("a reader stopped inside its snapshot holds off no writer and no reade
   ::waitpid(reader, &status, 0);
 }
 
-TEST_CASE("writers leave the WAL and its index in place, so no open has to rebuild them",
+TEST_CASE("writers leave the WAL in place but empty, so it never grows from process to process",
           "[operability][lock]") {
+  // The WAL stays (a reader in a read-only folder needs it), and each
+  // writer process cuts it to nothing as it closes: the next process has
+  // no WAL index to rebuild from it, and no WAL grows without bound.
   TempDir dir;
   const std::string db = dir.file("control.db");
   seed(db, 1);
-  CHECK_EXIT(cli(db, {"enqueue", "alpha", "{}"}), 0);
+  for (int i = 0; i < 30; ++i) REQUIRE_EXIT(cli(db, {"enqueue", "alpha", "{}"}), 0);
   CHECK(fs::exists(db + "-wal"));
   CHECK(fs::exists(db + "-shm"));
+  CHECK(fs::file_size(db + "-wal") == 0);
+  CHECK(count_rows(db, "items") == 31);
+  // A long-lived writer keeps it bounded too (checkpoints after commits).
+  {
+    ControlStore store{db};
+    for (int i = 0; i < 60; ++i) {
+      store.enqueue_batch("alpha", std::vector<std::string>(50, R"({"pad": "xxxxxxxxxxxxxxxxxxxxxxxx"})"));
+    }
+    CHECK(fs::file_size(db + "-wal") < (8u << 20));
+  }
+  CHECK(fs::file_size(db + "-wal") == 0);
 }
 
 TEST_CASE("rebuild refuses a log whose index columns file an event elsewhere, and never lowers a "
@@ -1017,6 +1031,8 @@ TEST_CASE("operator mistakes in arguments get their real reason", "[operability]
   std::ofstream(file) << "{}\n";
   for (const auto& c : std::vector<Case>{
            {{"--db", ":memory:", "project", "create", "p", "P"}, "keep nothing"},
+           {{"--db", "sqlite::memory:", "project", "create", "p", "P"}, "keep nothing"},
+           {{"--db", "sqlite:", "project", "create", "p", "P"}, "names no file"},
            {{"--db", db, "claim", "--owner", "w", "--max", "99999999999999999999"}, "too large"},
            {{"--db", db, "finish", "x", "--fence", "99999999999999999999", "--status", "done"},
             "larger than any fence"},

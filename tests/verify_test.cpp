@@ -481,7 +481,7 @@ TEST_CASE("rebuild --dry-run lists every row it would change and writes nothing"
   const auto db = dir.file("control.db");
   const Seeded s = seed(db);
   sql(db, "UPDATE items SET status = 'ready' WHERE item_id = " + q(s.claimed) +
-              "; UPDATE items SET fence = 9 WHERE item_id = " + q(s.done) +
+              "; UPDATE items SET fence = 0 WHERE item_id = " + q(s.done) +
               "; DELETE FROM items WHERE item_id = " + q(s.failed) +
               "; INSERT INTO items (item_id, project_id, payload, status, owner, fence, attempts, "
               "lease_expires_at, detail, queued_seq, queued_at, updated_at, last_seq) VALUES "
@@ -503,7 +503,7 @@ TEST_CASE("rebuild --dry-run lists every row it would change and writes nothing"
   std::sort(changes.begin(), changes.end());
   std::vector<std::string> expected = {
       "items " + s.claimed + " update | status: ready -> claimed",
-      "items " + s.done + " update | fence: 9 -> 1",
+      "items " + s.done + " update | fence: 0 -> 1",
       "items " + s.failed + " insert",
       "items ghost delete | no queued event in the log",
   };
@@ -528,7 +528,7 @@ TEST_CASE("rebuild rewrites tampered rows from the log and verify is clean after
   const Seeded s = seed(db);
   const auto original = rows(db);
   sql(db, "UPDATE items SET status = 'ready' WHERE item_id = " + q(s.claimed) +
-              "; UPDATE items SET fence = 9 WHERE item_id = " + q(s.done) +
+              "; UPDATE items SET fence = 0 WHERE item_id = " + q(s.done) +
               "; DELETE FROM items WHERE item_id = " + q(s.failed) +
               "; INSERT INTO items (item_id, project_id, payload, status, owner, fence, attempts, "
               "lease_expires_at, detail, queued_seq, queued_at, updated_at, last_seq) VALUES "
@@ -1058,4 +1058,30 @@ TEST_CASE("a lease of L claimed at t is not reclaimable at t+L-1 and is reclaima
   const auto problems = verify_ledger(store);
   INFO(details(problems));
   CHECK(problems.empty());  // a claim at exactly t+L is not claim_while_leased
+}
+
+TEST_CASE("rebuild leaves a row whose fence or last event is ahead of the log alone, and says why",
+          "[verify]") {
+  // A row ahead of its log is evidence that the log lost events (a claim
+  // deleted, a log restored from an older copy): writing the fold over it
+  // would hand the lost fence out again while a worker may hold it.
+  TempDir dir;
+  const auto db = dir.file("control.db");
+  const Seeded s = seed(db);
+  sql(db, "UPDATE items SET fence = 9 WHERE item_id = " + q(s.claimed) +
+              "; UPDATE items SET status = 'ready' WHERE item_id = " + q(s.ready));
+  const auto before = sql_column(db, "SELECT fence || ' ' || owner FROM items WHERE item_id = " +
+                                         q(s.claimed));
+  ControlStore store(db);
+  const RebuildReport report = rebuild(store, /*dry_run=*/false);
+  REQUIRE(report.kept.size() == 1);
+  CHECK(report.kept[0].key == s.claimed);
+  CHECK(report.kept[0].action == "keep");
+  CHECK_THAT(report.kept[0].fields.at(0), Contains("fence 9") && Contains("lost events"));
+  CHECK(sql_column(db, "SELECT fence || ' ' || owner FROM items WHERE item_id = " + q(s.claimed)) ==
+        before);
+  // The next claim of that item, once its lease lapses, gets fence 10: no
+  // fence is ever handed out twice. verify still names the row.
+  const auto problems = verify_ledger(store);
+  CHECK(summary(problems) == std::vector<std::string>{"fence_disagrees " + s.claimed});
 }

@@ -73,8 +73,11 @@ class Differ {
     if (stored != folded) out_.push_back({field, fmt::format("{}", stored), fmt::format("{}", folded)});
     return *this;
   }
+  // Compared as they are; quoted only when they differ (the hot path of a
+  // clean verify formats nothing).
   Differ& text(const char* field, const std::string& stored, const std::string& folded) {
-    return add(field, quoted(stored), quoted(folded));
+    if (stored != folded) out_.push_back({field, quoted(stored), quoted(folded)});
+    return *this;
   }
   std::vector<FieldDiff> done() { return std::move(out_); }
 
@@ -295,15 +298,17 @@ struct ItemsProjection {
 
   static std::unique_ptr<storage::Cursor<Stored>> scan(storage::Backend& b) { return b.scan_items(); }
   static const std::string& stream_id(const Stored& s) { return s.row.item_id; }
-  static std::string key(const Stored& s) { return s.row.item_id; }
+  static bool same(const Stored& s, const Row& r) { return s.row.item_id == r.item_id; }
   static std::string key(const Row& r) { return r.item_id; }
+  static std::string stored_key(const Stored& s) { return s.row.item_id; }
   // The rows the stream folds to: any item stream with events has one
   // (verify reports one without a row); only a created one is written.
-  static std::vector<Row> folded(const StreamAudit& a) {
+  static std::vector<Row> folded(StreamAudit& a) {
     if (a.events == 0) return {};
-    Row row = a.item;
-    if (row.item_id.empty()) row.item_id = a.stream.id;
-    return {row};
+    std::vector<Row> out;
+    out.push_back(std::move(a.item));  // the audit is done with it
+    if (out[0].item_id.empty()) out[0].item_id = a.stream.id;
+    return out;
   }
   static bool creates(const StreamAudit& a) { return a.created; }
   static bool comparable(const StreamAudit& a) { return a.created && !a.unreadable; }
@@ -318,7 +323,7 @@ struct ItemsProjection {
       d.add("status", quoted(scanned.invalid_status) + " (not a status)",
             std::string(to_string(folded.status)));
     } else {
-      d.add("status", std::string(to_string(stored.status)), std::string(to_string(folded.status)));
+      d.add("status", to_string(stored.status), to_string(folded.status));
     }
     d.text("owner", stored.owner, folded.owner);
     d.add("fence", stored.fence, folded.fence);
@@ -382,6 +387,23 @@ struct ItemsProjection {
   }
   static void put(storage::Backend& b, const Row& r) { b.put_item(r); }
   static void erase(storage::Backend& b, const Stored& s) { b.delete_item(s.row.item_id); }
+  // Why rebuild must leave a stored row alone rather than write the fold
+  // over it, or "": a row whose fence is above the log's, or whose last
+  // event is newer than the log's, was made by events the log has lost.
+  // Writing the fold would hand that fence out again to a second holder.
+  static std::string evidence_of_loss(const Stored& stored, const Row& folded) {
+    if (stored.row.fence > folded.fence) {
+      return fmt::format("fence {} in the row is above the log's {}: the log lost events; left "
+                         "alone, so that fence {} is never handed out twice",
+                         stored.row.fence, folded.fence, folded.fence + 1);
+    }
+    if (stored.row.last_seq > folded.last_seq) {
+      return fmt::format("last_seq {} in the row is newer than the log's {}: the log lost "
+                         "events; left alone",
+                         stored.row.last_seq, folded.last_seq);
+    }
+    return {};
+  }
 };
 
 // A cursor over rows already read (projects and grants are few).
@@ -412,8 +434,10 @@ struct ProjectsProjection {
     return std::make_unique<VectorCursor<Stored>>(b.all_projects());
   }
   static const std::string& stream_id(const Stored& s) { return s.project_id; }
+  static bool same(const Stored& s, const Row& r) { return s.project_id == r.project_id; }
   static std::string key(const Row& r) { return r.project_id; }
-  static std::vector<Row> folded(const StreamAudit& a) {
+  static std::string stored_key(const Stored& s) { return s.project_id; }
+  static std::vector<Row> folded(StreamAudit& a) {
     if (!a.project) return {};
     return {*a.project};
   }
@@ -449,6 +473,7 @@ struct ProjectsProjection {
                                      stored.project_id)};
   }
   static void cross_check(const StreamAudit&, const LogFacts&, std::vector<LedgerProblem>&) {}
+  static std::string evidence_of_loss(const Stored&, const Row&) { return {}; }
   static void put(storage::Backend& b, const Row& r) { b.put_project(r); }
   static void erase(storage::Backend& b, const Stored& s) { b.delete_project(s.project_id); }
 };
@@ -465,8 +490,12 @@ struct GrantsProjection {
     return std::make_unique<VectorCursor<Stored>>(b.all_assignments());
   }
   static const std::string& stream_id(const Stored& s) { return s.project_id; }
+  static bool same(const Stored& s, const Row& r) {
+    return s.project_id == r.project_id && s.actor == r.actor;
+  }
   static std::string key(const Row& r) { return r.project_id + "/" + r.actor; }
-  static std::vector<Row> folded(const StreamAudit& a) {
+  static std::string stored_key(const Stored& s) { return key(s); }
+  static std::vector<Row> folded(StreamAudit& a) {
     std::vector<Row> out;
     for (const auto& [actor, row] : a.grants) out.push_back(row);
     return out;
@@ -503,6 +532,7 @@ struct GrantsProjection {
                                      stored.actor, stored.project_id)};
   }
   static void cross_check(const StreamAudit&, const LogFacts&, std::vector<LedgerProblem>&) {}
+  static std::string evidence_of_loss(const Stored&, const Row&) { return {}; }
   static void put(storage::Backend& b, const Row& r) { b.put_assignment(r); }
   static void erase(storage::Backend& b, const Stored& s) {
     b.delete_assignment(s.project_id, s.actor);
@@ -519,33 +549,24 @@ class RowSide {
 
   const std::string* next_stream() const { return have_ ? &P::stream_id(row_) : nullptr; }
 
-  // The stored rows of `stream_id`, by key (the cursor must be at or past it).
-  std::map<std::string, typename P::Stored> take(const std::string& stream_id) {
-    std::map<std::string, typename P::Stored> out;
+  // The stored rows of `stream_id` (the cursor must be at or past it).
+  std::vector<typename P::Stored> take(const std::string& stream_id) {
+    std::vector<typename P::Stored> out;
     while (have_ && P::stream_id(row_) == stream_id) {
-      std::string key = P::key(rowish(row_));
-      out.emplace(std::move(key), std::move(row_));
+      last_.assign(P::stream_id(row_));
+      out.push_back(std::move(row_));
       advance();
     }
     return out;
   }
 
  private:
-  static const typename P::Row& rowish(const typename P::Stored& s) {
-    if constexpr (std::is_same_v<typename P::Stored, typename P::Row>) {
-      return s;
-    } else {
-      return s.row;
-    }
-  }
   void advance() {
-    std::string previous = have_ ? P::stream_id(row_) : std::string();
-    const bool had = have_;
     have_ = cursor_->next(row_);
     // The merge needs ids in bytewise order (the backend contract). An id
     // stored as a BLOB (only by tampering) sorts elsewhere: stop rather
     // than report false problems.
-    if (had && have_ && P::stream_id(row_) < previous) {
+    if (have_ && !last_.empty() && P::stream_id(row_) < last_) {
       throw StorageError(StorageError::Category::corruption,
                          fmt::format("{} rows are out of order near '{}': an id is stored with a "
                                      "type other than TEXT",
@@ -556,6 +577,7 @@ class RowSide {
   std::unique_ptr<storage::Cursor<typename P::Stored>> cursor_;
   typename P::Stored row_{};
   bool have_ = false;
+  std::string last_;  // the stream id of the last row taken
 };
 
 // A row rebuild writes or deletes, kept until the scans are over (the
@@ -574,51 +596,58 @@ struct Reconcile {
 };
 
 template <class P>
-void reconcile(RowSide<P>& side, const StreamAudit& audit, const LogFacts& facts,
-               const Reconcile& r) {
+void reconcile(RowSide<P>& side, StreamAudit& audit, const LogFacts& facts, const Reconcile& r) {
   auto stored = side.take(audit.stream.id);
   const std::size_t first_problem = r.problems != nullptr ? r.problems->size() : 0;
-  std::map<std::string, typename P::Row> folded;
-  for (auto& row : P::folded(audit)) folded.emplace(P::key(row), std::move(row));
-
   if (r.problems != nullptr && audit.stream.kind == P::stream) {
     P::cross_check(audit, facts, *r.problems);
   }
-  // Stored rows, with or without a folded counterpart.
-  for (auto& [key, row] : stored) {
-    auto it = folded.find(key);
+  const bool comparable = P::comparable(audit);
+  const bool creates = P::creates(audit);
+  // Rows per stream are few (one, or one per grant): match them by key in
+  // place, without maps.
+  std::vector<typename P::Row> folded = P::folded(audit);
+  std::vector<bool> matched(folded.size(), false);
+  for (auto& row : stored) {
+    std::size_t at = 0;
+    while (at < folded.size() && !P::same(row, folded[at])) ++at;
+    const bool found = at < folded.size();
+    if (found) matched[at] = true;
     if (r.problems != nullptr) {
-      if (it == folded.end()) {
+      if (!found) {
         if (auto p = P::unexplained(row, audit)) r.problems->push_back(std::move(*p));
-      } else if (P::comparable(audit)) {
-        for (auto& p : P::disagree(row, it->second, audit)) r.problems->push_back(std::move(p));
+      } else if (comparable) {
+        for (auto& p : P::disagree(row, folded[at], audit)) r.problems->push_back(std::move(p));
       }
     }
     if (r.report != nullptr) {
-      if (it == folded.end() || !P::creates(audit)) {
-        r.report->changes.push_back({P::table, key, "delete", {P::no_creation}});
+      if (!found || !creates) {
+        r.report->changes.push_back({P::table, P::stored_key(row), "delete", {P::no_creation}});
         if (r.pending != nullptr) {
-          r.pending->writes.push_back([row = row](storage::Backend& b) { P::erase(b, row); });
+          r.pending->writes.push_back([row = std::move(row)](storage::Backend& b) { P::erase(b, row); });
         }
-      } else if (auto d = P::diff(row, it->second); !d.empty()) {
-        r.report->changes.push_back({P::table, key, "update", describe(d)});
+      } else if (auto loss = P::evidence_of_loss(row, folded[at]); !loss.empty()) {
+        r.report->kept.push_back({P::table, P::key(folded[at]), "keep", {std::move(loss)}});
+      } else if (auto d = P::diff(row, folded[at]); !d.empty()) {
+        r.report->changes.push_back({P::table, P::key(folded[at]), "update", describe(d)});
         if (r.pending != nullptr) {
           r.pending->writes.push_back(
-              [row = it->second](storage::Backend& b) { P::put(b, row); });
+              [row = folded[at]](storage::Backend& b) { P::put(b, row); });
         }
       }
     }
   }
   // Folded rows with no stored counterpart.
-  for (auto& [key, row] : folded) {
-    if (stored.contains(key)) continue;
+  for (std::size_t at = 0; at < folded.size(); ++at) {
+    if (matched[at]) continue;
     if (r.problems != nullptr) {
-      if (auto p = P::missing(row, audit)) r.problems->push_back(std::move(*p));
+      if (auto p = P::missing(folded[at], audit)) r.problems->push_back(std::move(*p));
     }
-    if (r.report != nullptr && P::creates(audit)) {
-      r.report->changes.push_back({P::table, key, "insert", {}});
+    if (r.report != nullptr && creates) {
+      r.report->changes.push_back({P::table, P::key(folded[at]), "insert", {}});
       if (r.pending != nullptr) {
-        r.pending->writes.push_back([row = row](storage::Backend& b) { P::put(b, row); });
+        r.pending->writes.push_back(
+            [row = std::move(folded[at])](storage::Backend& b) { P::put(b, row); });
       }
     }
   }
@@ -653,7 +682,7 @@ void replay(storage::Backend& backend, StreamKind kind, LogFacts& facts,
         },
         sides);
     if (next == nullptr) break;
-    const std::string id = *next;
+    std::string id = *next;
     if (!first && id <= previous) {
       throw StorageError(StorageError::Category::corruption,
                          fmt::format("stream ids are out of order near '{}': an id is stored "
@@ -661,14 +690,15 @@ void replay(storage::Backend& backend, StreamKind kind, LogFacts& facts,
                                      id));
     }
     first = false;
-    previous = id;
+    previous.assign(id);
     StreamAudit audit;
-    audit.stream = {kind, id};
-    if (facts.incomplete.contains({kind, id})) {
+    audit.stream = {kind, std::move(id)};
+    const std::string& sid = audit.stream.id;
+    if (!facts.incomplete.empty() && facts.incomplete.contains({kind, sid})) {
       audit.unreadable = true;
       audit.reported_no_creation = true;
     }
-    while (have_event && raw.stream_id == id) {
+    while (have_event && raw.stream_id == sid) {
       fold_event(audit, raw, facts);
       if (++events_read % kProgressEvery == 0 && progress) progress(events_read, total);
       have_event = events->next(raw);
@@ -705,6 +735,11 @@ void replay_all(storage::Backend& backend, const Reconcile& r, LogFacts& facts,
         if (audit.unreadable) facts.project_log_unreadable = true;
         on_stream(audit);
       });
+  // A project event filed under another project by its columns: which
+  // projects the log created is no longer known for sure.
+  for (const auto& [kind, id] : facts.incomplete) {
+    if (kind == StreamKind::project) facts.project_log_unreadable = true;
+  }
   replay<ItemsProjection>(backend, StreamKind::item, facts, r, events_read, total, progress,
                           on_stream);
   StreamAudit unfiled;

@@ -60,6 +60,10 @@ struct RowChange {
 
 struct RebuildReport {
   std::vector<RowChange> changes;
+  // Rows rebuild left alone (action "keep") because they show that the log
+  // lost events: a fence above the log's, a last event newer than the
+  // log's. Writing the fold over them could hand a fence out twice.
+  std::vector<RowChange> kept;
   std::int64_t events = 0;  // events replayed
   std::int64_t items = 0;   // items in the fold
   bool dry_run = false;

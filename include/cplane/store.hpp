@@ -1,9 +1,9 @@
 // The public store API. Each command is one write transaction that reads the
-// projected rows, decides (decide.hpp), appends the events and applies them
-// (projections/apply.hpp). A refusal appends nothing and changes nothing.
+// projected rows, decides which events follow, appends them and folds them
+// into the rows. A refusal appends nothing and changes nothing.
 //
 // Errors: FenceRejected, ScopeDenied, InvalidArgument and NotFound are
-// refusals (events/errors.hpp); StorageError's category says whether to retry.
+// refusals (<cplane/errors.hpp>); StorageError's category says whether to retry.
 //
 // Thread-safety: a ControlStore is one database connection; use one per
 // thread or process. A call made while another thread is inside a call on
@@ -113,10 +113,12 @@ class ControlStore {
  public:
   // Opens (creating if missing, unless options.create is off or read_only)
   // the store `url` names: a file path or "sqlite:PATH" (SQLite), later
-  // "postgresql://..." (storage/open.hpp). Throws InvalidArgument for a bad
+  // "postgresql://...". Throws InvalidArgument for a bad
   // lease (before touching the file) or an SQLite URI; StorageError otherwise.
   explicit ControlStore(const std::string& url, StoreOptions options = {});
-  // Runs on any backend (tests wrap one to inject faults or observe it).
+  // Runs on any backend: for tests (which wrap one to inject faults or
+  // observe it) and backends built with cplane's sources; the storage
+  // contract is not part of the installed API.
   explicit ControlStore(std::unique_ptr<storage::Backend> backend, StoreOptions options = {});
   ~ControlStore();
   ControlStore(ControlStore&&) noexcept;
@@ -215,6 +217,7 @@ class ControlStore {
   // The same as claim_batch: `store.claim("worker-1", 8)`. (A template so
   // that `claim(owner, {})` still means one claim with default options.)
   template <std::integral N>
+    requires(!std::same_as<N, bool>)
   std::vector<ClaimedItem> claim(const std::string& owner, N max_items,
                                  const ClaimOptions& options = {}) {
     if (max_items <= 0) throw InvalidArgument("a batch claim needs max_items of at least 1");
@@ -266,7 +269,7 @@ class ControlStore {
 
  private:
   // verify and rebuild read the connection itself (<cplane/verify.hpp>);
-  // tests reach it through commands/backend_access.hpp.
+  // tests reach it through an internal accessor.
   friend std::vector<LedgerProblem> verify_ledger(ControlStore& store, const Progress& progress);
   friend RebuildReport rebuild(ControlStore& store, bool dry_run, const Progress& progress);
   friend struct BackendAccess;

@@ -29,15 +29,19 @@ class Verdict {
 
   bool is_allowed() const { return !denial_; }
   explicit operator bool() const { return is_allowed(); }
-  // Only for a denial.
-  Reason reason() const { return denial_.value().reason; }
-  const std::string& message() const { return denial_.value().message; }
+  // Only for a denial: InvalidArgument on an allowed verdict.
+  Reason reason() const { return denial().reason; }
+  const std::string& message() const { return denial().message; }
 
  private:
   struct Denial {
     Reason reason;
     std::string message;
   };
+  const Denial& denial() const {
+    if (!denial_) throw InvalidArgument("an allowed verdict has no reason");
+    return *denial_;
+  }
   std::optional<Denial> denial_;
 };
 
