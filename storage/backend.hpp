@@ -107,7 +107,8 @@ class Backend {
   // Every event of one stream kind, ordered by (stream id bytewise, seq).
   virtual std::unique_ptr<Cursor<RawEvent>> scan_stream(StreamKind kind) = 0;
   // Every event whose stream_kind column names no kind this build knows
-  // (only tampering, or a newer cplane, files one there), ordered by seq.
+  // (only tampering, or a newer cplane, files one there), in no particular
+  // order. Costs an index seek when there are none, not a scan.
   virtual std::unique_ptr<Cursor<RawEvent>> scan_unfiled() = 0;
   // How many events the log holds (replay progress; not the newest seq).
   virtual std::int64_t event_count() = 0;

@@ -783,8 +783,13 @@ class SqliteBackend final : public Backend {
   }
 
   std::unique_ptr<Cursor<RawEvent>> scan_unfiled() override {
+    // Three range seeks on events_by_stream around the known kinds (a NOT
+    // IN, or an ORDER BY seq, would read the whole log). Integers sort
+    // before text and blobs after it, so tampered types are found too.
     auto cursor = std::make_unique<StatementCursor>(
-        db_, fmt::format("SELECT {} FROM events WHERE stream_kind NOT IN (?1, ?2) ORDER BY seq",
+        db_, fmt::format("SELECT {0} FROM events WHERE stream_kind < ?1 UNION ALL "
+                         "SELECT {0} FROM events WHERE stream_kind > ?1 AND stream_kind < ?2 "
+                         "UNION ALL SELECT {0} FROM events WHERE stream_kind > ?2",
                          kEventColumns));
     cursor->bind(to_string(StreamKind::item), to_string(StreamKind::project));
     return cursor;

@@ -727,7 +727,9 @@ void audit_unfiled(storage::Backend& backend, StreamAudit& audit, LogFacts& fact
 template <class OnStream>
 void replay_all(storage::Backend& backend, const Reconcile& r, LogFacts& facts,
                 std::int64_t& events_read, const Progress& progress, OnStream&& on_stream) {
-  const std::int64_t total = backend.event_count();
+  // The total is for a progress display only: counting reads the log once
+  // more, so only when someone is watching.
+  const std::int64_t total = progress ? backend.event_count() : 0;
   replay<ProjectsProjection, GrantsProjection>(
       backend, StreamKind::project, facts, r, events_read, total, progress,
       [&](StreamAudit& audit) {
