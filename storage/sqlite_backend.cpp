@@ -269,6 +269,24 @@ class Statement {
     auto* p = static_cast<const char*>(sqlite3_column_blob(stmt_, col));
     return p == nullptr ? std::string() : std::string(p, sqlite3_column_bytes(stmt_, col));
   }
+  // Into an existing string, reusing its buffer: scans fill one row object
+  // again and again without allocating per row.
+  void text_into(int col, std::string& out) const {
+    auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
+    if (p == nullptr) {
+      out.clear();
+    } else {
+      out.assign(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col)));
+    }
+  }
+  void blob_into(int col, std::string& out) const {
+    auto* p = static_cast<const char*>(sqlite3_column_blob(stmt_, col));
+    if (p == nullptr) {
+      out.clear();
+    } else {
+      out.assign(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col)));
+    }
+  }
 
  private:
   void bind_one(int i, std::int64_t v) { check(sqlite3_bind_int64(stmt_, i, v)); }
@@ -312,27 +330,31 @@ class Statement {
 
 // Reads an item row; a status that is none of the four goes to
 // `invalid_status` (the row is then reported by verify, repaired by rebuild).
-ItemRow read_item(const Statement& s, std::string& invalid_status) {
-  ItemRow row;
-  row.item_id = s.text(0);
-  row.project_id = s.text(1);
-  row.payload = s.text(2);
-  std::string status = s.text(3);
-  if (auto parsed = parse_item_status(status)) {
+void fill_item(const Statement& s, ItemRow& row, std::string& invalid_status) {
+  s.text_into(0, row.item_id);
+  s.text_into(1, row.project_id);
+  s.text_into(2, row.payload);
+  s.text_into(3, invalid_status);
+  if (auto parsed = parse_item_status(invalid_status)) {
     row.status = *parsed;
     invalid_status.clear();
-  } else {
-    invalid_status = status.empty() ? std::string("(empty)") : std::move(status);
+  } else if (invalid_status.empty()) {
+    invalid_status = "(empty)";
   }
-  row.owner = s.text(4);
+  s.text_into(4, row.owner);
   row.fence = static_cast<Fence>(s.i64(5));
   row.attempts = static_cast<std::uint32_t>(s.i64(6));
   row.lease_expires_at = s.i64(7);
-  row.detail = s.text(8);
+  s.text_into(8, row.detail);
   row.queued_seq = s.i64(9);
   row.queued_at = s.i64(10);
   row.updated_at = s.i64(11);
   row.last_seq = s.i64(12);
+}
+
+ItemRow read_item(const Statement& s, std::string& invalid_status) {
+  ItemRow row;
+  fill_item(s, row, invalid_status);
   return row;
 }
 
@@ -352,9 +374,21 @@ ItemRow read_item(const Statement& s) {
 const char* const kEventColumns =
     "seq, stream_kind, stream_id, item_id, project_id, type, at, body";
 
+void fill_event(const Statement& s, RawEvent& e) {
+  e.seq = s.i64(0);
+  s.text_into(1, e.stream_kind);
+  s.text_into(2, e.stream_id);
+  s.text_into(3, e.item_id);
+  s.text_into(4, e.project_id);
+  s.text_into(5, e.type);
+  e.at = s.i64(6);
+  s.blob_into(7, e.body);
+}
+
 RawEvent read_event(const Statement& s) {
-  return RawEvent{s.i64(0),  s.text(1), s.text(2), s.text(3),
-                  s.text(4), s.text(5), s.i64(6),  s.blob(7)};
+  RawEvent e;
+  fill_event(s, e);
+  return e;
 }
 
 class StatementCursor final : public Cursor<RawEvent> {
@@ -366,7 +400,7 @@ class StatementCursor final : public Cursor<RawEvent> {
   }
   bool next(RawEvent& row) override {
     if (!stmt_.step()) return false;
-    row = read_event(stmt_);
+    fill_event(stmt_, row);
     return true;
   }
 
@@ -379,7 +413,7 @@ class ItemStatementCursor final : public Cursor<ScannedItem> {
   ItemStatementCursor(sqlite3* db, const std::string& sql) : stmt_(db, sql.c_str()) { stmt_.bind(); }
   bool next(ScannedItem& item) override {
     if (!stmt_.step()) return false;
-    item.row = read_item(stmt_, item.invalid_status);
+    fill_item(stmt_, item.row, item.invalid_status);
     return true;
   }
 
