@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "commands/json.hpp"
+#include "events/json.hpp"
 #include "events/errors.hpp"
 
 namespace cplane::cli {

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "commands/decide.hpp"
-#include "commands/json.hpp"
+#include "events/json.hpp"
 #include "events/clock.hpp"
 #include "events/codec.hpp"
 #include "projections/apply.hpp"

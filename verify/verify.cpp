@@ -26,6 +26,7 @@
 #include <fmt/format.h>
 
 #include "events/codec.hpp"
+#include "events/json.hpp"
 #include "events/errors.hpp"
 #include "projections/apply.hpp"
 #include "projections/rules.hpp"
@@ -43,7 +44,8 @@ const std::vector<std::string> kProblemKinds = {
     "item_in_unknown_project", "undecodable_event",       "unknown_event_type",
     "index_disagrees",        "claim_while_leased",       "project_row_missing",
     "project_row_without_event", "project_row_disagrees", "assignment_missing",
-    "assignment_without_event",
+    "assignment_without_event", "fence_skipped", "attempt_not_rising", "lease_before_claim",
+    "event_before_project", "grant_without_project", "invalid_payload",
 };
 
 namespace {
@@ -91,6 +93,7 @@ class Differ {
 // streams an event was filed away from by its columns (their folds miss it).
 struct LogFacts {
   std::set<std::string> projects;
+  std::map<std::string, Seq> project_created_at;  // the seq of each project's creation
   bool project_log_unreadable = false;
   std::set<std::pair<StreamKind, std::string>> incomplete;
 };
@@ -108,6 +111,7 @@ struct StreamAudit {
   ItemRow item;
   bool created = false;
   bool reported_no_creation = false;
+  bool reported_before_project = false;
   int terminals = 0;
   // Project streams.
   std::optional<ProjectRow> project;
@@ -162,7 +166,7 @@ std::optional<StoredEvent> read_event(const storage::RawEvent& raw, StreamAudit&
 // one case per event kind (no catch-all: a new kind must be decided on
 // here). Events of another stream kind than the audit's were filed here by
 // their columns only (read_event reported them) and are skipped.
-void audit_event(StreamAudit& a, const StoredEvent& stored) {
+void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& facts) {
   const Event& e = stored.event;
   const Seq seq = stored.seq;
   auto problem = [&](const char* kind, std::string detail) {
@@ -182,9 +186,33 @@ void audit_event(StreamAudit& a, const StoredEvent& stored) {
     }
   };
   if (stream_of(e) != a.stream) return;  // filed here by its columns only
+  // What the log must say on its own, whatever the rows: an item's events
+  // come after its project's creation.
+  if (a.stream.kind == StreamKind::item) {
+    const auto created = facts.project_created_at.find(e.project_id);
+    if (created != facts.project_created_at.end() && seq < created->second &&
+        !a.reported_before_project) {
+      a.reported_before_project = true;
+      problem("event_before_project",
+              fmt::format("event seq {} ({}) of item {} comes before project {} was created (seq "
+                          "{})",
+                          seq, type_name(e.body), a.stream.id, e.project_id, created->second));
+    }
+  }
   std::visit(
       Overloaded{
-          [&](const ItemQueued&) {
+          [&](const ItemQueued& queued) {
+            try {
+              if (queued.payload.size() > (1u << 20)) {
+                throw InvalidArgument(fmt::format("{} bytes, over the 1 MiB limit",
+                                                  queued.payload.size()));
+              }
+              require_json(queued.payload);
+            } catch (const InvalidArgument& bad) {
+              problem("invalid_payload",
+                      fmt::format("queued seq {} of item {} has a payload no command accepts: {}",
+                                  seq, a.stream.id, bad.what()));
+            }
             if (a.created) {
               problem("duplicate_creation_event",
                       fmt::format("item {} is queued again by event seq {}", a.stream.id, seq));
@@ -214,6 +242,24 @@ void audit_event(StreamAudit& a, const StoredEvent& stored) {
               problem("fence_not_monotonic",
                       fmt::format("claim seq {} has fence {}, not above the earlier fence {}", seq,
                                   claimed.fence, a.item.fence));
+            } else if (claimed.fence != a.item.fence + 1) {
+              // Every claim takes the next fence: a jump means claims are
+              // missing from the log (or a fence was forged).
+              problem("fence_skipped",
+                      fmt::format("claim seq {} has fence {}, but the fence before it was {}: "
+                                  "claims are missing",
+                                  seq, claimed.fence, a.item.fence));
+            }
+            // (A fence that does not rise already names this claim's fault.)
+            if (claimed.fence == a.item.fence + 1 && claimed.attempt != a.item.attempts + 1) {
+              problem("attempt_not_rising",
+                      fmt::format("claim seq {} is attempt {}, after {} earlier claim(s)", seq,
+                                  claimed.attempt, a.item.attempts));
+            }
+            if (claimed.lease_expires_at <= e.at) {
+              problem("lease_before_claim",
+                      fmt::format("claim seq {} at {} has a lease that ends at {}, not after it",
+                                  seq, e.at, claimed.lease_expires_at));
             }
           },
           [&](const ItemFinished& finished) {
@@ -238,7 +284,14 @@ void audit_event(StreamAudit& a, const StoredEvent& stored) {
                       fmt::format("project {} is created again by event seq {}", a.stream.id, seq));
             }
           },
-          [&](const ActorAssigned&) {},
+          [&](const ActorAssigned& granted) {
+            if (!a.project && !a.reported_no_creation) {
+              problem("grant_without_project",
+                      fmt::format("actor_assigned seq {} grants {} project {}, which its log has "
+                                  "not created (yet)",
+                                  seq, granted.actor, a.stream.id));
+            }
+          },
       },
       e.body);
   // The fold: the same apply the commands use.
@@ -270,7 +323,7 @@ void fold_event(StreamAudit& audit, const storage::RawEvent& raw, LogFacts& fact
     audit.reported_no_creation = true;
     return;
   }
-  audit_event(audit, *stored);
+  audit_event(audit, *stored, facts);
 }
 
 // ---- the projections -----------------------------------------------------------
@@ -733,7 +786,10 @@ void replay_all(storage::Backend& backend, const Reconcile& r, LogFacts& facts,
   replay<ProjectsProjection, GrantsProjection>(
       backend, StreamKind::project, facts, r, events_read, total, progress,
       [&](StreamAudit& audit) {
-        if (audit.project) facts.projects.insert(audit.stream.id);
+        if (audit.project) {
+          facts.projects.insert(audit.stream.id);
+          facts.project_created_at.emplace(audit.stream.id, audit.project->last_seq);
+        }
         if (audit.unreadable) facts.project_log_unreadable = true;
         on_stream(audit);
       });

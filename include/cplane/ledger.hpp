@@ -45,6 +45,13 @@ struct LedgerProblem {
 //   project_row_missing, project_row_without_event, project_row_disagrees,
 //   assignment_missing, assignment_without_event
 //                            the same checks for projects and assignments
+// What the log must say on its own, whatever the rows:
+//   fence_skipped            a claim whose fence is more than one above the last
+//   attempt_not_rising       a claim whose attempt is not one more than the claims before
+//   lease_before_claim       a claim whose lease does not end after it was made
+//   event_before_project     an item event before its project's creation
+//   grant_without_project    a grant (actor_assigned) before its project's creation
+//   invalid_payload          a queued payload that is not JSON or is over 1 MiB
 extern const std::vector<std::string> kProblemKinds;
 
 // Called now and then with the events read so far and the total.

@@ -1,4 +1,4 @@
-#include "commands/json.hpp"
+#include "events/json.hpp"
 
 #include <string>
 
