@@ -38,6 +38,8 @@
 #include <cplane/cplane.hpp>
 
 #include "events/clock.hpp"
+#include "projections/apply.hpp"
+#include "projections/rules.hpp"
 #include "probe/fleet.hpp"
 
 namespace cplane::probe {
@@ -331,22 +333,24 @@ class Probe {
     for (const auto& id : ids) {
       const auto events = store.events(id);
       int terminals = 0;
-      Fence last = 0;
-      Micros leased_until = 0;  // while claimed and not finished
       bool fences_ok = true;
+      // The fold the commands use, judged by the rules they use
+      // (projections/rules.hpp): the probe, verify and decide agree by
+      // construction on what a claim and a report may do.
+      ItemRow row;
       for (const auto& e : events) {
         if (auto* c = std::get_if<ItemClaimed>(&e.event.body)) {
           ++claim_events;
-          if (e.event.at < leased_until) ++claims_while_leased;  // two holders at once
-          leased_until = c->lease_expires_at;
+          if (row.status == ItemStatus::claimed && !claimable(row, e.event.at)) {
+            ++claims_while_leased;  // two holders at once
+          }
           if (c->attempt > 1) ++reclaims;
-          if (c->fence <= last) fences_ok = false;
-          last = c->fence;
+          if (!fence_rises(row.fence, c->fence)) fences_ok = false;
         } else if (auto* f = std::get_if<ItemFinished>(&e.event.body)) {
           ++terminals;
-          leased_until = 0;
-          if (f->fence != last) fences_ok = false;
+          if (fence_refusal(&row, f->fence)) fences_ok = false;
         }
+        row = apply(std::move(row), e);
       }
       if (terminals > 1) ++multiple_terminals;
       if (!fences_ok) ++fence_violations;
