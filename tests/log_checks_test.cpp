@@ -106,3 +106,26 @@ TEST_CASE("an item's events before its project's creation are named", "[verify][
   CHECK(reports(problems, "event_before_project", "early-item"));
   CHECK_FALSE(reports(problems, "item_in_unknown_project", "early-item"));
 }
+
+TEST_CASE("problem details quote at most 200 bytes of a value, with its length and fingerprint",
+          "[verify]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "c.db");
+  std::string id;
+  {
+    ControlStore store{db};
+    store.create_project("alpha", "A");
+    id = store.enqueue("alpha", "{\"big\": \"" + std::string(500'000, 'x') + "\"}");
+  }
+  sql(db, "UPDATE items SET payload = '{\"big\": \"" + std::string(400'000, 'y') + "\"}'");
+  ControlStore store{db};
+  const auto problems = verify_ledger(store);
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].kind == "payload_disagrees");
+  CHECK(problems[0].detail.size() < 1000);
+  CHECK(problems[0].detail.find("400011 bytes") != std::string::npos);
+  CHECK(problems[0].detail.find("500011 bytes") != std::string::npos);
+  const auto report = rebuild(store, true);
+  REQUIRE(report.changes.size() == 1);
+  CHECK(report.changes[0].fields.at(0).size() < 1000);
+}

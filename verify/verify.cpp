@@ -59,7 +59,19 @@ struct FieldDiff {
   std::string folded;
 };
 
-std::string quoted(const std::string& s) { return fmt::format("'{}'", s); }
+// A value as a problem or a change quotes it: whole when short; otherwise
+// its first 200 bytes, its length and a fingerprint (FNV-1a, 64 bits), so
+// that a report on huge tampered payloads stays small.
+std::string quoted(const std::string& s) {
+  constexpr std::size_t kShown = 200;
+  if (s.size() <= kShown) return fmt::format("'{}'", s);
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  std::size_t cut = kShown;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;  // whole characters
+  return fmt::format("'{}...' ({} bytes, fnv1a {:016x})", std::string_view(s).substr(0, cut),
+                     s.size(), h);
+}
 
 std::vector<std::string> describe(const std::vector<FieldDiff>& diffs) {
   std::vector<std::string> out;
