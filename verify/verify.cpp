@@ -161,7 +161,8 @@ std::optional<StoredEvent> read_event(const storage::RawEvent& raw, StreamAudit&
                    bool files_it) {
     if (stored_value == body_value) return;
     if (files_it) facts.incomplete.insert({stream.kind, stream.id});
-    audit.problems.push_back({"index_disagrees", item_id, raw.project_id,
+    // Named by what the body says (the truth), not by the columns.
+    audit.problems.push_back({"index_disagrees", e.item_id, e.project_id,
                               fmt::format("event seq {}: column {} is '{}' but the body says '{}'",
                                           raw.seq, column, stored_value, body_value)});
   };
