@@ -72,6 +72,18 @@ std::vector<std::string> seed(const std::string& db, int items = 2) {
   return ids;
 }
 
+// One item in project alpha, claimed by `first` (a 1 s lease from t=1 s)
+// and reclaimed by `second` at t=5 s under fence 2 with `lease`.
+std::string reclaimed_item(const std::string& db, const std::string& first,
+                           const std::string& second, Seconds lease) {
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  const std::string id = store.enqueue("alpha", "{}", {}, 1'000'000);
+  store.claim(first, {.lease = Seconds{1}, .now = 1'000'000});
+  store.claim(second, {.lease = lease, .now = 5'000'000});
+  return id;
+}
+
 double seconds_since(SteadyClock::time_point start) {
   return std::chrono::duration<double>(SteadyClock::now() - start).count();
 }
@@ -766,14 +778,10 @@ TEST_CASE("verify reports one problem per fault: an undecodable claim, a NULL it
           "[operability][verify]") {
   TempDir dir;
   const std::string db = dir.file("c.db");
-  std::string id;
+  const std::string id = reclaimed_item(db, "w1", "w2", Seconds{1});
   {
     ControlStore store{db};
-    store.create_project("alpha", "A");
-    id = store.enqueue("alpha", "{}", {}, 1'000'000);
-    store.claim("w1", {.lease = Seconds{1}, .now = 1'000'000});
-    const auto c = store.claim("w2", {.lease = Seconds{1}, .now = 5'000'000});
-    store.finish(id, c->fence, Outcome::done, "", 6'000'000);
+    store.finish(id, 2, Outcome::done, "", 6'000'000);
   }
   SECTION("an undecodable claim event") {
     sql(db, "UPDATE events SET body = x'00' WHERE type = 'claimed' AND item_id = '" + id +
@@ -933,14 +941,7 @@ TEST_CASE("rebuild refuses a log whose index columns file an event elsewhere, an
           "[operability][verify]") {
   TempDir dir;
   const std::string db = dir.file("c.db");
-  std::string id;
-  {
-    ControlStore store{db};
-    store.create_project("alpha", "A");
-    id = store.enqueue("alpha", "{}", {}, 1'000'000);
-    store.claim("a", {.lease = Seconds{1}, .now = 1'000'000});
-    store.claim("b", {.lease = Seconds{100}, .now = 5'000'000});  // fence 2
-  }
+  const std::string id = reclaimed_item(db, "a", "b", Seconds{100});  // b holds fence 2
   const auto newest_claim =
       "(SELECT max(seq) FROM events WHERE type = 'claimed' AND stream_id = '" + id + "')";
   SECTION("a NULL item_id column") {
