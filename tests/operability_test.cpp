@@ -5,6 +5,7 @@
 // rows edited behind the engine's back, one store shared by two threads.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/mount.h>
@@ -1063,4 +1064,51 @@ TEST_CASE("stats says when rows with an invalid status are left out", "[operabil
   CHECK_EXIT(r, 0);
   CHECK(contains(r.out, "ready: 1"));
   CHECK(contains(r.err, "1 item row(s)"));
+}
+
+TEST_CASE("a migration killed at any moment leaves the old schema or the new, never a mix",
+          "[operability][migration]") {
+  TempDir dir;
+  const std::string tmpl = dir.file("v1.db");
+  {
+    ControlStore store{tmpl};
+    store.create_project("alpha", "A");
+    for (int i = 0; i < 10; ++i) {
+      store.enqueue_batch("alpha", std::vector<std::string>(1000, R"({"n": 1})"));
+    }
+  }
+  // Back to what version 1 was (see the migration test above).
+  sql(tmpl,
+      "DROP INDEX events_by_stream; ALTER TABLE events DROP COLUMN stream_kind; "
+      "ALTER TABLE events DROP COLUMN stream_id; CREATE INDEX events_by_item ON events(item_id, "
+      "seq); DROP INDEX items_lease; CREATE INDEX items_lease ON items(project_id, "
+      "lease_expires_at) WHERE status = 'claimed'; PRAGMA user_version = 1; "
+      "PRAGMA wal_checkpoint(TRUNCATE);");
+  for (const int delay_ms : {0, 2, 10, 30, 80}) {
+    INFO("SIGKILL after " << delay_ms << " ms");
+    const std::string db = dir.file("m" + std::to_string(delay_ms) + ".db");
+    fs::copy_file(tmpl, db);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      const int null = ::open("/dev/null", O_WRONLY);
+      ::dup2(null, 1);
+      ::dup2(null, 2);
+      ::execl(CPLANE_CLI_PATH, CPLANE_CLI_PATH, "--db", db.c_str(), "migrate", nullptr);
+      ::_exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds{delay_ms});
+    ::kill(child, SIGKILL);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    const auto version = sql_column(db, "PRAGMA user_version").at(0);
+    CHECK((version == "1" || version == std::to_string(storage::kSqliteSchemaVersion)));
+    CHECK(sql_column(db, "PRAGMA quick_check").at(0) == "ok");
+    const auto columns = sql_column(db, "SELECT count(*) FROM pragma_table_info('events') WHERE "
+                                        "name IN ('stream_kind', 'stream_id')").at(0);
+    CHECK(columns == (version == "1" ? "0" : "2"));
+    REQUIRE_EXIT(cli(db, {"migrate"}), 0);
+    CHECK_EXIT(cli(db, {"verify"}), 0);
+    CHECK(count_rows(db, "items") == 10'000);
+  }
 }
