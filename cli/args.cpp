@@ -99,7 +99,7 @@ std::string default_db_path(bool create_folder) {
 constexpr std::array kValueOptions = {"--db",     "--now",   "--durability", "--lock-timeout",
                                       "--actor",  "--owner", "--lease",      "--max",
                                       "--fence",  "--status", "--detail",    "--project",
-                                      "--batch"};
+                                      "--batch",    "--reason"};
 
 std::vector<std::string> join_option_values(int argc, char** argv) {
   std::vector<std::string> out;

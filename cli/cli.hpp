@@ -229,6 +229,11 @@ class Cli {
   Validity set_detail(kj::StringPtr text);
   Validity set_next();
   Validity run_finish();
+  kj::MainFunc heartbeat_command();
+  Validity run_heartbeat();
+  kj::MainFunc release_command();
+  Validity set_reason(kj::StringPtr text);
+  Validity run_release();
 
   // ---- item / events --------------------------------------------------------
   kj::MainFunc item_command();
@@ -341,6 +346,7 @@ class Cli {
   std::string status_ = "open";
   bool status_set_ = false;
   std::string detail_;
+  std::string reason_;
   bool dry_run_ = false;
   bool progress_shown_ = false;
   std::vector<std::string> args_;

@@ -371,6 +371,10 @@ Validity Cli::run_events() {
               .num("attempt", c->attempt);
         } else if (auto* f = std::get_if<ItemFinished>(&e.body)) {
           o.str("outcome", to_string(f->outcome)).str("detail", f->detail);
+        } else if (auto* x = std::get_if<LeaseExtended>(&e.body)) {
+          o.num("lease_expires_at", x->lease_expires_at);
+        } else if (auto* r = std::get_if<ItemReleased>(&e.body)) {
+          o.str("reason", r->reason);
         }
         out += (first ? "" : ",") + o.done();
       } else {
@@ -381,6 +385,80 @@ Validity Cli::run_events() {
     }
     if (json_) out += "]";
     if (json_ || !events.empty()) print(out);
+  });
+}
+
+// ---- heartbeat / release ----------------------------------------------------
+kj::MainFunc Cli::heartbeat_command() {
+  return globals(kj::MainBuilder(
+             context_, kVersionLine,
+             "Extend ITEM's lease under its current fence: it then ends --lease seconds from "
+             "now (default 900). Exit 4 if the fence is not the current one, or the item is not "
+             "claimed, is finished, or does not exist."))
+      .addOptionWithArg({"fence"}, KJ_BIND_METHOD(*this, set_fence), "<n>",
+                        "the fence the claim returned (required)")
+      .addOptionWithArg({"lease"}, KJ_BIND_METHOD(*this, set_lease), "<seconds>",
+                        "the lease from now (default 900)")
+      .addOptionWithArg({"actor"}, KJ_BIND_METHOD(*this, set_actor), "<actor>",
+                        "as this scoped actor (exit 5 outside its projects)")
+      .expectArg("ITEM", KJ_BIND_METHOD(*this, set_positional))
+      .callAfterParsing(KJ_BIND_METHOD(*this, run_heartbeat))
+      .build();
+}
+
+Validity Cli::run_heartbeat() {
+  if (fences_.size() != 1) return "heartbeat needs one --fence N";
+  return run([&] {
+    require_name(args_[0], "item id");
+    auto store = open();
+    ControlStore::LeaseOptions options{.actor = actor_, .now = now_};
+    if (lease_) options.lease = Seconds{*lease_};
+    const Micros until = store.heartbeat(args_[0], fences_[0], options);
+    changed_ = true;
+    print(json_ ? JsonObject()
+                      .str("item_id", args_[0])
+                      .num("fence", static_cast<std::int64_t>(fences_[0]))
+                      .num("lease_expires_at", until)
+                      .done()
+                : fmt::format("{} lease_expires_at: {}", args_[0], until));
+  });
+}
+
+kj::MainFunc Cli::release_command() {
+  return globals(kj::MainBuilder(
+             context_, kVersionLine,
+             "Give ITEM back to the queue under its current fence: it is ready again, and the "
+             "next claim takes a higher fence. Exit 4 if the fence is not the current one, or "
+             "the item is not claimed, is finished, or does not exist."))
+      .addOptionWithArg({"fence"}, KJ_BIND_METHOD(*this, set_fence), "<n>",
+                        "the fence the claim returned (required)")
+      .addOptionWithArg({"reason"}, KJ_BIND_METHOD(*this, set_reason), "<text>",
+                        "why it is given back, kept in the event")
+      .addOptionWithArg({"actor"}, KJ_BIND_METHOD(*this, set_actor), "<actor>",
+                        "as this scoped actor (exit 5 outside its projects)")
+      .expectArg("ITEM", KJ_BIND_METHOD(*this, set_positional))
+      .callAfterParsing(KJ_BIND_METHOD(*this, run_release))
+      .build();
+}
+
+Validity Cli::set_reason(kj::StringPtr text) {
+  reason_ = std::string(text.cStr());
+  return true;
+}
+
+Validity Cli::run_release() {
+  if (fences_.size() != 1) return "release needs one --fence N";
+  return run([&] {
+    require_name(args_[0], "item id");
+    auto store = open();
+    store.release(args_[0], fences_[0], reason_, {.actor = actor_, .now = now_});
+    changed_ = true;
+    print(json_ ? JsonObject()
+                      .str("item_id", args_[0])
+                      .str("status", "ready")
+                      .num("fence", static_cast<std::int64_t>(fences_[0]))
+                      .done()
+                : fmt::format("{} released", args_[0]));
   });
 }
 

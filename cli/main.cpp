@@ -27,6 +27,10 @@ kj::MainFunc Cli::main() {
                      "claim the oldest available item")
       .addSubCommand("finish", KJ_BIND_METHOD(*this, finish_command),
                      "report a claimed item done or failed")
+      .addSubCommand("heartbeat", KJ_BIND_METHOD(*this, heartbeat_command),
+                     "extend a claimed item's lease")
+      .addSubCommand("release", KJ_BIND_METHOD(*this, release_command),
+                     "give a claimed item back to the queue")
       .addSubCommand("item", KJ_BIND_METHOD(*this, item_command), "show an item's row")
       .addSubCommand("events", KJ_BIND_METHOD(*this, events_command),
                      "show an item's events, oldest first")

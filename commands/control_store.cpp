@@ -394,6 +394,45 @@ void ControlStore::finish(const std::string& item_id, Fence fence, Outcome outco
   tx.commit();
 }
 
+Micros ControlStore::heartbeat(const std::string& item_id, Fence fence,
+                               const LeaseOptions& options) {
+  const InUse in_use(*this);
+  require_name(item_id, "item id");
+  require_actor(options.actor);
+  const Micros lease = require_lease(options.lease.value_or(options_.lease));
+  const Micros at = clock(options.now);
+  // A lease extended is a promise to a worker, like a claim: as durable.
+  auto tx = Transaction::write(*backend_, sync_for_claims());
+  auto row = backend_->find_item(item_id);
+  if (options.actor && (!row || !backend_->is_assigned(row->project_id, *options.actor))) {
+    throw ScopeDenied();
+  }
+  const Event event = decide_heartbeat(row, item_id, fence, lease, kControlPlane, at);
+  const Seq seq = backend_->append(event);
+  const ItemRow next = apply(std::move(*row), StoredEvent{seq, event});
+  backend_->put_item(next);
+  tx.commit();
+  return next.lease_expires_at;
+}
+
+void ControlStore::release(const std::string& item_id, Fence fence, const std::string& reason,
+                           const ReleaseOptions& options) {
+  const InUse in_use(*this);
+  require_name(item_id, "item id");
+  require_actor(options.actor);
+  require_size(reason, kMaxTextBytes, "reason");
+  const Micros at = clock(options.now);
+  auto tx = Transaction::write(*backend_, sync_for_finish());
+  auto row = backend_->find_item(item_id);
+  if (options.actor && (!row || !backend_->is_assigned(row->project_id, *options.actor))) {
+    throw ScopeDenied();
+  }
+  const Event event = decide_release(row, item_id, fence, reason, kControlPlane, at);
+  const Seq seq = backend_->append(event);
+  backend_->put_item(apply(std::move(*row), StoredEvent{seq, event}));
+  tx.commit();
+}
+
 FenceVerdict ControlStore::check_fence(const std::string& item_id, Fence fence,
                                        const std::optional<std::string>& actor) {
   const InUse in_use(*this);

@@ -79,4 +79,19 @@ Event decide_finish(const std::optional<ItemRow>& item, std::string_view item_id
                ItemFinished{outcome, fence, detail}};
 }
 
+Event decide_heartbeat(const std::optional<ItemRow>& item, std::string_view item_id, Fence fence,
+                       Micros lease, const std::string& actor, Micros now) {
+  require(judge_fence(item ? &*item : nullptr, item_id, fence));
+  if (lease <= 0) throw InvalidArgument("a lease must be a positive number of seconds");
+  return Event{now, actor.empty() ? item->owner : actor, item->project_id, item->item_id,
+               LeaseExtended{fence, now + lease}};
+}
+
+Event decide_release(const std::optional<ItemRow>& item, std::string_view item_id, Fence fence,
+                     const std::string& reason, const std::string& actor, Micros now) {
+  require(judge_fence(item ? &*item : nullptr, item_id, fence));
+  return Event{now, actor.empty() ? item->owner : actor, item->project_id, item->item_id,
+               ItemReleased{fence, reason}};
+}
+
 }  // namespace cplane

@@ -31,6 +31,13 @@ Event decide_enqueue(const ProjectRow& project, const std::string& item_id,
 Event decide_claim(const ItemRow& candidate, const std::string& owner, const std::string& actor,
                    Micros lease, Micros now);
 
+// Extending the current claim's lease to `now + lease`; releasing the item
+// back to the queue. Both refuse (FenceRejected) exactly as a finish does.
+Event decide_heartbeat(const std::optional<ItemRow>& item, std::string_view item_id, Fence fence,
+                       Micros lease, const std::string& actor, Micros now);
+Event decide_release(const std::optional<ItemRow>& item, std::string_view item_id, Fence fence,
+                     const std::string& reason, const std::string& actor, Micros now);
+
 // Whether a fenced report on `item` (null: unknown) under `fence` may be
 // accepted: allowed, or denied with FenceRejected's reason and a sentence.
 FenceVerdict judge_fence(const ItemRow* item, std::string_view item_id, Fence fence);

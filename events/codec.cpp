@@ -51,6 +51,16 @@ std::string encode(const Event& event) {
                    b.setLeaseExpiresAt(e.lease_expires_at);
                    b.setAttempt(e.attempt);
                  },
+                 [&](const LeaseExtended& e) {
+                   auto b = body.initLeaseExtended();
+                   b.setFence(e.fence);
+                   b.setLeaseExpiresAt(e.lease_expires_at);
+                 },
+                 [&](const ItemReleased& e) {
+                   auto b = body.initItemReleased();
+                   b.setFence(e.fence);
+                   b.setReason(text(e.reason));
+                 },
                  [&](const ItemFinished& e) {
                    auto b = body.initItemFinished();
                    b.setOutcome(e.outcome == Outcome::done ? wire::Outcome::DONE
@@ -110,6 +120,16 @@ Event decode_aligned(kj::ArrayPtr<const capnp::word> words) {
                                 std::to_string(static_cast<unsigned>(b.getOutcome())) + ")");
       }
       event.body = ItemFinished{outcome, b.getFence(), str(b.getDetail())};
+      break;
+    }
+    case wire::Event::Body::LEASE_EXTENDED: {
+      auto b = body.getLeaseExtended();
+      event.body = LeaseExtended{b.getFence(), b.getLeaseExpiresAt()};
+      break;
+    }
+    case wire::Event::Body::ITEM_RELEASED: {
+      auto b = body.getItemReleased();
+      event.body = ItemReleased{b.getFence(), str(b.getReason())};
       break;
     }
     default:

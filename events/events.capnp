@@ -19,8 +19,8 @@
 #     leave them unset (`unspecified`) and are filed by their member.
 #   * `itemId` is empty for events of a project stream.
 #
-# Planned members (later issues): leaseExtended, itemReleased, leaseExpired,
-# itemClosed, headMoved, sessionOpened, ...
+# Planned members (later issues): leaseExpired, itemClosed, headMoved,
+# sessionOpened, ...
 
 @0xa77279471f4af3a6;
 
@@ -63,6 +63,16 @@ enum StreamKind {
   project @2;
 }
 
+struct LeaseExtended {
+  fence @0 :UInt64;           # the current fence, presented by its holder
+  leaseExpiresAt @1 :Int64;   # the lease's new end
+}
+
+struct ItemReleased {
+  fence @0 :UInt64;           # the current fence, presented by its holder
+  reason @1 :Text;
+}
+
 struct Event {
   at @0 :Int64;               # when the command ran, microseconds since the epoch
   actor @1 :Text;             # who asked: a scoped actor, a worker, or "" (control plane)
@@ -75,6 +85,8 @@ struct Event {
     itemQueued @6 :ItemQueued;
     itemClaimed @7 :ItemClaimed;
     itemFinished @8 :ItemFinished;
+    leaseExtended @11 :LeaseExtended;
+    itemReleased @12 :ItemReleased;
   }
 
   streamKind @9 :StreamKind;  # the stream this event belongs to

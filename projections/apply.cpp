@@ -51,6 +51,18 @@ ItemRow apply(ItemRow row, const StoredEvent& stored) {
             row.detail = finished.detail;
             return true;
           },
+          [&](const LeaseExtended& extended) {
+            row.lease_expires_at = extended.lease_expires_at;
+            return true;
+          },
+          [&](const ItemReleased&) {
+            // Ready again, in its place in the queue; the fence stays, so
+            // the next claim takes a higher one. The owner is kept, as
+            // after a finish: who held it last.
+            row.status = ItemStatus::ready;
+            row.lease_expires_at = 0;
+            return true;
+          },
           [](const ProjectCreated&) { return false; },
           [](const ActorAssigned&) { return false; },
       },
@@ -76,6 +88,8 @@ ProjectRow apply(ProjectRow row, const StoredEvent& stored) {
                  [](const ItemQueued&) {},
                  [](const ItemClaimed&) {},
                  [](const ItemFinished&) {},
+                 [](const LeaseExtended&) {},
+                 [](const ItemReleased&) {},
              },
              e.body);
   return row;
@@ -94,6 +108,8 @@ ProjectActorRow apply(ProjectActorRow row, const StoredEvent& stored) {
                  [](const ItemQueued&) {},
                  [](const ItemClaimed&) {},
                  [](const ItemFinished&) {},
+                 [](const LeaseExtended&) {},
+                 [](const ItemReleased&) {},
              },
              e.body);
   return row;

@@ -445,7 +445,7 @@ TEST_CASE("an event of a union member this build does not know is reported as un
   const auto db = dir.file("control.db");
   const Seeded s = seed(db);
   const std::string seq = seq_of(db, s.claimed, "claimed");
-  make_unknown_type(db, seq, /*itemClaimed*/ 3, /*the next ordinal*/ 5);
+  make_unknown_type(db, seq, /*itemClaimed*/ 3, /*an ordinal no build knows*/ 42);
   std::vector<LedgerProblem> problems;
   REQUIRE_NOTHROW(problems = verify_file(db));
   INFO(details(problems));
@@ -565,7 +565,7 @@ TEST_CASE("rebuild refuses an unreadable log with UnreadableEvent and changes no
     sql(db, "UPDATE events SET body = x'00112233' WHERE seq = " + seq_of(db, s.done, "done"));
   }
   SECTION("an unknown event type") {
-    make_unknown_type(db, seq_of(db, s.done, "done"), /*itemFinished*/ 4, 5);
+    make_unknown_type(db, seq_of(db, s.done, "done"), /*itemFinished*/ 4, 42);
   }
   SECTION("an undecodable project event") {
     sql(db, "UPDATE events SET body = x'00112233' WHERE type = 'project_created'");

@@ -291,6 +291,29 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
                                   a.item.fence));
             }
           },
+          [&](const LeaseExtended& extended) {
+            item_created_first();
+            if (!a.unreadable && fence_refusal(&a.item, extended.fence)) {
+              problem("stale_fence_accepted",
+                      fmt::format("lease_extended at seq {} carries fence {} while the item was {} "
+                                  "under fence {}",
+                                  seq, extended.fence, to_string(a.item.status), a.item.fence));
+            }
+            if (extended.lease_expires_at <= e.at) {
+              problem("lease_before_claim",
+                      fmt::format("lease_extended seq {} at {} ends the lease at {}, not after it",
+                                  seq, e.at, extended.lease_expires_at));
+            }
+          },
+          [&](const ItemReleased& released) {
+            item_created_first();
+            if (!a.unreadable && fence_refusal(&a.item, released.fence)) {
+              problem("stale_fence_accepted",
+                      fmt::format("released at seq {} carries fence {} while the item was {} under "
+                                  "fence {}",
+                                  seq, released.fence, to_string(a.item.status), a.item.fence));
+            }
+          },
           [&](const ProjectCreated&) {
             if (a.project) {
               problem("duplicate_creation_event",

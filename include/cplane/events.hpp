@@ -53,8 +53,23 @@ struct ItemFinished {
   bool operator==(const ItemFinished&) const = default;
 };
 
-using EventBody =
-    std::variant<ProjectCreated, ActorAssigned, ItemQueued, ItemClaimed, ItemFinished>;
+// The holder of the current fence keeps its lease: it now ends later.
+struct LeaseExtended {
+  Fence fence = 0;
+  Micros lease_expires_at = 0;  // the new end: the command's time + the lease
+  bool operator==(const LeaseExtended&) const = default;
+};
+
+// The holder of the current fence gives the item back: it is ready again,
+// and the next claim takes a higher fence.
+struct ItemReleased {
+  Fence fence = 0;
+  std::string reason;
+  bool operator==(const ItemReleased&) const = default;
+};
+
+using EventBody = std::variant<ProjectCreated, ActorAssigned, ItemQueued, ItemClaimed,
+                               ItemFinished, LeaseExtended, ItemReleased>;
 
 // ---- streams ----------------------------------------------------------------
 // Every event belongs to exactly one stream: a kind and an id. Replays,
@@ -113,6 +128,19 @@ struct EventTraits<ItemFinished> {
   static constexpr StreamKind stream = StreamKind::item;
   static std::string_view name(const ItemFinished& e) { return to_string(e.outcome); }
   static std::optional<Fence> fence(const ItemFinished& e) { return e.fence; }
+};
+
+template <>
+struct EventTraits<LeaseExtended> {
+  static constexpr StreamKind stream = StreamKind::item;
+  static std::string_view name(const LeaseExtended&) { return "lease_extended"; }
+  static std::optional<Fence> fence(const LeaseExtended& e) { return e.fence; }
+};
+template <>
+struct EventTraits<ItemReleased> {
+  static constexpr StreamKind stream = StreamKind::item;
+  static std::string_view name(const ItemReleased&) { return "released"; }
+  static std::optional<Fence> fence(const ItemReleased& e) { return e.fence; }
 };
 
 // A kind with a complete traits entry.

@@ -192,6 +192,30 @@ class ControlStore {
   void finish(const std::string& item_id, Fence fence, Outcome outcome,
               const FinishOptions& options);
 
+  // ---- the lease lifecycle --------------------------------------------------
+  struct LeaseOptions {
+    std::optional<Seconds> lease;       // else StoreOptions::lease
+    std::optional<std::string> actor;   // scope, as for finish
+    std::optional<Micros> now;
+  };
+
+  // Extends the lease of the claim under `fence`: it now ends at now + the
+  // lease (appends lease_extended). Returns the new end. Refuses exactly as
+  // finish does (FenceRejected with its reason; ScopeDenied with an actor
+  // outside the item's project). A lapsed lease that nobody reclaimed yet
+  // may still be extended: the fence, not the clock, decides.
+  Micros heartbeat(const std::string& item_id, Fence fence, const LeaseOptions& options = {});
+
+  // Gives the item back (appends released): it is ready again, in its place
+  // in the queue, and the next claim takes a higher fence. Refuses exactly
+  // as finish does.
+  struct ReleaseOptions {
+    std::optional<std::string> actor;
+    std::optional<Micros> now;
+  };
+  void release(const std::string& item_id, Fence fence, const std::string& reason = "",
+               const ReleaseOptions& options = {});
+
   // Whether a report under `fence` would be accepted now, as a value: a
   // worker can ask before a costly step whether its claim still stands.
   // Reads one snapshot; writes nothing. With an actor, an item outside its

@@ -9,6 +9,8 @@ int main() {
                         [](const cplane::ActorAssigned&) { return 0; },
                         [](const cplane::ItemQueued&) { return 1; },
                         [](const cplane::ItemClaimed&) { return 0; },
+                        [](const cplane::LeaseExtended&) { return 0; },
+                        [](const cplane::ItemReleased&) { return 0; },
                         [](const cplane::ItemFinished&) { return 0; },
                     },
                     body) == 1 ? 0 : 1;

@@ -1,0 +1,164 @@
+// The lease lifecycle: a holder extends its lease (heartbeat) or gives the
+// item back (release), each refused exactly as a finish is, each an event
+// that verify and rebuild understand.
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include <cplane/cplane.hpp>
+
+#include "events/codec.hpp"
+#include "tests/cli_checks.hpp"
+#include "tests/support.hpp"
+
+namespace {
+
+using namespace cplane;
+using cplane::test::run_cli;
+using cplane::test::sql;
+using cplane::test::sql_column;
+using cplane::test::TempDir;
+using cplane::test::test_context;
+
+constexpr Micros T0 = 1'700'000'000'000'000;
+constexpr Micros kSecond = 1'000'000;
+
+struct Claimed {
+  std::string db, id;
+  Fence fence = 0;
+};
+
+Claimed claimed_item(const TempDir& dir) {
+  Claimed c{test_context().fresh_store(dir, "c.db"), {}, 0};
+  ControlStore store{c.db};
+  store.create_project("alpha", "A", "open", T0);
+  store.grant("alpha", "alice", T0);
+  c.id = store.enqueue("alpha", "{}", {}, T0);
+  c.fence = store.claim("w1", {.lease = Seconds{10}, .now = T0})->fence;
+  return c;
+}
+
+FenceRejected::Reason refusal(const std::function<void()>& command) {
+  try {
+    command();
+  } catch (const FenceRejected& e) {
+    return e.reason();
+  }
+  FAIL("not refused");
+  return FenceRejected::Reason::unknown_item;
+}
+
+}  // namespace
+
+TEST_CASE("a heartbeat extends the current claim's lease to now + the lease", "[lease]") {
+  TempDir dir;
+  const auto c = claimed_item(dir);
+  ControlStore store{c.db};
+  const Micros until = store.heartbeat(c.id, c.fence, {.lease = Seconds{60}, .now = T0 + 8 * kSecond});
+  CHECK(until == T0 + 68 * kSecond);
+  CHECK(store.item(c.id).lease_expires_at == until);
+  // Past the old end the item is not reclaimable: the lease holds.
+  CHECK_FALSE(store.claim("w2", {.now = T0 + 20 * kSecond}));
+  // A lease that lapsed but that nobody reclaimed may still be extended.
+  CHECK(store.heartbeat(c.id, c.fence, {.lease = Seconds{5}, .now = T0 + 100 * kSecond}) ==
+        T0 + 105 * kSecond);
+  const auto events = store.events(c.id);
+  REQUIRE(events.size() == 4);
+  CHECK(events[2].type() == "lease_extended");
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("a release gives the item back, and the next claim takes a higher fence", "[lease]") {
+  TempDir dir;
+  const auto c = claimed_item(dir);
+  ControlStore store{c.db};
+  store.release(c.id, c.fence, "blocked on review", {.now = T0 + 2 * kSecond});
+  CHECK(store.item(c.id).status == ItemStatus::ready);
+  // The old holder is refused from then on.
+  CHECK(refusal([&] { store.finish(c.id, c.fence, Outcome::done); }) ==
+        FenceRejected::Reason::not_claimed);
+  const auto next = store.claim("w2", {.now = T0 + 3 * kSecond});
+  REQUIRE(next);
+  CHECK(next->item_id == c.id);
+  CHECK(next->fence == c.fence + 1);
+  CHECK(refusal([&] { store.release(c.id, c.fence, ""); }) == FenceRejected::Reason::stale_fence);
+  store.finish(c.id, next->fence, Outcome::done, "", T0 + 4 * kSecond);
+  CHECK(verify_ledger(store).empty());
+  // Rebuild folds the release too: nothing to change.
+  CHECK(rebuild(store, true).changes.empty());
+}
+
+TEST_CASE("heartbeat and release refuse exactly as finish does, with the same reasons", "[lease]") {
+  TempDir dir;
+  const auto c = claimed_item(dir);
+  ControlStore store{c.db};
+  const auto ready = store.enqueue("alpha", "{}", {}, T0 + 1);
+  using Reason = FenceRejected::Reason;
+  for (const auto& [id, fence, reason] : std::vector<std::tuple<std::string, Fence, Reason>>{
+           {c.id, c.fence + 1, Reason::stale_fence},
+           {ready, 1, Reason::not_claimed},
+           {"no-such-item", 1, Reason::unknown_item}}) {
+    INFO(id << " fence " << fence);
+    CHECK(refusal([&] { store.heartbeat(id, fence); }) == reason);
+    CHECK(refusal([&] { store.release(id, fence, ""); }) == reason);
+    CHECK(refusal([&] { store.finish(id, fence, Outcome::done); }) == reason);
+  }
+  store.finish(c.id, c.fence, Outcome::done);
+  CHECK(refusal([&] { store.heartbeat(c.id, c.fence); }) == Reason::terminal);
+  CHECK(refusal([&] { store.release(c.id, c.fence, ""); }) == Reason::terminal);
+  // A scoped actor outside the project learns nothing.
+  store.create_project("secret", "S");
+  const auto theirs = store.enqueue("secret", "{}");
+  const auto held = store.claim("w9", {.actor = std::nullopt});
+  CHECK_THROWS_AS(store.heartbeat(theirs, 1, {.actor = "alice"}), ScopeDenied);
+  CHECK_THROWS_AS(store.release(theirs, 1, "", {.actor = "alice"}), ScopeDenied);
+  CHECK_THROWS_AS(store.heartbeat(c.id, c.fence, {.lease = Seconds{0}}), InvalidArgument);
+  (void)held;
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("cplane heartbeat and release, with their exit codes", "[lease][cli]") {
+  TempDir dir;
+  const auto c = claimed_item(dir);
+  auto hb = run_cli({"--db", c.db, "--json", "heartbeat", c.id, "--fence", "1", "--lease", "30",
+                     "--now", std::to_string(T0 + kSecond)});
+  REQUIRE_EXIT(hb, 0);
+  CHECK(hb.out.find(fmt::format("\"lease_expires_at\":{}", T0 + 31 * kSecond)) != std::string::npos);
+  CHECK_EXIT(run_cli({"--db", c.db, "heartbeat", c.id, "--fence", "2"}), 4);
+  CHECK_EXIT(run_cli({"--db", c.db, "release", c.id, "--fence", "1", "--actor", "mallory"}), 5);
+  CHECK_EXIT(run_cli({"--db", c.db, "release", c.id}), 2);
+  auto rel = run_cli({"--db", c.db, "release", c.id, "--fence", "1", "--reason", "-blocked-"});
+  CHECK_EXIT(rel, 0);
+  auto events = run_cli({"--db", c.db, "--json", "events", c.id});
+  CHECK(events.out.find("\"type\":\"released\"") != std::string::npos);
+  CHECK(events.out.find("\"reason\":\"-blocked-\"") != std::string::npos);
+  CHECK_EXIT(run_cli({"--db", c.db, "verify"}), 0);
+}
+
+TEST_CASE("verify names a release or a heartbeat under a stale fence, and a ready row no release "
+          "explains",
+          "[lease][verify]") {
+  TempDir dir;
+  const auto c = claimed_item(dir);
+  SECTION("a release the log holds under a fence that was not current") {
+    const Event forged{T0 + kSecond, "w0", "alpha", c.id, ItemReleased{c.fence + 3, ""}};
+    const std::string body = encode(forged);
+    std::string hex;
+    for (unsigned char ch : body) hex += fmt::format("{:02x}", ch);
+    sql(c.db, fmt::format("INSERT INTO events (item_id, project_id, type, at, body, stream_kind, "
+                          "stream_id) VALUES ('{0}', 'alpha', 'released', {1}, x'{2}', 'item', "
+                          "'{0}')",
+                          c.id, T0 + kSecond, hex));
+    ControlStore store{c.db};
+    const auto problems = verify_ledger(store);
+    REQUIRE_FALSE(problems.empty());
+    CHECK(problems[0].kind == "stale_fence_accepted");
+  }
+  SECTION("a claimed row set back to ready with no release in the log") {
+    sql(c.db, "UPDATE items SET status = 'ready' WHERE item_id = '" + c.id + "'");
+    ControlStore store{c.db};
+    const auto problems = verify_ledger(store);
+    REQUIRE(problems.size() == 1);
+    CHECK(problems[0].kind == "ready_after_claim");
+  }
+}
