@@ -7,8 +7,9 @@
 //                   storage/backend.hpp).
 //     item_id       the item for item events, NULL for project events.
 //     project_id    the project the event belongs to.
-//     type          "queued", "claimed", "done", "failed", "project_created",
-//                   "actor_assigned": the body's union member, for operators.
+//     type          "queued", "claimed", "lease_extended", "released", "done",
+//                   "failed", "project_created", "actor_assigned": the body's
+//                   union member (EventTraits' stored name), for operators.
 //     at            microseconds since the epoch, as in the body.
 //     body          the Cap'n Proto encoded event (events/events.capnp): the
 //                   canonical copy. Every other column is an index of it;
