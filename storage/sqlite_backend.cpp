@@ -725,10 +725,18 @@ class SqliteBackend final : public Backend {
   }
 
   // After every commit (SQLite's wal hook, in place of its autocheckpoint):
-  // once the WAL holds kCheckpointFrames frames, checkpoint and cut it back,
-  // still under the writer's side lock, never waiting for a reader.
-  static int after_commit(void* self, sqlite3*, const char*, int frames) {
-    if (frames >= kCheckpointFrames) static_cast<SqliteBackend*>(self)->truncate_wal();
+  // once the WAL holds kCheckpointFrames frames, a PASSIVE checkpoint, as
+  // SQLite's own would, still under the writer's side lock and never
+  // waiting for a reader. The next write then restarts the WAL from its
+  // start, cut back to journal_size_limit. (A TRUNCATE here cost 20-28% of
+  // a 16-worker drain: the file is cut and grown again every 1,000 frames.)
+  static int after_commit(void* self, sqlite3* db, const char*, int frames) {
+    if (frames >= kCheckpointFrames) {
+      auto* backend = static_cast<SqliteBackend*>(self);
+      sqlite3_busy_timeout(db, 0);
+      sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+      backend->set_busy_timeout(backend->lock_timeout_);
+    }
     return SQLITE_OK;
   }
   static constexpr int kCheckpointFrames = 1000;  // SQLite's own autocheckpoint default
