@@ -45,7 +45,7 @@
 // Concurrency: WAL mode, so readers and the writer never block each other.
 // Every write command is BEGIN IMMEDIATE: the write lock is held before the
 // first read. Writers are first serialised through an exclusive flock(2) on
-// a side file (PATH-lock, which holds the holder's pid): waiting in the
+// a side file (PATH-lock; /proc/locks names its holder): waiting in the
 // kernel is fair, where SQLite's busy handler sleeps and lets the current
 // holder re-take the lock, starving others under contention. Both waits are
 // bounded by one lock timeout. A store opened read-only checks the schema in
@@ -63,6 +63,7 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -71,6 +72,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <thread>
 #include <sqlite3.h>
 
@@ -428,8 +430,9 @@ class ItemStatementCursor final : public Cursor<ScannedItem> {
 // SA_RESTART) interrupts the wait with EINTR; the timer repeats after the
 // deadline so that a signal landing just before flock() is entered cannot
 // leave it blocked. If the application owns that signal or blocks it, the
-// wait polls instead. The holder writes its pid into the file, so a waiter
-// that gives up can name it (and say whether it is stopped).
+// wait polls instead. A waiter that gives up names the holder (and says
+// whether it is stopped) from the kernel's /proc/locks: holders write
+// nothing.
 using Clock = std::chrono::steady_clock;
 
 void interrupt_lock_wait(int) {}
@@ -474,7 +477,9 @@ class WriterLock {
   WriterLock(const std::string& path, const std::string& database) : path_(path) {
     struct stat db {};
     const mode_t mode = ::stat(database.c_str(), &db) == 0 ? (db.st_mode & 0666) : 0644;
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, mode);
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+    const bool created = fd_ >= 0;
+    if (!created && errno == EEXIST) fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     if (fd_ < 0) {
       throw StorageError(StorageError::Category::unavailable,
                          fmt::format("cannot open lock file {}: {}", path,
@@ -487,10 +492,10 @@ class WriterLock {
       throw StorageError(StorageError::Category::unavailable,
                          fmt::format("lock file {} is not a regular file", path));
     }
-    if (st.st_size == 0) {
-      // Just made (a holder writes its pid): the database's mode, past the
-      // umask, and, when root made it beside someone else's database, their
-      // ownership. Failures leave a lock that still works for its maker.
+    if (created) {
+      // Just made: the database's mode, past the umask, and, when root made
+      // it beside someone else's database, their ownership. Failures leave
+      // a lock that still works for its maker.
       if (::geteuid() == 0 && db.st_uid != 0) {
         [[maybe_unused]] int ignored = ::fchown(fd_, db.st_uid, db.st_gid);
       }
@@ -515,10 +520,6 @@ class WriterLock {
       if (errno != EWOULDBLOCK && errno != EINTR) fail_errno("cannot lock");
       wait(deadline, timeout);
     }
-    // The holder's pid, for whoever gives up waiting. Fixed width, so that
-    // no older, longer pid survives at the end.
-    const std::string pid = fmt::format("{:>10}\n", ::getpid());
-    [[maybe_unused]] auto written = ::pwrite(fd_, pid.data(), pid.size(), 0);
   }
 
   void unlock() noexcept {
@@ -574,10 +575,28 @@ class WriterLock {
     }
   }
 
+  // The pid holding the flock on this file, from /proc/locks (the kernel's
+  // own list, so holders need not write anything on the hot path), or 0.
+  long holder_pid() const {
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) return 0;
+    const std::string id = fmt::format("{:02x}:{:02x}:{}", major(st.st_dev), minor(st.st_dev),
+                                       static_cast<unsigned long>(st.st_ino));
+    std::ifstream locks("/proc/locks");
+    std::string line;
+    while (std::getline(locks, line)) {
+      // "1: FLOCK  ADVISORY  WRITE 15201 fe:00:10952894 0 EOF"
+      std::istringstream fields(line);
+      std::string number, kind, mode, access, device;
+      long pid = 0;
+      if (!(fields >> number >> kind >> mode >> access >> pid >> device)) continue;
+      if (kind == "FLOCK" && device == id) return pid;  // "->" lines are waiters
+    }
+    return 0;
+  }
+
   [[noreturn]] void give_up(std::chrono::milliseconds timeout) const {
-    char buffer[32] = {};
-    const auto n = ::pread(fd_, buffer, sizeof buffer - 1, 0);
-    long pid = n > 0 ? std::strtol(buffer, nullptr, 10) : 0;
+    const long pid = holder_pid();
     std::string holder = "another process";
     std::string hint = "it may be stopped (SIGSTOP, a debugger) or running a long command";
     if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) == 0) {
