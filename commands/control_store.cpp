@@ -3,6 +3,7 @@
 #include "storage/open.hpp"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <set>
 
@@ -361,16 +362,26 @@ std::vector<ClaimedItem> ControlStore::claim_batch(const std::string& owner, std
   return out;
 }
 
-void ControlStore::finish_in_tx(const std::string& item_id, Fence fence, Outcome outcome,
-                                const std::string& detail, Micros at,
-                                const std::optional<std::string>& actor) {
+ItemRow ControlStore::report_in_tx(
+    const std::string& item_id, const std::optional<std::string>& actor,
+    const std::function<Event(const std::optional<ItemRow>&)>& decide) {
   auto row = backend_->find_item(item_id);
   // A scoped actor may report only its projects' items, and learns nothing
   // (not even a fence) about others.
   if (actor && (!row || !backend_->is_assigned(row->project_id, *actor))) throw ScopeDenied();
-  const Event event = decide_finish(row, item_id, fence, outcome, detail, kControlPlane, at);
+  const Event event = decide(row);  // refuses (FenceRejected) unless row holds the fence
   const Seq seq = backend_->append(event);
-  backend_->put_item(apply(std::move(*row), StoredEvent{seq, event}));
+  ItemRow next = apply(std::move(*row), StoredEvent{seq, event});
+  backend_->put_item(next);
+  return next;
+}
+
+void ControlStore::finish_in_tx(const std::string& item_id, Fence fence, Outcome outcome,
+                                const std::string& detail, Micros at,
+                                const std::optional<std::string>& actor) {
+  report_in_tx(item_id, actor, [&](const std::optional<ItemRow>& row) {
+    return decide_finish(row, item_id, fence, outcome, detail, kControlPlane, at);
+  });
 }
 
 namespace {
@@ -403,14 +414,9 @@ Micros ControlStore::heartbeat(const std::string& item_id, Fence fence,
   const Micros at = clock(options.now);
   // A lease extended is a promise to a worker, like a claim: as durable.
   auto tx = Transaction::write(*backend_, sync_for_claims());
-  auto row = backend_->find_item(item_id);
-  if (options.actor && (!row || !backend_->is_assigned(row->project_id, *options.actor))) {
-    throw ScopeDenied();
-  }
-  const Event event = decide_heartbeat(row, item_id, fence, lease, kControlPlane, at);
-  const Seq seq = backend_->append(event);
-  const ItemRow next = apply(std::move(*row), StoredEvent{seq, event});
-  backend_->put_item(next);
+  const ItemRow next = report_in_tx(item_id, options.actor, [&](const std::optional<ItemRow>& row) {
+    return decide_heartbeat(row, item_id, fence, lease, kControlPlane, at);
+  });
   tx.commit();
   return next.lease_expires_at;
 }
@@ -423,13 +429,9 @@ void ControlStore::release(const std::string& item_id, Fence fence, const std::s
   require_size(reason, kMaxTextBytes, "reason");
   const Micros at = clock(options.now);
   auto tx = Transaction::write(*backend_, sync_for_finish());
-  auto row = backend_->find_item(item_id);
-  if (options.actor && (!row || !backend_->is_assigned(row->project_id, *options.actor))) {
-    throw ScopeDenied();
-  }
-  const Event event = decide_release(row, item_id, fence, reason, kControlPlane, at);
-  const Seq seq = backend_->append(event);
-  backend_->put_item(apply(std::move(*row), StoredEvent{seq, event}));
+  report_in_tx(item_id, options.actor, [&](const std::optional<ItemRow>& row) {
+    return decide_release(row, item_id, fence, reason, kControlPlane, at);
+  });
   tx.commit();
 }
 

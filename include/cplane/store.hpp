@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <concepts>
+#include <functional>
 #include <cstdint>
 #include <limits>
 #include <string_view>
@@ -313,6 +314,10 @@ class ControlStore {
 
   std::optional<ClaimedItem> claim_in_tx(const std::string& owner, const ClaimOptions& options,
                                          Micros lease, Micros at);
+  // A fenced report on one item in the open transaction: scope, then the
+  // decision (which refuses unless the row holds the fence), append, apply.
+  ItemRow report_in_tx(const std::string& item_id, const std::optional<std::string>& actor,
+                       const std::function<Event(const std::optional<ItemRow>&)>& decide);
   void finish_in_tx(const std::string& item_id, Fence fence, Outcome outcome,
                     const std::string& detail, Micros at, const std::optional<std::string>& actor);
   std::string enqueue_in_tx(const ProjectRow& project, const std::string& payload_json,
