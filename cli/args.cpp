@@ -1,5 +1,6 @@
 // The argument helpers the command groups share (declared in cli/cli.hpp).
 #include "cli/cli.hpp"
+#include "events/json.hpp"
 
 namespace cplane::cli {
 
@@ -125,7 +126,7 @@ std::vector<std::string> join_option_values(int argc, char** argv) {
 std::string read_payload_argument(const std::string& arg) {
   if (arg != "-" && !arg.starts_with("@")) return arg;
   if (arg == "@") throw InvalidArgument("@ needs a file name: @FILE reads the payload from FILE");
-  constexpr std::size_t kCap = (1 << 20) + 1;
+  constexpr std::size_t kCap = kMaxPayloadBytes + 1;
   std::string text;
   auto read_all = [&](std::istream& in, const std::string& name) {
     char buffer[65536];

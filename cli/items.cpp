@@ -1,5 +1,6 @@
 // cplane enqueue, claim, finish, item, events: the work items.
 #include "cli/cli.hpp"
+#include "events/json.hpp"
 
 namespace cplane::cli {
 
@@ -41,7 +42,7 @@ std::vector<std::string> Cli::read_batch() const {
   std::string line;
   // A line is read up to just over the payload limit, never whole: a
   // file without newlines (/dev/zero) is refused, not read into memory.
-  constexpr std::size_t kLineCap = (1 << 20) + 2;
+  constexpr std::size_t kLineCap = kMaxPayloadBytes + 2;
   auto next_line = [&](std::string& out) {
     out.clear();
     char c;

@@ -39,7 +39,6 @@ Durability parse_durability(std::string_view text) {
 
 namespace {
 // Every text stored in an event: bounded, so that a body always decodes.
-constexpr std::size_t kMaxPayloadBytes = 1 << 20;
 constexpr std::size_t kMaxTextBytes = 64 << 10;
 }  // namespace
 
@@ -69,14 +68,6 @@ Micros require_now(Micros now) {
                                       now, kMaxNow));
   }
   return now;
-}
-
-void require_payload(std::string_view payload) {
-  if (payload.size() > kMaxPayloadBytes) {
-    throw InvalidArgument(fmt::format("the payload is {} bytes; the limit is {}", payload.size(),
-                                      kMaxPayloadBytes));
-  }
-  require_json(payload);
 }
 
 void require_name(std::string_view text, const char* what) {

@@ -202,5 +202,13 @@ class Validator {
 
 void require_json(std::string_view text) { Validator(text).run(); }
 
+void require_payload(std::string_view payload) {
+  if (payload.size() > kMaxPayloadBytes) {
+    throw InvalidArgument(fmt::format("the payload is {} bytes; the limit is {}", payload.size(),
+                                      kMaxPayloadBytes));
+  }
+  require_json(payload);
+}
+
 
 }  // namespace cplane

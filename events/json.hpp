@@ -12,6 +12,14 @@ namespace cplane {
 // payload stored here is later embedded as-is in JSON output.
 void require_json(std::string_view text);
 
+// The largest payload a command accepts (and verify expects in the log).
+inline constexpr std::size_t kMaxPayloadBytes = 1 << 20;
+
+// A payload as every command takes it: JSON (require_json) of at most
+// kMaxPayloadBytes. Throws InvalidArgument. (Also declared in
+// <cplane/store.hpp>, for callers that check before they open a store.)
+void require_payload(std::string_view payload_json);
+
 // The length (1-4) of the well-formed UTF-8 sequence starting at `text[at]`,
 // or 0 if there is none (overlong, surrogate, out of range, truncated).
 std::size_t utf8_sequence_length(std::string_view text, std::size_t at);

@@ -216,11 +216,7 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
       Overloaded{
           [&](const ItemQueued& queued) {
             try {
-              if (queued.payload.size() > (1u << 20)) {
-                throw InvalidArgument(fmt::format("{} bytes, over the 1 MiB limit",
-                                                  queued.payload.size()));
-              }
-              require_json(queued.payload);
+              require_payload(queued.payload);
             } catch (const InvalidArgument& bad) {
               problem("invalid_payload",
                       fmt::format("queued seq {} of item {} has a payload no command accepts: {}",
