@@ -268,10 +268,6 @@ class Statement {
     auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
     return p == nullptr ? std::string() : std::string(p, sqlite3_column_bytes(stmt_, col));
   }
-  std::string blob(int col) const {
-    auto* p = static_cast<const char*>(sqlite3_column_blob(stmt_, col));
-    return p == nullptr ? std::string() : std::string(p, sqlite3_column_bytes(stmt_, col));
-  }
   // Into an existing string, reusing its buffer: scans fill one row object
   // again and again without allocating per row.
   void text_into(int col, std::string& out) const {

@@ -507,12 +507,25 @@ class VectorCursor final : public storage::Cursor<Row> {
   std::size_t at_ = 0;
 };
 
+// What the two projections of a project stream share: every row the fold
+// makes is written by rebuild, compared unless the stream held an unreadable
+// event, and nothing is checked across streams or kept as evidence of loss.
+struct ProjectStreamProjection {
+  static constexpr StreamKind stream = StreamKind::project;
+  static bool creates(const StreamAudit&) { return true; }
+  static bool comparable(const StreamAudit& a) { return !a.unreadable; }
+  static void cross_check(const StreamAudit&, const LogFacts&, std::vector<LedgerProblem>&) {}
+  template <class Stored, class Row>
+  static std::string evidence_of_loss(const Stored&, const Row&) {
+    return {};
+  }
+};
+
 // projects: one row per project stream.
-struct ProjectsProjection {
+struct ProjectsProjection : ProjectStreamProjection {
   using Stored = ProjectRow;
   using Row = ProjectRow;
   static constexpr const char* table = "projects";
-  static constexpr StreamKind stream = StreamKind::project;
   static constexpr const char* no_creation = "no project_created event in the log";
 
   static std::unique_ptr<storage::Cursor<Stored>> scan(storage::Backend& b) {
@@ -526,8 +539,6 @@ struct ProjectsProjection {
     if (!a.project) return {};
     return {*a.project};
   }
-  static bool creates(const StreamAudit&) { return true; }
-  static bool comparable(const StreamAudit& a) { return !a.unreadable; }
   static std::vector<FieldDiff> diff(const Stored& stored, const Row& folded) {
     return Differ()
         .text("title", stored.title, folded.title)
@@ -557,18 +568,15 @@ struct ProjectsProjection {
                          fmt::format("project {} has a row but no project_created event",
                                      stored.project_id)};
   }
-  static void cross_check(const StreamAudit&, const LogFacts&, std::vector<LedgerProblem>&) {}
-  static std::string evidence_of_loss(const Stored&, const Row&) { return {}; }
   static void put(storage::Backend& b, const Row& r) { b.put_project(r); }
   static void erase(storage::Backend& b, const Stored& s) { b.delete_project(s.project_id); }
 };
 
 // project_actors: one row per actor granted a project, in the project's stream.
-struct GrantsProjection {
+struct GrantsProjection : ProjectStreamProjection {
   using Stored = ProjectActorRow;
   using Row = ProjectActorRow;
   static constexpr const char* table = "project_actors";
-  static constexpr StreamKind stream = StreamKind::project;
   static constexpr const char* no_creation = "no actor_assigned event in the log";
 
   static std::unique_ptr<storage::Cursor<Stored>> scan(storage::Backend& b) {
@@ -585,8 +593,6 @@ struct GrantsProjection {
     for (const auto& [actor, row] : a.grants) out.push_back(row);
     return out;
   }
-  static bool creates(const StreamAudit&) { return true; }
-  static bool comparable(const StreamAudit& a) { return !a.unreadable; }
   static std::vector<FieldDiff> diff(const Stored& stored, const Row& folded) {
     return Differ()
         .add("assigned_at", stored.assigned_at, folded.assigned_at)
@@ -616,8 +622,6 @@ struct GrantsProjection {
                                      "event",
                                      stored.actor, stored.project_id)};
   }
-  static void cross_check(const StreamAudit&, const LogFacts&, std::vector<LedgerProblem>&) {}
-  static std::string evidence_of_loss(const Stored&, const Row&) { return {}; }
   static void put(storage::Backend& b, const Row& r) { b.put_assignment(r); }
   static void erase(storage::Backend& b, const Stored& s) {
     b.delete_assignment(s.project_id, s.actor);
