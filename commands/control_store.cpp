@@ -353,9 +353,9 @@ std::vector<ClaimedItem> ControlStore::claim_batch(const std::string& owner, std
   return out;
 }
 
-ItemRow ControlStore::report_in_tx(
-    const std::string& item_id, const std::optional<std::string>& actor,
-    const std::function<Event(const std::optional<ItemRow>&)>& decide) {
+template <class Decide>
+ItemRow ControlStore::report_in_tx(const std::string& item_id,
+                                   const std::optional<std::string>& actor, Decide&& decide) {
   auto row = backend_->find_item(item_id);
   // A scoped actor may report only its projects' items, and learns nothing
   // (not even a fence) about others.

@@ -316,8 +316,10 @@ class ControlStore {
                                          Micros lease, Micros at);
   // A fenced report on one item in the open transaction: scope, then the
   // decision (which refuses unless the row holds the fence), append, apply.
+  // (Defined and used only in commands/control_store.cpp.)
+  template <class Decide>
   ItemRow report_in_tx(const std::string& item_id, const std::optional<std::string>& actor,
-                       const std::function<Event(const std::optional<ItemRow>&)>& decide);
+                       Decide&& decide);
   void finish_in_tx(const std::string& item_id, Fence fence, Outcome outcome,
                     const std::string& detail, Micros at, const std::optional<std::string>& actor);
   std::string enqueue_in_tx(const ProjectRow& project, const std::string& payload_json,
