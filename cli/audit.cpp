@@ -36,31 +36,37 @@ Validity Cli::run_verify() {
     auto store = open(Access::read);
     auto problems = verify_ledger(store, progress("verify"));
     end_progress();
-    if (json_) {
-      std::string out = "[";
-      for (size_t i = 0; i < problems.size(); ++i) {
-        const auto& p = problems[i];
-        out += (i ? "," : "") + JsonObject()
-                                    .str("kind", p.kind)
-                                    .str_or_null("item_id", p.item_id)
-                                    .str_or_null("project_id", p.project_id)
-                                    .str("detail", p.detail)
-                                    .done();
-      }
-      print(out + "]");
-    } else if (problems.empty()) {
+    if (!json_ && problems.empty()) {
       print("ok: the rows agree with the log");
-    } else {
-      for (const auto& p : problems) {
-        print(fmt::format("{} {}: {}", p.kind, p.item_id.empty() ? p.project_id : p.item_id,
-                          p.detail));
-      }
+      return;
     }
+    print_problems(problems);
     if (!problems.empty()) {
       if (!json_) std::cerr << problems.size() << " problem(s) found\n";
       throw Exit{kProblemsFound};
     }
   });
+}
+
+void Cli::print_problems(const std::vector<LedgerProblem>& problems) {
+  if (json_) {
+    std::string out = "[";
+    for (size_t i = 0; i < problems.size(); ++i) {
+      const auto& p = problems[i];
+      out += (i ? "," : "") + JsonObject()
+                                  .str("kind", p.kind)
+                                  .str_or_null("item_id", p.item_id)
+                                  .str_or_null("project_id", p.project_id)
+                                  .str("detail", p.detail)
+                                  .done();
+    }
+    print(out + "]");
+    return;
+  }
+  for (const auto& p : problems) {
+    print(fmt::format("{} {}: {}", p.kind, p.item_id.empty() ? p.project_id : p.item_id,
+                      p.detail));
+  }
 }
 
 kj::MainFunc Cli::rebuild_command() {
@@ -80,8 +86,24 @@ Validity Cli::set_dry_run() {
 Validity Cli::run_rebuild() {
   return run([&] {
     auto store = open(dry_run_ ? Access::read : Access::write);
-    auto report = rebuild(store, dry_run_, progress("rebuild"));
-    changed_ = !dry_run_ && !report.changes.empty();
+    RebuildReport report;
+    try {
+      report = rebuild(store, dry_run_, progress("rebuild"));
+    } catch (const RebuildRefused& refused) {
+      // Exit 6 like verify, the reasons on stdout (JSON: the problems
+      // array, as verify prints it), the refusal on stderr.
+      end_progress();
+      print_problems(refused.problems());
+      std::cerr << "cplane: rebuild refused, nothing changed: the log fails its own checks ("
+                << refused.total() << " problem(s)" 
+                << (static_cast<std::int64_t>(refused.problems().size()) < refused.total()
+                        ? fmt::format(", the first {} listed", refused.problems().size())
+                        : std::string())
+                << "). Rows folded from it would be wrong. See `cplane verify`; salvage with "
+                   "`cplane recover --db DAMAGED --to NEW`, or `cplane restore` an export\n";
+      throw Exit{kProblemsFound};
+    }
+    changed_ = !dry_run_ && report.changes_total > 0;
     end_progress();
     auto json_changes = [](const std::vector<RowChange>& list) {
       std::string out = "[";
@@ -103,7 +125,9 @@ Validity Cli::run_rebuild() {
                 .boolean("dry_run", report.dry_run)
                 .num("events", report.events)
                 .num("items", report.items)
+                .num("changes_total", report.changes_total)
                 .raw("changes", json_changes(report.changes))
+                .num("kept_total", report.kept_total)
                 .raw("kept", json_changes(report.kept))
                 .done());
     } else {
@@ -114,14 +138,21 @@ Validity Cli::run_rebuild() {
           print(line);
         }
       }
+      if (report.changes_total + report.kept_total >
+          static_cast<std::int64_t>(report.changes.size() + report.kept.size())) {
+        print(fmt::format("... and {} more (the first {} of each are listed)",
+                          report.changes_total + report.kept_total -
+                              static_cast<std::int64_t>(report.changes.size() + report.kept.size()),
+                          kMaxListedChanges));
+      }
       print(fmt::format("{} {} row(s) from {} events ({} items){}{}",
-                        report.dry_run ? "would change" : "changed", report.changes.size(),
+                        report.dry_run ? "would change" : "changed", report.changes_total,
                         report.events, report.items,
                         report.kept.empty()
                             ? std::string()
                             : fmt::format("; left {} row(s) alone (the log lost events: "
                                           "cplane verify names them)",
-                                          report.kept.size()),
+                                          report.kept_total),
                         report.dry_run ? "; nothing written" : ""));
     }
   });

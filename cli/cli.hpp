@@ -254,6 +254,8 @@ class Cli {
   // ---- verify / rebuild -----------------------------------------------------
   kj::MainFunc verify_command();
   Validity run_verify();
+  // verify's problem list, on stdout: one line each, or a JSON array.
+  void print_problems(const std::vector<LedgerProblem>& problems);
 
   kj::MainFunc rebuild_command();
   Validity set_dry_run();

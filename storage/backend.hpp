@@ -65,6 +65,29 @@ struct RawEvent {
   std::string type;
   Micros at = 0;
   std::string body;         // encoded event (events/codec.hpp)
+  // Its place in the hash chain (events/chain.hpp): the revision within its
+  // stream (1, 2, ...) and the stored hash (32 bytes, or whatever tampering
+  // left).
+  std::int64_t revision = 0;
+  std::string hash;
+};
+
+// A stream's head as stored beside the log: its newest revision, that
+// event's seq and hash. A cut-off tail disagrees with it.
+struct StreamHead {
+  std::string stream_kind;
+  std::string stream_id;
+  std::int64_t revision = 0;
+  Seq last_seq = 0;
+  std::string hash;
+};
+
+// The log as a whole: how many events it holds, its newest seq, and the XOR
+// of every stream head's hash. A deleted head disagrees with it.
+struct LogDigest {
+  std::int64_t events = 0;
+  Seq last_seq = 0;
+  std::string digest;
 };
 
 // An item row as scanned for verify and rebuild. A row whose status column
@@ -100,8 +123,23 @@ class Backend {
   virtual void rollback() noexcept = 0;
 
   // ---- the log (append-only) ---------------------------------------------
-  // Encodes and appends the event, filed under its stream; returns its seq.
+  // Encodes and appends the event, filed under its stream and chained to its
+  // head: the next revision, hash = chain_hash(head's hash, ...); the head
+  // and the log's digest follow it in the same transaction. Returns its seq,
+  // never one an earlier event had (even one cut off since).
   virtual Seq append(const Event& event) = 0;
+  // Restore and recover: an event exactly as another log stored it (seq,
+  // revision, hash and all), without chaining; heads and the digest are
+  // then put as that log had them.
+  virtual void import_event(const RawEvent& event) = 0;
+  virtual void put_head(const StreamHead& head) = 0;
+  virtual void put_log_digest(const LogDigest& digest) = 0;
+  // The heads of one stream kind, ordered by stream id (bytewise); every
+  // head whose kind names no kind this build knows, by unfiled_heads().
+  virtual std::unique_ptr<Cursor<StreamHead>> scan_heads(StreamKind kind) = 0;
+  virtual std::vector<StreamHead> unfiled_heads() = 0;
+  // The log's digest, or nullopt when its row is gone (only tampering).
+  virtual std::optional<LogDigest> log_digest() = 0;
   // The events of one stream, oldest first.
   virtual std::vector<RawEvent> stream_events(const StreamRef& stream) = 0;
   // Every event of one stream kind, ordered by (stream id bytewise, seq).
@@ -141,6 +179,10 @@ class Backend {
 
   // The seq of the newest event (0 for an empty log). Seqs may have gaps.
   virtual Seq last_seq() = 0;
+  // True when this backend hands out seqs 1, 2, 3, ... with no gaps (SQLite:
+  // a rolled-back transaction takes none), so that a missing seq is
+  // evidence; false when gaps are normal (a PostgreSQL sequence).
+  virtual bool seqs_dense() { return false; }
 
   // The time a command runs at when its caller gives none, microseconds
   // since the epoch: the process's clock here, a server's own elsewhere.

@@ -22,6 +22,14 @@ class BackendWrapper : public Backend {
   void commit() override { inner_->commit(); }
   void rollback() noexcept override { inner_->rollback(); }
   Seq append(const Event& event) override { return inner_->append(event); }
+  void import_event(const RawEvent& event) override { inner_->import_event(event); }
+  void put_head(const StreamHead& head) override { inner_->put_head(head); }
+  void put_log_digest(const LogDigest& digest) override { inner_->put_log_digest(digest); }
+  std::unique_ptr<Cursor<StreamHead>> scan_heads(StreamKind kind) override {
+    return inner_->scan_heads(kind);
+  }
+  std::vector<StreamHead> unfiled_heads() override { return inner_->unfiled_heads(); }
+  std::optional<LogDigest> log_digest() override { return inner_->log_digest(); }
   std::vector<RawEvent> stream_events(const StreamRef& stream) override {
     return inner_->stream_events(stream);
   }
@@ -63,6 +71,7 @@ class BackendWrapper : public Backend {
   std::vector<ProjectRow> all_projects() override { return inner_->all_projects(); }
   std::vector<ProjectActorRow> all_assignments() override { return inner_->all_assignments(); }
   Seq last_seq() override { return inner_->last_seq(); }
+  bool seqs_dense() override { return inner_->seqs_dense(); }
   Micros now() override { return inner_->now(); }
   std::array<std::int64_t, 5> status_counts(const std::string* project_id) override {
     return inner_->status_counts(project_id);

@@ -58,6 +58,8 @@
 
 #include "storage/sqlite_backend.hpp"
 
+#include "events/chain.hpp"
+
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -88,8 +90,28 @@ namespace {
 
 constexpr int kApplicationId = 0x63706c6e;
 
+// The hash chain's tables (events/chain.hpp): each stream's head, and the
+// log's digest. On SQLite the digest has one shard (0); a server backend may
+// keep several, whose XOR is the log's.
+const char* const kChainTables = R"sql(
+CREATE TABLE stream_heads (
+  stream_kind TEXT NOT NULL,
+  stream_id   TEXT NOT NULL,
+  revision    INTEGER NOT NULL,
+  last_seq    INTEGER NOT NULL,
+  hash        BLOB NOT NULL,
+  PRIMARY KEY (stream_kind, stream_id)
+) WITHOUT ROWID;
+CREATE TABLE log_digest (
+  shard    INTEGER PRIMARY KEY,
+  events   INTEGER NOT NULL,
+  last_seq INTEGER NOT NULL,
+  digest   BLOB NOT NULL
+);
+)sql";
+
 // The current schema, created whole in a new database.
-const char* const kSchema = R"sql(
+const char* const kSchemaTables = R"sql(
 CREATE TABLE events (
   seq         INTEGER PRIMARY KEY,
   item_id     TEXT,
@@ -98,10 +120,13 @@ CREATE TABLE events (
   at          INTEGER NOT NULL,
   body        BLOB NOT NULL,
   stream_kind TEXT NOT NULL DEFAULT '',
-  stream_id   TEXT NOT NULL DEFAULT ''
+  stream_id   TEXT NOT NULL DEFAULT '',
+  stream_rev  INTEGER NOT NULL DEFAULT 0,
+  hash        BLOB
 );
 CREATE INDEX events_by_stream ON events(stream_kind, stream_id, seq);
-
+)sql";
+const std::string kSchemaRest = R"sql(
 CREATE TABLE projects (
   project_id TEXT PRIMARY KEY,
   title      TEXT NOT NULL,
@@ -138,6 +163,14 @@ CREATE INDEX items_ready ON items(project_id, queued_seq) WHERE status = 'ready'
 CREATE INDEX items_lease ON items(project_id, lease_expires_at, queued_seq)
   WHERE status = 'claimed';
 )sql";
+const std::string kSchema =
+    std::string(kSchemaTables) + kChainTables +
+    "INSERT INTO log_digest (shard, events, last_seq, digest) VALUES (0, 0, 0, zeroblob(32));\n" +
+    kSchemaRest;
+const std::string kMigration4 = std::string(R"sql(
+ALTER TABLE events ADD COLUMN stream_rev INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE events ADD COLUMN hash BLOB;
+)sql") + kChainTables;
 
 // Migrations, one per version: kMigrations[v] takes a database from
 // version v to v + 1, inside the migrating transaction.
@@ -145,6 +178,9 @@ CREATE INDEX items_lease ON items(project_id, lease_expires_at, queued_seq)
 //           (version 1 ordered them by item id).
 //   2 -> 3  every event names its stream: stream_kind and stream_id, filled
 //           from the item_id column (NULL: a project event).
+//   3 -> 4  the hash chain: stream_rev and hash on every event, the
+//           stream_heads and log_digest tables; chain_existing_log() then
+//           computes the chain once over the log as it stands.
 const char* const kMigrations[] = {
     nullptr,
     nullptr,
@@ -161,6 +197,7 @@ UPDATE events SET stream_kind = CASE WHEN item_id IS NULL THEN 'project' ELSE 'i
 DROP INDEX events_by_item;
 CREATE INDEX events_by_stream ON events(stream_kind, stream_id, seq);
 )sql",
+    kMigration4.c_str(),
 };
 
 const char* const kItemColumns =
@@ -371,7 +408,7 @@ ItemRow read_item(const Statement& s) {
 }
 
 const char* const kEventColumns =
-    "seq, stream_kind, stream_id, item_id, project_id, type, at, body";
+    "seq, stream_kind, stream_id, item_id, project_id, type, at, body, stream_rev, hash";
 
 void fill_event(const Statement& s, RawEvent& e) {
   e.seq = s.i64(0);
@@ -382,6 +419,8 @@ void fill_event(const Statement& s, RawEvent& e) {
   s.text_into(5, e.type);
   e.at = s.i64(6);
   s.blob_into(7, e.body);
+  e.revision = s.i64(8);
+  s.blob_into(9, e.hash);
 }
 
 RawEvent read_event(const Statement& s) {
@@ -400,6 +439,27 @@ class StatementCursor final : public Cursor<RawEvent> {
   bool next(RawEvent& row) override {
     if (!stmt_.step()) return false;
     fill_event(stmt_, row);
+    return true;
+  }
+
+ private:
+  Statement stmt_;
+};
+
+class HeadCursor final : public Cursor<StreamHead> {
+ public:
+  HeadCursor(sqlite3* db, const char* sql) : stmt_(db, sql) { stmt_.bind(); }
+  template <class... A>
+  void bind(const A&... args) {
+    stmt_.bind(args...);
+  }
+  bool next(StreamHead& h) override {
+    if (!stmt_.step()) return false;
+    stmt_.text_into(0, h.stream_kind);
+    stmt_.text_into(1, h.stream_id);
+    h.revision = stmt_.i64(2);
+    h.last_seq = stmt_.i64(3);
+    stmt_.blob_into(4, h.hash);
     return true;
   }
 
@@ -788,6 +848,7 @@ class SqliteBackend final : public Backend {
 
   void commit() override {
     try {
+      flush_digest();
       stmts_.commit.run();
     } catch (const StorageError& e) {
       rollback();
@@ -806,6 +867,7 @@ class SqliteBackend final : public Backend {
   }
 
   void rollback() noexcept override {
+    digest_.reset();
     if (!sqlite3_get_autocommit(db_) &&
         sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr) != SQLITE_OK &&
         !sqlite3_get_autocommit(db_)) {
@@ -817,11 +879,83 @@ class SqliteBackend final : public Backend {
   Seq append(const Event& event) override {
     const std::string body = encode(event);
     const StreamRef stream = stream_of(event);
+    const std::string_view kind = to_string(stream.kind);
+    LogDigestState& digest = writing_digest();
+    Hash prev = kNoHash;
+    std::int64_t revision = 0;
+    auto& head = stmts_.find_head.bind(kind, stream.id);
+    if (head.step()) {
+      revision = head.i64(0);
+      head.blob_into(1, scratch_);
+      if (!hash_from_bytes(scratch_, prev)) {
+        head.reset();
+        throw StorageError(StorageError::Category::corruption,
+                           fmt::format("the head of stream {} {} holds no hash (edited outside "
+                                       "cplane): run cplane verify",
+                                       kind, quote_id(stream.id)));
+      }
+    }
+    head.reset();
+    const Seq seq = digest.last_seq + 1;
+    ++revision;
+    const Hash hash = chain_hash(prev, seq, revision, kind, stream.id, body);
     stmts_.append
-        .bind(NullIfEmpty{event.item_id}, event.project_id, type_name(event.body), event.at,
-              Blob{body}, to_string(stream.kind), stream.id)
+        .bind(seq, NullIfEmpty{event.item_id}, event.project_id, type_name(event.body), event.at,
+              Blob{body}, kind, stream.id, revision, Blob{as_bytes(hash)})
         .run();
-    return sqlite3_last_insert_rowid(db_);
+    stmts_.put_head.bind(kind, stream.id, revision, seq, Blob{as_bytes(hash)}).run();
+    xor_into(digest.digest, prev);
+    xor_into(digest.digest, hash);
+    ++digest.events;
+    digest.last_seq = seq;
+    return seq;
+  }
+
+  void import_event(const RawEvent& e) override {
+    stmts_.append
+        .bind(e.seq, NullIfEmpty{e.item_id}, e.project_id, e.type, e.at, Blob{e.body},
+              e.stream_kind, e.stream_id, e.revision, Blob{e.hash})
+        .run();
+  }
+
+  void put_head(const StreamHead& h) override {
+    stmts_.put_head.bind(h.stream_kind, h.stream_id, h.revision, h.last_seq, Blob{h.hash}).run();
+  }
+
+  void put_log_digest(const LogDigest& d) override {
+    digest_.reset();
+    Statement(db_, "INSERT OR REPLACE INTO log_digest (shard, events, last_seq, digest) "
+                   "VALUES (0, ?1, ?2, ?3)")
+        .bind(d.events, d.last_seq, Blob{d.digest})
+        .run();
+  }
+
+  std::unique_ptr<Cursor<StreamHead>> scan_heads(StreamKind kind) override {
+    auto cursor = std::make_unique<HeadCursor>(
+        db_, "SELECT stream_kind, stream_id, revision, last_seq, hash FROM stream_heads "
+             "WHERE stream_kind = ?1 ORDER BY stream_id");
+    cursor->bind(to_string(kind));
+    return cursor;
+  }
+
+  std::vector<StreamHead> unfiled_heads() override {
+    HeadCursor cursor(db_,
+                      "SELECT stream_kind, stream_id, revision, last_seq, hash FROM stream_heads "
+                      "WHERE stream_kind NOT IN (?1, ?2)");
+    cursor.bind(to_string(StreamKind::item), to_string(StreamKind::project));
+    std::vector<StreamHead> out;
+    StreamHead h;
+    while (cursor.next(h)) out.push_back(h);
+    return out;
+  }
+
+  std::optional<LogDigest> log_digest() override {
+    Statement s(db_, "SELECT events, last_seq, digest FROM log_digest WHERE shard = 0");
+    s.bind();
+    if (!s.step()) return std::nullopt;
+    LogDigest d{s.i64(0), s.i64(1), {}};
+    s.blob_into(2, d.digest);
+    return d;
   }
 
   std::vector<RawEvent> stream_events(const StreamRef& stream) override {
@@ -982,12 +1116,14 @@ class SqliteBackend final : public Backend {
     return s.step() ? static_cast<int>(s.i64(0)) : -1;
   }
 
+  bool seqs_dense() override { return true; }
+
   Seq last_seq() override { return pragma("SELECT coalesce(max(seq), 0) FROM events"); }
 
  private:
   struct Statements {
     Statement begin_immediate, begin_deferred, commit;
-    Statement append, stream_events;
+    Statement append, stream_events, find_head, put_head, put_digest, load_digest, max_seq;
     Statement find_item, insert_item, put_item, delete_item;
     Statement oldest_ready, earliest_lapsed;
     Statement find_project, put_project, delete_project;
@@ -1037,6 +1173,44 @@ class SqliteBackend final : public Backend {
       throw StorageError(StorageError::Category::io,
                          "this store's connection could not roll back a transaction: reopen it");
     }
+  }
+
+  // The log's digest as this write transaction leaves it: read at its first
+  // append, written back once before its commit.
+  struct LogDigestState {
+    std::int64_t events = 0;
+    Seq last_seq = 0;
+    Hash digest{};
+  };
+  LogDigestState& writing_digest() {
+    if (digest_) return *digest_;
+    std::optional<LogDigest> stored;
+    auto& load = stmts_.load_digest.bind();
+    if (load.step()) {
+      stored = LogDigest{load.i64(0), load.i64(1), {}};
+      load.blob_into(2, stored->digest);
+    }
+    load.reset();
+    Hash hash{};
+    if (!stored || !hash_from_bytes(stored->digest, hash)) {
+      throw StorageError(StorageError::Category::corruption,
+                         fmt::format("{}: the log's digest (table log_digest) is missing or "
+                                     "damaged: the log was edited outside cplane. Nothing was "
+                                     "written; run cplane verify",
+                                     path_));
+    }
+    // A seq is never handed out twice, not even one whose event was cut off
+    // (the digest remembers it), nor one a foreign insert took.
+    auto& max_seq = stmts_.max_seq.bind();
+    const Seq newest = std::max(stored->last_seq, max_seq.step() ? max_seq.i64(0) : 0);
+    max_seq.reset();
+    digest_ = LogDigestState{stored->events, newest, hash};
+    return *digest_;
+  }
+  void flush_digest() {
+    if (!digest_) return;
+    stmts_.put_digest.bind(digest_->events, digest_->last_seq, Blob{as_bytes(digest_->digest)}).run();
+    digest_.reset();
   }
 
   void release_writer() noexcept {
@@ -1155,13 +1329,14 @@ class SqliteBackend final : public Backend {
           throw StorageError(StorageError::Category::corruption,
                              fmt::format("{} is an SQLite database but not a cplane one", path_));
         }
-        exec(kSchema, "cannot create schema");
+        exec(kSchema.c_str(), "cannot create schema");
         exec(fmt::format("PRAGMA application_id={}", kApplicationId).c_str(),
              "cannot stamp application id");
       } else {
         for (auto v = version; v < kSqliteSchemaVersion; ++v) {
           exec(kMigrations[v + 1], fmt::format("cannot migrate the schema from version {} to {}",
                                                v, v + 1));
+          if (v + 1 == 4) chain_existing_log();
         }
       }
       exec(fmt::format("PRAGMA user_version={}", kSqliteSchemaVersion).c_str(),
@@ -1173,14 +1348,67 @@ class SqliteBackend final : public Backend {
     }
   }
 
+  // Migration to version 4: the chain computed once over the log as it
+  // stands, stream by stream. Whatever was edited before this cannot be
+  // seen: the chain vouches only for what comes after.
+  void chain_existing_log() {
+    Statement scan(db_, "SELECT seq, stream_kind, stream_id, body FROM events "
+                        "ORDER BY stream_kind, stream_id, seq");
+    Statement update(db_, "UPDATE events SET stream_rev = ?1, hash = ?2 WHERE seq = ?3");
+    Statement head(db_, "INSERT INTO stream_heads (stream_kind, stream_id, revision, last_seq, "
+                        "hash) VALUES (?1, ?2, ?3, ?4, ?5)");
+    scan.bind();
+    std::string kind, id, body, prev_kind, prev_id;
+    Hash prev = kNoHash, digest{};
+    std::int64_t revision = 0, events = 0;
+    Seq last = 0, newest = 0;
+    auto close_stream = [&] {
+      if (revision == 0) return;
+      head.bind(prev_kind, prev_id, revision, last, Blob{as_bytes(prev)}).run();
+      xor_into(digest, prev);
+    };
+    while (scan.step()) {
+      const Seq seq = scan.i64(0);
+      scan.text_into(1, kind);
+      scan.text_into(2, id);
+      scan.blob_into(3, body);
+      if (revision == 0 || kind != prev_kind || id != prev_id) {
+        close_stream();
+        prev_kind = kind;
+        prev_id = id;
+        prev = kNoHash;
+        revision = 0;
+      }
+      ++revision;
+      prev = chain_hash(prev, seq, revision, kind, id, body);
+      last = seq;
+      newest = std::max(newest, seq);
+      ++events;
+      update.bind(revision, Blob{as_bytes(prev)}, seq).run();
+    }
+    close_stream();
+    Statement(db_, "INSERT INTO log_digest (shard, events, last_seq, digest) VALUES (0, ?1, ?2, ?3)")
+        .bind(events, newest, Blob{as_bytes(digest)})
+        .run();
+  }
+
   void prepare() {
     auto p = [&](const std::string& sql) { return Statement(db_, sql.c_str()); };
     stmts_.begin_immediate = p("BEGIN IMMEDIATE");
     stmts_.begin_deferred = p("BEGIN DEFERRED");
     stmts_.commit = p("COMMIT");
     stmts_.append = p(
-        "INSERT INTO events (item_id, project_id, type, at, body, stream_kind, stream_id) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+        "INSERT INTO events (seq, item_id, project_id, type, at, body, stream_kind, stream_id, "
+        "stream_rev, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+    stmts_.find_head = p(
+        "SELECT revision, hash FROM stream_heads WHERE stream_kind = ?1 AND stream_id = ?2");
+    stmts_.put_head = p(
+        "INSERT OR REPLACE INTO stream_heads (stream_kind, stream_id, revision, last_seq, hash) "
+        "VALUES (?1, ?2, ?3, ?4, ?5)");
+    stmts_.load_digest = p("SELECT events, last_seq, digest FROM log_digest WHERE shard = 0");
+    stmts_.max_seq = p("SELECT coalesce(max(seq), 0) FROM events");
+    stmts_.put_digest = p(
+        "UPDATE log_digest SET events = ?1, last_seq = ?2, digest = ?3 WHERE shard = 0");
     stmts_.stream_events = p(fmt::format(
         "SELECT {} FROM events WHERE stream_kind = ?1 AND stream_id = ?2 ORDER BY seq",
         kEventColumns));
@@ -1221,6 +1449,8 @@ class SqliteBackend final : public Backend {
   bool in_write_ = false;
   bool broken_ = false;
   bool wrote_ = false;  // committed a write: leave the WAL empty on close
+  std::optional<LogDigestState> digest_;  // inside a write transaction that appended
+  std::string scratch_;
   pid_t pid_ = ::getpid();
 };
 

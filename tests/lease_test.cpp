@@ -145,7 +145,8 @@ TEST_CASE("verify names a release or a heartbeat under a stale fence, and a read
     const std::string body = encode(forged);
     std::string hex;
     for (unsigned char ch : body) hex += fmt::format("{:02x}", ch);
-    sql(c.db, fmt::format("INSERT INTO events (item_id, project_id, type, at, body, stream_kind, "
+    // Chained, as a writer with this bug would have written it.
+    test::forged_sql(c.db, fmt::format("INSERT INTO events (item_id, project_id, type, at, body, stream_kind, "
                           "stream_id) VALUES ('{0}', 'alpha', 'released', {1}, x'{2}', 'item', "
                           "'{0}')",
                           c.id, T0 + kSecond, hex));

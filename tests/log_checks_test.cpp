@@ -32,6 +32,9 @@ void forge(const std::string& db, const Event& event) {
                       event.item_id.empty() ? "NULL" : "'" + event.item_id + "'",
                       event.project_id, type_name(event.body), event.at, hex,
                       to_string(stream.kind), stream.id));
+  // Chained, heads and digest and all: these checks must hold against a
+  // writer that chains what it forges.
+  test_context().forge_chain(db);
 }
 
 bool reports(const std::vector<LedgerProblem>& problems, const std::string& kind,

@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <sqlite3.h>
+
+#include "events/chain.hpp"
 #include <grp.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -75,6 +77,77 @@ class SqliteContext final : public TestContext {
   std::vector<std::string> tables(const std::string& db) const override {
     return column(db, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
   }
+  void forge_chain(const std::string& db) const override {
+    Db d(db);
+    auto run = [&](const char* statements) {
+      if (sqlite3_exec(d.db, statements, nullptr, nullptr, nullptr) != SQLITE_OK) {
+        throw std::runtime_error(std::string("SQL failed: ") + sqlite3_errmsg(d.db));
+      }
+    };
+    run("BEGIN IMMEDIATE; DELETE FROM stream_heads; DELETE FROM log_digest;");
+    sqlite3_stmt* scan = nullptr;
+    sqlite3_stmt* update = nullptr;
+    sqlite3_stmt* head = nullptr;
+    sqlite3_prepare_v2(d.db, "SELECT seq, stream_kind, stream_id, body FROM events ORDER BY "
+                             "stream_kind, stream_id, seq", -1, &scan, nullptr);
+    sqlite3_prepare_v2(d.db, "UPDATE events SET stream_rev = ?1, hash = ?2 WHERE seq = ?3", -1,
+                       &update, nullptr);
+    sqlite3_prepare_v2(d.db, "INSERT INTO stream_heads VALUES (?1, ?2, ?3, ?4, ?5)", -1, &head,
+                       nullptr);
+    auto text = [](sqlite3_stmt* s, int col) {
+      auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s, col));
+      return p == nullptr ? std::string() : std::string(p, sqlite3_column_bytes(s, col));
+    };
+    std::string kind, id;
+    Hash prev = kNoHash, digest{};
+    std::int64_t rev = 0, events = 0;
+    Seq last = 0, newest = 0;
+    auto close_stream = [&] {
+      if (rev == 0) return;
+      sqlite3_reset(head);
+      sqlite3_bind_text(head, 1, kind.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(head, 2, id.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_int64(head, 3, rev);
+      sqlite3_bind_int64(head, 4, last);
+      sqlite3_bind_blob(head, 5, prev.data(), 32, SQLITE_TRANSIENT);
+      sqlite3_step(head);
+      xor_into(digest, prev);
+    };
+    while (sqlite3_step(scan) == SQLITE_ROW) {
+      const Seq seq = sqlite3_column_int64(scan, 0);
+      const std::string k = text(scan, 1), i = text(scan, 2);
+      const std::string body(static_cast<const char*>(sqlite3_column_blob(scan, 3)),
+                             static_cast<std::size_t>(sqlite3_column_bytes(scan, 3)));
+      if (rev == 0 || k != kind || i != id) {
+        close_stream();
+        kind = k;
+        id = i;
+        prev = kNoHash;
+        rev = 0;
+      }
+      prev = chain_hash(prev, seq, ++rev, kind, id, body);
+      last = seq;
+      newest = std::max(newest, seq);
+      ++events;
+      sqlite3_reset(update);
+      sqlite3_bind_int64(update, 1, rev);
+      sqlite3_bind_blob(update, 2, prev.data(), 32, SQLITE_TRANSIENT);
+      sqlite3_bind_int64(update, 3, seq);
+      sqlite3_step(update);
+    }
+    close_stream();
+    sqlite3_finalize(scan);
+    sqlite3_finalize(update);
+    sqlite3_finalize(head);
+    sqlite3_stmt* put = nullptr;
+    sqlite3_prepare_v2(d.db, "INSERT INTO log_digest VALUES (0, ?1, ?2, ?3)", -1, &put, nullptr);
+    sqlite3_bind_int64(put, 1, events);
+    sqlite3_bind_int64(put, 2, newest);
+    sqlite3_bind_blob(put, 3, digest.data(), 32, SQLITE_TRANSIENT);
+    sqlite3_step(put);
+    sqlite3_finalize(put);
+    run("COMMIT");
+  }
 };
 
 const TestContext& test_context() {
@@ -87,6 +160,11 @@ const TestContext& test_context() {
 }
 
 void sql(const std::string& db, const std::string& statements) { test_context().exec(db, statements); }
+
+void forged_sql(const std::string& db, const std::string& statements) {
+  test_context().exec(db, statements);
+  test_context().forge_chain(db);
+}
 
 std::vector<std::string> sql_column(const std::string& db, const std::string& query) {
   return test_context().column(db, query);

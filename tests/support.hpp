@@ -45,6 +45,10 @@ class TestContext {
                                           const std::string& query) const = 0;
   // The store's tables, sorted.
   virtual std::vector<std::string> tables(const std::string& store) const = 0;
+  // What a forger who rewrites the whole log (or a bug in a writer) leaves:
+  // the hash chain, heads and digest recomputed over the events as they
+  // now are. verify's checks of what the log says must still catch them.
+  virtual void forge_chain(const std::string& store) const = 0;
 };
 
 // The context of the backend this run tests ($CPLANE_TEST_BACKEND; SQLite
@@ -53,7 +57,24 @@ const TestContext& test_context();
 
 // Shorthands for test_context().exec and .column.
 void sql(const std::string& db, const std::string& statements);
+// sql(), then forge_chain(): an edit the chain cannot show, for the checks
+// that must catch it anyway.
+void forged_sql(const std::string& db, const std::string& statements);
 std::vector<std::string> sql_column(const std::string& db, const std::string& query);
+
+// SQL that takes a database of the current schema back to what version 3
+// was (before the hash chain), and to version 1 (before streams, with the
+// lease index without queued_seq): migration tests start from them.
+inline constexpr const char* kBackToVersion3 =
+    "DROP TABLE stream_heads; DROP TABLE log_digest; ALTER TABLE events DROP COLUMN stream_rev; "
+    "ALTER TABLE events DROP COLUMN hash; PRAGMA user_version = 3; ";
+inline constexpr const char* kBackToVersion1 =
+    "DROP TABLE stream_heads; DROP TABLE log_digest; ALTER TABLE events DROP COLUMN stream_rev; "
+    "ALTER TABLE events DROP COLUMN hash; "
+    "DROP INDEX events_by_stream; ALTER TABLE events DROP COLUMN stream_kind; "
+    "ALTER TABLE events DROP COLUMN stream_id; CREATE INDEX events_by_item ON events(item_id, seq); "
+    "DROP INDEX items_lease; CREATE INDEX items_lease ON items(project_id, lease_expires_at) "
+    "WHERE status = 'claimed'; PRAGMA user_version = 1; ";
 
 // The result of running the cplane CLI.
 struct CliResult {

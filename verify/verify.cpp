@@ -30,6 +30,7 @@
 #include "events/errors.hpp"
 #include "projections/apply.hpp"
 #include "projections/rules.hpp"
+#include "verify/chain_check.hpp"
 
 namespace cplane {
 
@@ -46,7 +47,19 @@ const std::vector<std::string> kProblemKinds = {
     "project_row_without_event", "project_row_disagrees", "assignment_missing",
     "assignment_without_event", "fence_skipped", "attempt_not_rising", "lease_before_claim",
     "event_before_project", "grant_without_project", "invalid_payload",
+    "event_edited", "event_missing", "event_inserted", "event_reordered", "tail_missing",
+    "stream_missing", "head_missing", "head_disagrees", "digest_disagrees", "seq_gap",
 };
+
+RebuildRefused::RebuildRefused(std::vector<LedgerProblem> problems, std::int64_t total)
+    : UnreadableEvent(fmt::format(
+          "rebuild refused, nothing changed: the log fails its own checks ({} problem(s); the "
+          "first: {} {}): rows folded from it would be wrong. Run cplane verify to see them "
+          "all; recover with cplane recover, or restore an export",
+          total, problems.empty() ? "" : problems[0].kind,
+          problems.empty() ? "" : problems[0].detail)),
+      problems_(std::move(problems)),
+      total_(total) {}
 
 namespace {
 
@@ -99,6 +112,13 @@ class Differ {
   std::vector<FieldDiff> out_;
 };
 
+bool is_chain_problem(const std::string& kind) {
+  static const std::set<std::string> kinds = {
+      "event_edited", "event_missing",  "event_inserted", "event_reordered", "tail_missing",
+      "stream_missing", "head_missing", "head_disagrees", "digest_disagrees", "seq_gap"};
+  return kinds.contains(kind);
+}
+
 // ---- one stream's audit ---------------------------------------------------------
 
 // What verify learns across streams: the projects the log created, and the
@@ -108,12 +128,16 @@ struct LogFacts {
   std::map<std::string, Seq> project_created_at;  // the seq of each project's creation
   bool project_log_unreadable = false;
   std::set<std::pair<StreamKind, std::string>> incomplete;
+  LogChain chain;  // the log as a whole, against its digest
 };
 
 // The fold of one stream, plus what the fold saw that no row can show.
 struct StreamAudit {
   StreamRef stream;
   std::int64_t events = 0;
+  // What the hash chain says about the stream: reported before the fold's
+  // problems, since it names the cause.
+  std::vector<LedgerProblem> chain_problems;
   // An event of this stream could not be decoded, or was filed elsewhere by
   // its columns: the fold is not the stream's, so nothing is compared with
   // it, and no check claims what the log lacks.
@@ -669,20 +693,22 @@ class RowSide {
   std::string last_;  // the stream id of the last row taken
 };
 
-// A row rebuild writes or deletes, kept until the scans are over (the
-// cursors must not see their own writes).
-struct PendingWrites {
-  std::vector<std::function<void(storage::Backend&)>> writes;
-};
-
 // What to do with one projection's rows of one stream.
 struct Reconcile {
   std::vector<LedgerProblem>* problems = nullptr;  // verify
   // verify: the stream each problem is about, one entry per problem.
   std::vector<std::pair<StreamKind, std::string>>* about = nullptr;
   RebuildReport* report = nullptr;                 // rebuild
-  PendingWrites* pending = nullptr;                // rebuild, not dry
+  // rebuild, not dry: where each change is written as soon as it is known
+  // (memory stays flat). Only the rows of the stream just merged are
+  // written, which every row cursor has already passed.
+  storage::Backend* write_to = nullptr;
 };
+
+void note(std::vector<RowChange>& list, std::int64_t& total, RowChange change) {
+  ++total;
+  if (list.size() < kMaxListedChanges) list.push_back(std::move(change));
+}
 
 template <class P>
 void reconcile(RowSide<P>& side, StreamAudit& audit, const LogFacts& facts, const Reconcile& r) {
@@ -710,19 +736,24 @@ void reconcile(RowSide<P>& side, StreamAudit& audit, const LogFacts& facts, cons
       }
     }
     if (r.report != nullptr) {
-      if (!found || !creates) {
-        r.report->changes.push_back({P::table, P::stored_key(row), "delete", {P::no_creation}});
-        if (r.pending != nullptr) {
-          r.pending->writes.push_back([row = std::move(row)](storage::Backend& b) { P::erase(b, row); });
-        }
+      if (!found) {
+        // No stream at all. Had the log held one and lost it, its head (or,
+        // with the head, the digest) would say so, and rebuild would refuse
+        // before committing: with the chain intact the row was made up
+        // outside cplane.
+        note(r.report->changes, r.report->changes_total,
+             {P::table, P::stored_key(row), "delete", {P::no_creation}});
+        if (r.write_to != nullptr) P::erase(*r.write_to, row);
       } else if (auto loss = P::evidence_of_loss(row, folded[at]); !loss.empty()) {
-        r.report->kept.push_back({P::table, P::key(folded[at]), "keep", {std::move(loss)}});
+        note(r.report->kept, r.report->kept_total,
+             {P::table, P::key(folded[at]), "keep", {std::move(loss)}});
+      } else if (!creates) {
+        // Events without their creation: the log fails its own checks and
+        // rebuild refuses (see rebuild below); nothing to decide here.
       } else if (auto d = P::diff(row, folded[at]); !d.empty()) {
-        r.report->changes.push_back({P::table, P::key(folded[at]), "update", describe(d)});
-        if (r.pending != nullptr) {
-          r.pending->writes.push_back(
-              [row = folded[at]](storage::Backend& b) { P::put(b, row); });
-        }
+        note(r.report->changes, r.report->changes_total,
+             {P::table, P::key(folded[at]), "update", describe(d)});
+        if (r.write_to != nullptr) P::put(*r.write_to, folded[at]);
       }
     }
   }
@@ -733,11 +764,9 @@ void reconcile(RowSide<P>& side, StreamAudit& audit, const LogFacts& facts, cons
       if (auto p = P::missing(folded[at], audit)) r.problems->push_back(std::move(*p));
     }
     if (r.report != nullptr && creates) {
-      r.report->changes.push_back({P::table, P::key(folded[at]), "insert", {}});
-      if (r.pending != nullptr) {
-        r.pending->writes.push_back(
-            [row = std::move(folded[at])](storage::Backend& b) { P::put(b, row); });
-      }
+      note(r.report->changes, r.report->changes_total,
+           {P::table, P::key(folded[at]), "insert", {}});
+      if (r.write_to != nullptr) P::put(*r.write_to, folded[at]);
     }
   }
   if (r.about != nullptr) {
@@ -754,14 +783,20 @@ void replay(storage::Backend& backend, StreamKind kind, LogFacts& facts,
             const Reconcile& r, std::int64_t& events_read, std::int64_t total,
             const Progress& progress, OnStream&& on_stream) {
   auto events = backend.scan_stream(kind);
+  auto heads = backend.scan_heads(kind);
   std::tuple<RowSide<P>...> sides{RowSide<P>(backend)...};
   storage::RawEvent raw;
+  storage::StreamHead head;
   bool have_event = events->next(raw);
+  bool have_head = heads->next(head);
+  const std::string kind_name(to_string(kind));
   std::string previous;
   bool first = true;
   for (;;) {
-    // The next stream id: the least of the event side and every row side.
+    // The next stream id: the least of the event side, the heads and every
+    // row side.
     const std::string* next = have_event ? &raw.stream_id : nullptr;
+    if (have_head && (next == nullptr || head.stream_id < *next)) next = &head.stream_id;
     std::apply(
         [&](auto&... side) {
           ((side.next_stream() != nullptr && (next == nullptr || *side.next_stream() < *next)
@@ -787,11 +822,19 @@ void replay(storage::Backend& backend, StreamKind kind, LogFacts& facts,
       audit.unreadable = true;
       audit.reported_no_creation = true;
     }
+    StreamChain chain(kind_name, sid);
     while (have_event && raw.stream_id == sid) {
+      chain.add(raw, audit.chain_problems);
+      facts.chain.event(raw.seq);
       fold_event(audit, raw, facts);
       if (++events_read % kProgressEvery == 0 && progress) progress(events_read, total);
       have_event = events->next(raw);
     }
+    const bool headed = have_head && head.stream_id == sid;
+    if (headed) facts.chain.head(head);
+    chain.finish(headed ? &head : nullptr, audit.chain_problems);
+    if (headed) have_head = heads->next(head);
+    if (chain.broken()) facts.chain.stream_broken();
     on_stream(audit);
     std::apply([&](auto&... side) { (reconcile(side, audit, facts, r), ...); }, sides);
   }
@@ -806,8 +849,10 @@ void audit_unfiled(storage::Backend& backend, StreamAudit& audit, LogFacts& fact
   storage::RawEvent raw;
   while (events->next(raw)) {
     ++events_read;
+    facts.chain.event(raw.seq);
     read_event(raw, audit, facts);  // reports the stream_kind column, or the body
   }
+  for (const auto& head : backend.unfiled_heads()) facts.chain.head(head);
 }
 
 // Every stream kind, projects first (items check their project against
@@ -838,6 +883,9 @@ void replay_all(storage::Backend& backend, const Reconcile& r, LogFacts& facts,
                           on_stream);
   StreamAudit unfiled;
   audit_unfiled(backend, unfiled, facts, events_read);
+  // What no stream could show: a stream removed with its head, a head
+  // edited, seqs missing.
+  facts.chain.finish(backend.log_digest(), backend.seqs_dense(), unfiled.chain_problems);
   on_stream(unfiled);
   if (progress) progress(events_read, total);
 }
@@ -858,16 +906,21 @@ std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progre
   r.problems = &problems;
   r.about = &about;
   replay_all(backend, r, facts, events_read, progress, [&](StreamAudit& audit) {
-    for (auto& p : audit.problems) {
-      about.emplace_back(audit.stream.kind, audit.stream.id);
-      problems.push_back(std::move(p));
+    for (auto* list : {&audit.chain_problems, &audit.problems}) {
+      for (auto& p : *list) {
+        about.emplace_back(audit.stream.kind, audit.stream.id);
+        problems.push_back(std::move(p));
+      }
     }
   });
   tx.commit();
   if (!facts.incomplete.empty()) {
     std::vector<LedgerProblem> kept;
     for (std::size_t i = 0; i < problems.size(); ++i) {
-      if (problems[i].kind != "index_disagrees" && facts.incomplete.contains(about[i])) continue;
+      if (problems[i].kind != "index_disagrees" && !is_chain_problem(problems[i].kind) &&
+          facts.incomplete.contains(about[i])) {
+        continue;
+      }
       kept.push_back(std::move(problems[i]));
     }
     problems = std::move(kept);
@@ -882,28 +935,28 @@ RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& p
                     : storage::Transaction::write(backend, storage::Sync::full);
   RebuildReport report;
   report.dry_run = dry_run;
-  PendingWrites pending;
   Reconcile r;
   r.report = &report;
-  r.pending = dry_run ? nullptr : &pending;
-  // A rebuild from a log it cannot read, or whose index columns file an
-  // event elsewhere than its body says, would write rows the log does not
-  // support (and could hand out a fence twice): refuse, change nothing.
+  r.write_to = dry_run ? nullptr : &backend;
+  // Rows folded from a log that fails its own checks (a broken chain, an
+  // unreadable event, an index column that files an event elsewhere than
+  // its body, a fence that does not rise, ...) would be wrong, and could
+  // hand a fence out twice: every such problem refuses the rebuild, and the
+  // transaction (with what was written so far) is rolled back.
+  std::vector<LedgerProblem> refusals;
+  std::int64_t refusals_total = 0;
   LogFacts facts;
-  replay_all(backend, r, facts, report.events, progress, [&](const StreamAudit& audit) {
+  replay_all(backend, r, facts, report.events, progress, [&](StreamAudit& audit) {
     if (audit.stream.kind == StreamKind::item && audit.created) ++report.items;
-    for (const auto& p : audit.problems) {
-      if (p.kind == "undecodable_event" || p.kind == "unknown_event_type") {
-        throw UnreadableEvent("rebuild refused, nothing changed: " + p.detail);
-      }
-      if (p.kind == "index_disagrees") {
-        throw UnreadableEvent("rebuild refused, nothing changed: " + p.detail +
-                              " (the body is the truth: repair the column first)");
+    for (auto* list : {&audit.chain_problems, &audit.problems}) {
+      for (auto& p : *list) {
+        ++refusals_total;
+        if (refusals.size() < kMaxListedChanges) refusals.push_back(std::move(p));
       }
     }
   });
+  if (!refusals.empty()) throw RebuildRefused(std::move(refusals), refusals_total);
   if (dry_run) return report;  // the guard rolls back: nothing written
-  for (auto& write : pending.writes) write(backend);
   tx.commit();
   return report;
 }

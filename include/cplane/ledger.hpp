@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <cplane/errors.hpp>
+
 namespace cplane {
 
 // One disagreement. `kind` is a stable snake_case name (see kProblemKinds);
@@ -52,6 +54,19 @@ struct LedgerProblem {
 //   event_before_project     an item event before its project's creation
 //   grant_without_project    a grant (actor_assigned) before its project's creation
 //   invalid_payload          a queued payload that is not JSON or is over 1 MiB
+// The hash chain (each names the stream and the seq):
+//   event_edited             an event whose body, seq, stream or revision is not what its
+//                            hash was computed over
+//   event_missing            revisions missing inside a stream: events deleted
+//   event_inserted           a second event at one revision, or one never chained
+//   event_reordered          a revision that goes back in seq order
+//   tail_missing             a stream that ends before its head: its newest events cut off
+//   stream_missing           a head whose stream has no events: a whole history deleted
+//   head_missing             a stream with events and no head
+//   head_disagrees           a head that is not its stream's last event
+//   digest_disagrees         the log's digest does not fold from its heads, or counts
+//                            other events: a stream removed with its head, a head edited
+//   seq_gap                  seqs missing while every chain is intact
 extern const std::vector<std::string> kProblemKinds;
 
 // Called now and then with the events read so far and the total.
@@ -65,15 +80,38 @@ struct RowChange {
   std::vector<std::string> fields;  // for an update: "status: ready -> claimed", ...
 };
 
+// How many changes (and kept rows) a report lists; the totals count them all.
+inline constexpr std::size_t kMaxListedChanges = 1000;
+
 struct RebuildReport {
+  // The first kMaxListedChanges changes, in the order they were made.
   std::vector<RowChange> changes;
+  std::int64_t changes_total = 0;
   // Rows rebuild left alone (action "keep") because they show that the log
   // lost events: a fence above the log's, a last event newer than the
-  // log's. Writing the fold over them could hand a fence out twice.
+  // log's, a row with no history at all. Writing the fold over them could
+  // hand a fence out twice, or destroy the last copy of an item.
   std::vector<RowChange> kept;
+  std::int64_t kept_total = 0;
   std::int64_t events = 0;  // events replayed
   std::int64_t items = 0;   // items in the fold
   bool dry_run = false;
+};
+
+// rebuild refused to run, changing nothing: the log fails its own checks
+// (a broken chain, index columns that disagree with bodies, a fence that
+// does not rise, ...), so rows folded from it would be wrong. `problems()`
+// lists why (at most kMaxListedChanges of them). The tool for a damaged log
+// is `cplane recover`, or a restore from an export.
+class RebuildRefused : public UnreadableEvent {
+ public:
+  RebuildRefused(std::vector<LedgerProblem> problems, std::int64_t total);
+  const std::vector<LedgerProblem>& problems() const { return problems_; }
+  std::int64_t total() const { return total_; }
+
+ private:
+  std::vector<LedgerProblem> problems_;
+  std::int64_t total_ = 0;
 };
 
 }  // namespace cplane

@@ -1,0 +1,175 @@
+#include "verify/chain_check.hpp"
+
+#include <fmt/format.h>
+
+namespace cplane {
+
+namespace {
+// Seqs beyond this are not tracked for gaps (a bitmap of 2^28 bits is 32 MiB).
+constexpr Seq kMaxTrackedSeq = Seq{1} << 28;
+}  // namespace
+
+std::string StreamChain::name() const { return fmt::format("{} {}", kind_, id_); }
+
+LedgerProblem StreamChain::problem(const char* kind, std::string detail) const {
+  return {kind, kind_ == "item" ? id_ : std::string(),
+          kind_ == "project" ? id_ : project_, std::move(detail)};
+}
+
+void StreamChain::add(const storage::RawEvent& raw, std::vector<LedgerProblem>& out) {
+  ++events_;
+  if (project_.empty()) project_ = raw.project_id;
+  const std::int64_t rev = raw.revision;
+  if (rev < 1) {
+    broken_ = true;
+    out.push_back(problem("event_inserted",
+                          fmt::format("event seq {} of {} is not chained (revision {}): it was "
+                                      "written outside cplane",
+                                      raw.seq, name(), rev)));
+    return;
+  }
+  if (events_ > 1 && rev <= revision_) {
+    broken_ = true;
+    if (rev == revision_) {
+      out.push_back(problem(
+          "event_inserted",
+          fmt::format("event seq {} is a second revision {} of {} (the first is seq {}): an event "
+                      "was inserted, or written outside cplane",
+                      raw.seq, rev, name(), seq_)));
+    } else {
+      out.push_back(problem(
+          "event_reordered",
+          fmt::format("event seq {} is revision {} of {}, but follows revision {} (seq {}): events "
+                      "were reordered, or one was inserted",
+                      raw.seq, rev, name(), revision_, seq_)));
+    }
+    return;  // the chain goes on from the event before it
+  }
+  if (rev != revision_ + 1) {
+    broken_ = true;
+    out.push_back(problem(
+        "event_missing",
+        revision_ == 0
+            ? fmt::format("{} begins at revision {} (seq {}): revision(s) 1..{} are missing, "
+                          "deleted from the log",
+                          name(), rev, raw.seq, rev - 1)
+            : fmt::format("{} jumps from revision {} (seq {}) to {} (seq {}): revision(s) {}..{} "
+                          "are missing, deleted from the log",
+                          name(), revision_, seq_, rev, raw.seq, revision_ + 1, rev - 1)));
+  } else {
+    Hash prev = kNoHash;
+    Hash stored{};
+    const bool prev_ok = revision_ == 0 || hash_from_bytes(hash_, prev);
+    const bool ok = prev_ok && hash_from_bytes(raw.hash, stored) &&
+                    chain_hash(prev, raw.seq, rev, raw.stream_kind, raw.stream_id, raw.body) ==
+                        stored;
+    if (!ok) {
+      broken_ = true;
+      out.push_back(problem(
+          "event_edited",
+          fmt::format("event seq {} (revision {} of {}, type column '{}') does not match its "
+                      "hash: its body, seq, stream or revision was changed outside cplane",
+                      raw.seq, rev, name(), raw.type)));
+    }
+  }
+  revision_ = rev;
+  seq_ = raw.seq;
+  hash_ = raw.hash;
+}
+
+void StreamChain::finish(const storage::StreamHead* head, std::vector<LedgerProblem>& out) {
+  if (head == nullptr) {
+    if (events_ > 0) {
+      broken_ = true;
+      out.push_back(problem("head_missing",
+                            fmt::format("{} has {} event(s) but no head: its head was deleted, or "
+                                        "its events were written outside cplane",
+                                        name(), events_)));
+    }
+    return;
+  }
+  if (events_ == 0) {
+    broken_ = true;
+    out.push_back(problem("stream_missing",
+                          fmt::format("{} has a head (revision {}, seq {}) but no events: its "
+                                      "whole history was deleted",
+                                      name(), head->revision, head->last_seq)));
+    return;
+  }
+  if (head->revision > revision_) {
+    broken_ = true;
+    out.push_back(problem(
+        "tail_missing",
+        fmt::format("{} ends at revision {} (seq {}) but its head is revision {} (seq {}): "
+                    "revision(s) {}..{}, the newest events, were cut off",
+                    name(), revision_, seq_, head->revision, head->last_seq, revision_ + 1,
+                    head->revision)));
+  } else if (head->revision != revision_ || head->last_seq != seq_ || head->hash != hash_) {
+    broken_ = true;
+    out.push_back(problem(
+        "head_disagrees",
+        fmt::format("{}: its head says revision {} at seq {}, the log ends at revision {} at seq "
+                    "{}{}: the head or the log was changed outside cplane",
+                    name(), head->revision, head->last_seq, revision_, seq_,
+                    head->revision == revision_ && head->last_seq == seq_ ? " with another hash"
+                                                                          : "")));
+  }
+}
+
+void LogChain::head(const storage::StreamHead& head) {
+  Hash h{};
+  if (hash_from_bytes(head.hash, h)) xor_into(digest_, h);
+}
+
+void LogChain::event(Seq seq) {
+  ++events_;
+  last_seq_ = std::max(last_seq_, seq);
+  if (seq < 1 || seq >= kMaxTrackedSeq) {
+    untracked_ = true;
+    return;
+  }
+  const auto at = static_cast<std::size_t>(seq);
+  if (seen_.size() <= at) seen_.resize(std::max(at + 1, seen_.size() * 2), false);
+  seen_[at] = true;
+}
+
+void LogChain::finish(const std::optional<storage::LogDigest>& digest, bool dense,
+                      std::vector<LedgerProblem>& out) {
+  if (!digest) {
+    out.push_back({"digest_disagrees", "", "",
+                   "the log's digest (table log_digest) is gone: it was deleted outside cplane, "
+                   "and with it the proof that no stream was removed whole"});
+    return;
+  }
+  if (broken_) return;  // a stream named the fault already
+  Hash stored{};
+  const bool readable = hash_from_bytes(digest->digest, stored);
+  if (!readable || stored != digest_ || digest->events != events_) {
+    out.push_back(
+        {"digest_disagrees", "", "",
+         fmt::format("the log's digest counts {} event(s){}, the log holds {}{}: a stream was "
+                     "removed together with its head, or a head was edited, outside cplane",
+                     digest->events, readable ? "" : " (its hash is damaged)", events_,
+                     stored == digest_ ? "" : ", and its heads' hashes do not fold to it")});
+    return;
+  }
+  // Seqs are handed out one by one and never reused: with every chain
+  // intact, a missing seq is an event removed with its head rewritten.
+  const Seq newest = std::max(digest->last_seq, last_seq_);
+  if (!dense || untracked_ || newest >= kMaxTrackedSeq) return;
+  Seq gap_start = 0;
+  for (Seq s = 1; s <= newest + 1; ++s) {
+    const bool present =
+        s <= newest && static_cast<std::size_t>(s) < seen_.size() && seen_[static_cast<std::size_t>(s)];
+    if (!present && s <= newest && gap_start == 0) gap_start = s;
+    if ((present || s > newest) && gap_start != 0) {
+      out.push_back({"seq_gap", "", "",
+                     fmt::format("seq(s) {}..{} are missing from the log, though every stream's "
+                                 "chain is intact: events were removed and their heads rewritten",
+                                 gap_start, s - 1)});
+      gap_start = 0;
+    }
+  }
+}
+
+}  // namespace cplane

@@ -1,0 +1,71 @@
+// Checks the log's hash chain (events/chain.hpp), stream by stream, and the
+// log as a whole against its digest. Used by verify (on a backend) and by
+// audit (on an export): both feed it streams in (stream id, seq) order.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <cplane/ledger.hpp>
+
+#include "events/chain.hpp"
+#include "storage/backend.hpp"
+
+namespace cplane {
+
+// One stream: its events in seq order, then its stored head.
+class StreamChain {
+ public:
+  StreamChain(std::string kind, std::string id) : kind_(std::move(kind)), id_(std::move(id)) {}
+
+  // Checks one event: its revision follows the one before it, and its hash
+  // is what its body, place and predecessor give.
+  void add(const storage::RawEvent& raw, std::vector<LedgerProblem>& out);
+  // Checks the stored head (null when there is none) against the last event.
+  void finish(const storage::StreamHead* head, std::vector<LedgerProblem>& out);
+
+  std::int64_t events() const { return events_; }
+  bool broken() const { return broken_; }
+
+ private:
+  LedgerProblem problem(const char* kind, std::string detail) const;
+  std::string name() const;
+
+  std::string kind_, id_, project_;
+  std::int64_t events_ = 0;
+  std::int64_t revision_ = 0;  // of the last event that advanced the chain
+  Seq seq_ = 0;
+  std::string hash_;           // as stored on that event
+  bool broken_ = false;
+};
+
+// The log as a whole: every head's hash folds into the digest, every event
+// into the count, every seq into the gap check.
+class LogChain {
+ public:
+  void head(const storage::StreamHead& head);
+  void event(Seq seq);
+  void stream_broken() { broken_ = true; }
+  // Compares with the stored digest (nullopt: its row is gone). Reports
+  // only what no stream already named: a deleted or edited head, events
+  // removed together with their heads, seqs missing with intact chains.
+  // `dense`: the backend hands out seqs with no gaps (Backend::seqs_dense).
+  void finish(const std::optional<storage::LogDigest>& digest, bool dense,
+              std::vector<LedgerProblem>& out);
+
+  std::int64_t events() const { return events_; }
+  Hash digest() const { return digest_; }
+  Seq last_seq() const { return last_seq_; }
+
+ private:
+  Hash digest_{};
+  std::int64_t events_ = 0;
+  Seq last_seq_ = 0;
+  std::vector<bool> seen_;  // seen_[seq], while seqs stay within kMaxTrackedSeq
+  bool untracked_ = false;
+  bool broken_ = false;
+};
+
+}  // namespace cplane
