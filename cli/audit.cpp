@@ -48,19 +48,23 @@ Validity Cli::run_verify() {
   });
 }
 
+std::string Cli::problems_json(const std::vector<LedgerProblem>& problems) {
+  std::string out = "[";
+  for (size_t i = 0; i < problems.size(); ++i) {
+    const auto& p = problems[i];
+    out += (i ? "," : "") + JsonObject()
+                                .str("kind", p.kind)
+                                .str_or_null("item_id", p.item_id)
+                                .str_or_null("project_id", p.project_id)
+                                .str("detail", p.detail)
+                                .done();
+  }
+  return out + "]";
+}
+
 void Cli::print_problems(const std::vector<LedgerProblem>& problems) {
   if (json_) {
-    std::string out = "[";
-    for (size_t i = 0; i < problems.size(); ++i) {
-      const auto& p = problems[i];
-      out += (i ? "," : "") + JsonObject()
-                                  .str("kind", p.kind)
-                                  .str_or_null("item_id", p.item_id)
-                                  .str_or_null("project_id", p.project_id)
-                                  .str("detail", p.detail)
-                                  .done();
-    }
-    print(out + "]");
+    print(problems_json(problems));
     return;
   }
   for (const auto& p : problems) {

@@ -31,6 +31,7 @@
 #include <cplane/cplane.hpp>
 
 #include "cli/json_writer.hpp"
+#include "storage/open.hpp"
 
 #include <array>
 #include <cmath>
@@ -256,10 +257,22 @@ class Cli {
   Validity run_verify();
   // verify's problem list, on stdout: one line each, or a JSON array.
   void print_problems(const std::vector<LedgerProblem>& problems);
+  static std::string problems_json(const std::vector<LedgerProblem>& problems);
 
   kj::MainFunc rebuild_command();
   Validity set_dry_run();
   Validity run_rebuild();
+
+  // ---- export / audit / restore / recover -----------------------------------
+  kj::MainFunc export_command();
+  Validity set_since(kj::StringPtr text);
+  Validity run_export();
+  kj::MainFunc audit_command();
+  Validity set_against(kj::StringPtr text);
+  Validity run_audit();
+  kj::MainFunc restore_command();
+  Validity run_restore();
+  static std::string storage_file(const std::string& url) { return storage::sqlite_path(url); }
 
   // ---- plumbing -------------------------------------------------------------
   void print(const std::string& line) {
@@ -350,6 +363,8 @@ class Cli {
   std::string detail_;
   std::string reason_;
   bool dry_run_ = false;
+  Seq since_ = 0;
+  std::optional<std::string> against_;
   bool progress_shown_ = false;
   std::vector<std::string> args_;
 };

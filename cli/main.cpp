@@ -38,6 +38,12 @@ kj::MainFunc Cli::main() {
                      "replay the log and compare it with the rows")
       .addSubCommand("rebuild", KJ_BIND_METHOD(*this, rebuild_command),
                      "rewrite the rows from the log")
+      .addSubCommand("export", KJ_BIND_METHOD(*this, export_command),
+                     "write the log to a file, for audits and restores")
+      .addSubCommand("audit", KJ_BIND_METHOD(*this, audit_command),
+                     "replay an export with no database (--against DB: and its rows)")
+      .addSubCommand("restore", KJ_BIND_METHOD(*this, restore_command),
+                     "build a fresh database (--db NEW) from an export")
       .addSubCommand("stats", KJ_BIND_METHOD(*this, stats_command),
                      "count items by status (one project with --project)")
       .addSubCommand("migrate", KJ_BIND_METHOD(*this, migrate_command),

@@ -4,6 +4,7 @@
 #include <cplane/verify.hpp>
 
 #include "commands/backend_access.hpp"
+#include "verify/export.hpp"
 #include "verify/verify.hpp"
 
 namespace cplane {
@@ -17,6 +18,25 @@ std::vector<LedgerProblem> verify_ledger(ControlStore& store, const Progress& pr
 RebuildReport rebuild(ControlStore& store, bool dry_run, const Progress& progress) {
   return BackendAccess::with(store, [&](storage::Backend& backend) {
     return rebuild(backend, dry_run, progress);
+  });
+}
+
+ExportSummary export_log(ControlStore& store, std::FILE* out, const ExportOptions& options) {
+  return BackendAccess::with(store, [&](storage::Backend& backend) {
+    return export_log(backend, out, options);
+  });
+}
+
+AuditReport audit_export(std::FILE* in, ControlStore* against, const Progress& progress) {
+  if (against == nullptr) return audit_export(in, static_cast<storage::Backend*>(nullptr), progress);
+  return BackendAccess::with(*against, [&](storage::Backend& backend) {
+    return audit_export(in, &backend, progress);
+  });
+}
+
+RestoreReport restore_export(std::FILE* in, ControlStore& fresh, const Progress& progress) {
+  return BackendAccess::with(fresh, [&](storage::Backend& backend) {
+    return restore_export(in, backend, progress);
   });
 }
 

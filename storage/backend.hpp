@@ -140,6 +140,9 @@ class Backend {
   virtual std::vector<StreamHead> unfiled_heads() = 0;
   // The log's digest, or nullopt when its row is gone (only tampering).
   virtual std::optional<LogDigest> log_digest() = 0;
+  // A random id given to the database when it was created (exports name
+  // their source by it); "" if it has none.
+  virtual std::string database_id() = 0;
   // The events of one stream, oldest first.
   virtual std::vector<RawEvent> stream_events(const StreamRef& stream) = 0;
   // Every event of one stream kind, ordered by (stream id bytewise, seq).

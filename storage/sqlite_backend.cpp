@@ -60,6 +60,8 @@
 
 #include "events/chain.hpp"
 
+#include <sodium.h>
+
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -108,6 +110,10 @@ CREATE TABLE log_digest (
   last_seq INTEGER NOT NULL,
   digest   BLOB NOT NULL
 );
+CREATE TABLE store_info (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) WITHOUT ROWID;
 )sql";
 
 // The current schema, created whole in a new database.
@@ -1330,13 +1336,17 @@ class SqliteBackend final : public Backend {
                              fmt::format("{} is an SQLite database but not a cplane one", path_));
         }
         exec(kSchema.c_str(), "cannot create schema");
+        stamp_database_id();
         exec(fmt::format("PRAGMA application_id={}", kApplicationId).c_str(),
              "cannot stamp application id");
       } else {
         for (auto v = version; v < kSqliteSchemaVersion; ++v) {
           exec(kMigrations[v + 1], fmt::format("cannot migrate the schema from version {} to {}",
                                                v, v + 1));
-          if (v + 1 == 4) chain_existing_log();
+          if (v + 1 == 4) {
+            chain_existing_log();
+            stamp_database_id();
+          }
         }
       }
       exec(fmt::format("PRAGMA user_version={}", kSqliteSchemaVersion).c_str(),
@@ -1346,6 +1356,23 @@ class SqliteBackend final : public Backend {
       sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
       throw;
     }
+  }
+
+  // A random id that names this database (and not its copies' paths) in
+  // exports, so that an audit can say which log it read.
+  void stamp_database_id() {
+    unsigned char bytes[16];
+    if (sodium_init() < 0) throw InternalError("libsodium failed to initialise");
+    randombytes_buf(bytes, sizeof bytes);
+    std::string id;
+    for (unsigned char b : bytes) id += fmt::format("{:02x}", b);
+    Statement(db_, "INSERT INTO store_info (key, value) VALUES ('database_id', ?1)").bind(id).run();
+  }
+
+  std::string database_id() override {
+    Statement s(db_, "SELECT value FROM store_info WHERE key = 'database_id'");
+    s.bind();
+    return s.step() ? s.text(0) : std::string();
   }
 
   // Migration to version 4: the chain computed once over the log as it

@@ -66,10 +66,12 @@ std::vector<std::string> sql_column(const std::string& db, const std::string& qu
 // was (before the hash chain), and to version 1 (before streams, with the
 // lease index without queued_seq): migration tests start from them.
 inline constexpr const char* kBackToVersion3 =
-    "DROP TABLE stream_heads; DROP TABLE log_digest; ALTER TABLE events DROP COLUMN stream_rev; "
-    "ALTER TABLE events DROP COLUMN hash; PRAGMA user_version = 3; ";
+    "DROP TABLE stream_heads; DROP TABLE log_digest; DROP TABLE store_info; "
+    "ALTER TABLE events DROP COLUMN stream_rev; ALTER TABLE events DROP COLUMN hash; "
+    "PRAGMA user_version = 3; ";
 inline constexpr const char* kBackToVersion1 =
-    "DROP TABLE stream_heads; DROP TABLE log_digest; ALTER TABLE events DROP COLUMN stream_rev; "
+    "DROP TABLE stream_heads; DROP TABLE log_digest; DROP TABLE store_info; "
+    "ALTER TABLE events DROP COLUMN stream_rev; "
     "ALTER TABLE events DROP COLUMN hash; "
     "DROP INDEX events_by_stream; ALTER TABLE events DROP COLUMN stream_kind; "
     "ALTER TABLE events DROP COLUMN stream_id; CREATE INDEX events_by_item ON events(item_id, seq); "

@@ -28,7 +28,7 @@ void StreamChain::add(const storage::RawEvent& raw, std::vector<LedgerProblem>& 
                                       raw.seq, name(), rev)));
     return;
   }
-  if (events_ > 1 && rev <= revision_) {
+  if ((events_ > 1 || anchored_) && rev <= revision_) {
     broken_ = true;
     if (rev == revision_) {
       out.push_back(problem(

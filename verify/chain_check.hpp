@@ -20,6 +20,14 @@ class StreamChain {
  public:
   StreamChain(std::string kind, std::string id) : kind_(std::move(kind)), id_(std::move(id)) {}
 
+  // A partial log (an export --since): the chain goes on from `revision`
+  // with `hash`, as the events before it left it.
+  void anchor(std::int64_t revision, std::string hash) {
+    revision_ = revision;
+    hash_ = std::move(hash);
+    anchored_ = true;
+  }
+
   // Checks one event: its revision follows the one before it, and its hash
   // is what its body, place and predecessor give.
   void add(const storage::RawEvent& raw, std::vector<LedgerProblem>& out);
@@ -39,6 +47,7 @@ class StreamChain {
   Seq seq_ = 0;
   std::string hash_;           // as stored on that event
   bool broken_ = false;
+  bool anchored_ = false;
 };
 
 // The log as a whole: every head's hash folds into the digest, every event

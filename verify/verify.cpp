@@ -135,6 +135,8 @@ struct LogFacts {
 struct StreamAudit {
   StreamRef stream;
   std::int64_t events = 0;
+  Micros first_at = 0, last_at = 0;  // of its readable events
+  Seq first_seq = 0, last_seq = 0;
   // What the hash chain says about the stream: reported before the fold's
   // problems, since it names the cause.
   std::vector<LedgerProblem> chain_problems;
@@ -372,6 +374,12 @@ void fold_event(StreamAudit& audit, const storage::RawEvent& raw, LogFacts& fact
   // reported its columns): it neither counts nor folds here.
   if (stored && stream_of(stored->event) != audit.stream) return;
   ++audit.events;
+  if (audit.first_seq == 0) audit.first_seq = raw.seq;
+  audit.last_seq = std::max(audit.last_seq, raw.seq);
+  if (stored) {
+    if (audit.first_at == 0 || stored->event.at < audit.first_at) audit.first_at = stored->event.at;
+    audit.last_at = std::max(audit.last_at, stored->event.at);
+  }
   if (!stored) {
     // An unreadable event may be the creation: claim nothing about what the
     // log lacks once part of it cannot be read.
@@ -380,6 +388,20 @@ void fold_event(StreamAudit& audit, const storage::RawEvent& raw, LogFacts& fact
     return;
   }
   audit_event(audit, *stored, facts);
+}
+
+// What a summary counts of one stream's fold.
+void summarize(const StreamAudit& audit, LogSummary& summary) {
+  if (audit.stream.kind == StreamKind::item && audit.created && !audit.unreadable) {
+    ++summary.items_by_status[static_cast<std::size_t>(audit.item.status)];
+  }
+  if (audit.stream.kind == StreamKind::project && audit.project) ++summary.projects;
+  if (audit.events > 0) {
+    if (summary.first_at == 0 || audit.first_at < summary.first_at) summary.first_at = audit.first_at;
+    summary.last_at = std::max(summary.last_at, audit.last_at);
+    if (summary.first_seq == 0 || audit.first_seq < summary.first_seq) summary.first_seq = audit.first_seq;
+    summary.last_seq = std::max(summary.last_seq, audit.last_seq);
+  }
 }
 
 // ---- the projections -----------------------------------------------------------
@@ -696,6 +718,7 @@ class RowSide {
 // What to do with one projection's rows of one stream.
 struct Reconcile {
   std::vector<LedgerProblem>* problems = nullptr;  // verify
+  bool compare_rows = true;  // verify: false checks only what the log says
   // verify: the stream each problem is about, one entry per problem.
   std::vector<std::pair<StreamKind, std::string>>* about = nullptr;
   RebuildReport* report = nullptr;                 // rebuild
@@ -716,6 +739,14 @@ void reconcile(RowSide<P>& side, StreamAudit& audit, const LogFacts& facts, cons
   const std::size_t first_problem = r.problems != nullptr ? r.problems->size() : 0;
   if (r.problems != nullptr && audit.stream.kind == P::stream) {
     P::cross_check(audit, facts, *r.problems);
+  }
+  if (!r.compare_rows) {
+    if (r.about != nullptr) {
+      for (std::size_t i = first_problem; i < r.problems->size(); ++i) {
+        r.about->emplace_back(audit.stream.kind, audit.stream.id);
+      }
+    }
+    return;
   }
   const bool comparable = P::comparable(audit);
   const bool creates = P::creates(audit);
@@ -893,6 +924,11 @@ void replay_all(storage::Backend& backend, const Reconcile& r, LogFacts& facts,
 }  // namespace
 
 std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progress& progress) {
+  return verify_ledger(backend, progress, nullptr, true);
+}
+
+std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progress& progress,
+                                         LogSummary* summary, bool compare_rows) {
   auto tx = storage::Transaction::read(backend);
   std::vector<LedgerProblem> problems;
   // The stream each problem is about, to drop what a fault found later
@@ -905,7 +941,9 @@ std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progre
   Reconcile r;
   r.problems = &problems;
   r.about = &about;
+  r.compare_rows = compare_rows;
   replay_all(backend, r, facts, events_read, progress, [&](StreamAudit& audit) {
+    if (summary != nullptr) summarize(audit, *summary);
     for (auto* list : {&audit.chain_problems, &audit.problems}) {
       for (auto& p : *list) {
         about.emplace_back(audit.stream.kind, audit.stream.id);
@@ -914,6 +952,14 @@ std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progre
     }
   });
   tx.commit();
+  if (summary != nullptr) {
+    summary->events = events_read;
+    if (auto digest = backend.log_digest()) {
+      Hash h{};
+      if (hash_from_bytes(digest->digest, h)) summary->chain_head = to_hex(h);
+    }
+    summary->source_database = backend.database_id();
+  }
   if (!facts.incomplete.empty()) {
     std::vector<LedgerProblem> kept;
     for (std::size_t i = 0; i < problems.size(); ++i) {

@@ -9,6 +9,7 @@
 // rebuild writes the fold's result over the rows in one write transaction.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -24,6 +25,13 @@ namespace cplane {
 // Throws StorageError if the database cannot be read; every problem in its
 // contents is reported, never thrown.
 std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progress& progress = {});
+
+
+// verify_ledger, and the summary of the fold. Without `compare_rows`, only
+// what the log says on its own is checked (audit of an export with no
+// database): no row is read.
+std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progress& progress,
+                                         LogSummary* summary, bool compare_rows);
 
 // Rewrites every row that differs from the fold of the log, in one write
 // transaction; with dry_run, reports the same changes and writes nothing.

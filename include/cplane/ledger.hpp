@@ -2,12 +2,14 @@
 // changed. Plain values.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include <cplane/errors.hpp>
+#include <cplane/events.hpp>
 
 namespace cplane {
 
@@ -96,6 +98,42 @@ struct RebuildReport {
   std::int64_t events = 0;  // events replayed
   std::int64_t items = 0;   // items in the fold
   bool dry_run = false;
+};
+
+// ---- export, audit, restore (cplane export / audit / restore) -------------
+
+struct ExportOptions {
+  Seq since = 0;  // only events after this seq (0: the whole log)
+  Progress progress;
+};
+
+struct ExportSummary {
+  std::int64_t events = 0;
+  std::int64_t heads = 0;
+  std::string chain_head;  // the log's digest, hex
+};
+
+// What a replay learns besides the problems (audit prints it).
+struct LogSummary {
+  std::int64_t events = 0;
+  std::int64_t heads = 0;
+  std::int64_t projects = 0;
+  std::array<std::int64_t, 4> items_by_status{};  // by ItemStatus
+  Micros first_at = 0, last_at = 0;
+  Seq first_seq = 0, last_seq = 0;
+  std::string chain_head;       // the log's digest, hex, as the file's header gives it
+  std::string source_database;  // the exporting database's id
+  Seq since = 0;                // a partial export: only the chain was checked
+};
+
+struct AuditReport {
+  std::vector<LedgerProblem> problems;
+  LogSummary summary;
+};
+
+struct RestoreReport {
+  std::int64_t events = 0;
+  std::int64_t items = 0;
 };
 
 // rebuild refused to run, changing nothing: the log fails its own checks

@@ -2,6 +2,8 @@
 // its fold.
 #pragma once
 
+#include <cstdio>
+
 #include <cplane/ledger.hpp>
 #include <cplane/store.hpp>
 
@@ -16,11 +18,33 @@ namespace cplane {
 std::vector<LedgerProblem> verify_ledger(ControlStore& store, const Progress& progress = {});
 
 // Rewrites every row that differs from the fold of the log, in one write
-// transaction; with dry_run, reports the same changes, writes nothing, reads
-// one snapshot and works on a read-only store. Throws UnreadableEvent
-// (nothing changed) if an event cannot be decoded or its index columns file
-// it elsewhere than its body: a rebuild from such a log would spread the
-// damage.
+// transaction, as it goes (memory stays flat); with dry_run, reports the
+// same changes, writes nothing, reads one snapshot and works on a read-only
+// store. Throws RebuildRefused (nothing changed, the reasons listed) when
+// the log fails its own checks: a broken hash chain, an unreadable event,
+// an index column that files an event elsewhere than its body, a fence that
+// does not rise. Rows folded from such a log would be wrong. It never
+// lowers a row's fence or moves it back in time (report.kept).
 RebuildReport rebuild(ControlStore& store, bool dry_run = false, const Progress& progress = {});
+
+// Writes the store's log (one snapshot; with options.since, only the events
+// after that seq) to `out` as a stream of Cap'n Proto messages
+// (events/export.capnp): a header, each stream's events and head, a footer
+// with the file's hash. StorageError (io) when `out` cannot be written.
+ExportSummary export_log(ControlStore& store, std::FILE* out, const ExportOptions& options = {});
+
+// Replays an export with no database: its integrity, the hash chain, and
+// every check verify makes of the log on its own; with `against`, the rows
+// of that store too, exactly as verify compares them. StorageError
+// (corruption) for a file that is not an export, is truncated or damaged;
+// (incompatible) for one a newer cplane wrote.
+AuditReport audit_export(std::FILE* in, ControlStore* against = nullptr,
+                         const Progress& progress = {});
+
+// Builds `fresh` (a store with no events) from a whole export: the events
+// with their hashes, the heads and digest, then the rows by rebuild.
+// InvalidArgument for a partial export or a store that has events;
+// RebuildRefused when the exported log fails its own checks.
+RestoreReport restore_export(std::FILE* in, ControlStore& fresh, const Progress& progress = {});
 
 }  // namespace cplane

@@ -1,0 +1,261 @@
+// cplane export, audit, restore: the log on its own, outside any database.
+#include <fcntl.h>
+
+#include "cli/cli.hpp"
+
+namespace cplane::cli {
+
+namespace {
+
+// A file closed (and, when written, synced) on every path out.
+struct File {
+  std::FILE* f = nullptr;
+  bool owned = false;
+  File(std::FILE* file, bool own) : f(file), owned(own) {}
+  File(File&& o) noexcept : f(o.f), owned(o.owned) { o.f = nullptr; }
+  File& operator=(File&&) = delete;
+  ~File() {
+    if (owned && f != nullptr) std::fclose(f);
+  }
+};
+
+std::string hex_or_none(const std::string& hex) { return hex.empty() ? "(none)" : hex; }
+
+// An export to read: a file, or standard input for "-".
+File open_input(const std::string& source) {
+  if (source == "-") return File{stdin, false};
+  File in{std::fopen(source.c_str(), "rb"), true};
+  if (in.f == nullptr) {
+    throw StorageError(StorageError::Category::unavailable,
+                       fmt::format("cannot open {}: {}", source, std::strerror(errno)));
+  }
+  return in;
+}
+
+}  // namespace
+
+kj::MainFunc Cli::export_command() {
+  return globals(kj::MainBuilder(
+                     context_, kVersionLine,
+                     "Write the log (one snapshot) to FILE, or to standard output with -, as a "
+                     "stream of Cap'n Proto messages (events/export.capnp): a header with the "
+                     "chain head, each stream's events and head, a footer with the file's "
+                     "hash. A file is written beside FILE and renamed into place once complete. "
+                     "Never creates a database."))
+      .addOptionWithArg({"since"}, KJ_BIND_METHOD(*this, set_since), "<seq>",
+                        "only the events after this seq (an incremental export)")
+      .expectArg("FILE", KJ_BIND_METHOD(*this, set_positional))
+      .callAfterParsing(KJ_BIND_METHOD(*this, run_export))
+      .build();
+}
+
+Validity Cli::set_since(kj::StringPtr text) {
+  auto v = parse_int<Seq>(text);
+  if (!v && out_of_range(text) && text[0] != '-') return "--since is too large";
+  if (!v || *v < 0) return "--since takes a non-negative seq";
+  since_ = *v;
+  return true;
+}
+
+Validity Cli::run_export() {
+  return run([&] {
+    const std::string target = args_.at(0);
+    const bool to_stdout = target == "-";
+    if (to_stdout && ::isatty(STDOUT_FILENO)) {
+      throw InvalidArgument("an export is binary: redirect standard output to a file, or give one");
+    }
+    auto store = open(Access::read);
+    ExportOptions options;
+    options.since = since_;
+    options.progress = progress("export");
+    ExportSummary summary;
+    if (to_stdout) {
+      summary = export_log(store, stdout, options);
+    } else {
+      // Written beside the target and renamed into place once complete and
+      // on disk: a reader never sees half an export under its name.
+      const std::string partial = fmt::format("{}.partial-{}", target, ::getpid());
+      const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (fd < 0) {
+        throw StorageError(StorageError::Category::io,
+                           fmt::format("cannot create {}: {}", partial, std::strerror(errno)));
+      }
+      File out{::fdopen(fd, "wb"), true};
+      try {
+        summary = export_log(store, out.f, options);
+        if (::fsync(::fileno(out.f)) != 0 || std::fclose(out.f) != 0) {
+          out.f = nullptr;
+          throw StorageError(StorageError::Category::io,
+                             fmt::format("cannot write {}: {}", partial, std::strerror(errno)));
+        }
+        out.f = nullptr;
+        if (::rename(partial.c_str(), target.c_str()) != 0) {
+          throw StorageError(StorageError::Category::io,
+                             fmt::format("cannot rename {} to {}: {}", partial, target,
+                                         std::strerror(errno)));
+        }
+      } catch (...) {
+        ::unlink(partial.c_str());
+        throw;
+      }
+    }
+    end_progress();
+    if (to_stdout) return;  // the data is the output
+    print(json_ ? JsonObject()
+                      .str("file", target)
+                      .num("events", summary.events)
+                      .num("heads", summary.heads)
+                      .num("since", since_)
+                      .str("chain_head", summary.chain_head)
+                      .done()
+                : fmt::format("exported {} event(s) and {} head(s){} to {}; chain head {}",
+                              summary.events, summary.heads,
+                              since_ > 0 ? fmt::format(" after seq {}", since_) : std::string(),
+                              target, hex_or_none(summary.chain_head)));
+  });
+}
+
+kj::MainFunc Cli::audit_command() {
+  return globals(kj::MainBuilder(
+                     context_, kVersionLine,
+                     "Replay an export (FILE, or - for standard input) with no database: check "
+                     "the file's integrity and the hash chain, fold the events and report every "
+                     "problem the log shows on its own, then print a summary. With --against "
+                     "DB, also compare the fold with that database's rows, as verify does. Exit "
+                     "6 if any problem is found, 1 if the file is not a whole, readable export."))
+      .addOptionWithArg({"against"}, KJ_BIND_METHOD(*this, set_against), "<db>",
+                        "compare the fold with this database's rows")
+      .expectArg("FILE", KJ_BIND_METHOD(*this, set_positional))
+      .callAfterParsing(KJ_BIND_METHOD(*this, run_audit))
+      .build();
+}
+
+Validity Cli::set_against(kj::StringPtr text) {
+  against_ = std::string(text.cStr());
+  return true;
+}
+
+Validity Cli::run_audit() {
+  return run([&] {
+    const std::string source = args_.at(0);
+    File in = open_input(source);
+    std::optional<ControlStore> against;
+    if (against_) {
+      db_ = *against_;
+      against.emplace(open(Access::read));
+    }
+    const auto report = audit_export(in.f, against ? &*against : nullptr, progress("audit"));
+    end_progress();
+    const auto& s = report.summary;
+    if (json_) {
+      print(JsonObject()
+                .raw("problems", problems_json(report.problems))
+                .raw("summary", JsonObject()
+                                    .str("source_database", s.source_database)
+                                    .num("since", s.since)
+                                    .num("events", s.events)
+                                    .num("heads", s.heads)
+                                    .num("projects", s.projects)
+                                    .raw("items", JsonObject()
+                                                      .num("ready", s.items_by_status[0])
+                                                      .num("claimed", s.items_by_status[1])
+                                                      .num("done", s.items_by_status[2])
+                                                      .num("failed", s.items_by_status[3])
+                                                      .done())
+                                    .num("first_seq", s.first_seq)
+                                    .num("last_seq", s.last_seq)
+                                    .num("first_at", s.first_at)
+                                    .num("last_at", s.last_at)
+                                    .str("chain_head", s.chain_head)
+                                    .done())
+                .done());
+    } else {
+      print_problems(report.problems);
+      print(fmt::format("export of database {}{}: {} event(s), {} head(s), seq {}..{}, at {}..{}",
+                        s.source_database.empty() ? "(unnamed)" : s.source_database,
+                        s.since > 0 ? fmt::format(" (events after seq {} only: the chain was "
+                                                  "checked, not the fold)",
+                                                  s.since)
+                                    : std::string(),
+                        s.events, s.heads, s.first_seq, s.last_seq, s.first_at, s.last_at));
+      if (s.since == 0) {
+        print(fmt::format("{} project(s); items: {} ready, {} claimed, {} done, {} failed",
+                          s.projects, s.items_by_status[0], s.items_by_status[1],
+                          s.items_by_status[2], s.items_by_status[3]));
+      }
+      print(fmt::format("chain head {}", hex_or_none(s.chain_head)));
+      if (report.problems.empty()) {
+        print(against_ ? "ok: the log passes its own checks and agrees with the rows"
+                       : "ok: the log passes its own checks");
+      }
+    }
+    if (!report.problems.empty()) {
+      if (!json_) std::cerr << report.problems.size() << " problem(s) found\n";
+      throw Exit{kProblemsFound};
+    }
+  });
+}
+
+kj::MainFunc Cli::restore_command() {
+  return globals(kj::MainBuilder(
+                     context_, kVersionLine,
+                     "Build a fresh database (--db NEW) from a whole export (FILE, or - for "
+                     "standard input): the events with their hashes, the heads and digest, then "
+                     "the rows by rebuild; verify on it is clean. Refuses a target that exists "
+                     "and is not empty. On any failure, nothing is left at NEW."))
+      .expectArg("FILE", KJ_BIND_METHOD(*this, set_positional))
+      .callAfterParsing(KJ_BIND_METHOD(*this, run_restore))
+      .build();
+}
+
+Validity Cli::run_restore() {
+  return run([&] {
+    if (!db_) throw InvalidArgument("restore needs --db NEW: the database to build");
+    const std::string target = storage_file(*db_);
+    std::error_code ec;
+    if (std::filesystem::exists(target, ec) && std::filesystem::file_size(target, ec) > 0) {
+      throw StorageError(StorageError::Category::unavailable,
+                         fmt::format("{} exists and is not empty: restore builds a fresh "
+                                     "database, and never writes over one",
+                                     target));
+    }
+    const std::string source = args_.at(0);
+    File in = open_input(source);
+    // Whatever this command created goes again if it fails.
+    struct Cleanup {
+      std::string path;
+      bool armed = true;
+      ~Cleanup() {
+        if (!armed) return;
+        for (const char* suffix : {"", "-wal", "-shm", "-lock", "-journal"}) {
+          ::unlink((path + suffix).c_str());
+        }
+      }
+    } cleanup{target};
+    RestoreReport report;
+    {
+      auto store = open(Access::create);
+      try {
+        report = restore_export(in.f, store, progress("restore"));
+      } catch (const RebuildRefused& refused) {
+        end_progress();
+        print_problems(refused.problems());
+        std::cerr << "cplane: restore refused, nothing written: the exported log fails its own "
+                     "checks (see `cplane audit FILE`)\n";
+        throw Exit{kProblemsFound};
+      }
+    }
+    cleanup.armed = false;
+    changed_ = true;
+    end_progress();
+    print(json_ ? JsonObject()
+                      .str("db", target)
+                      .num("events", report.events)
+                      .num("items", report.items)
+                      .done()
+                : fmt::format("restored {} event(s) ({} items) into {}", report.events,
+                              report.items, target));
+  });
+}
+
+}  // namespace cplane::cli

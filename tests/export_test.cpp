@@ -1,0 +1,303 @@
+// Export, offline audit and restore: the log leaves the database whole,
+// is checked with no database, and comes back as a database verify calls
+// clean. Damaged, cut, foreign and newer files are refused, never mistaken
+// for a log.
+#include <catch2/catch.hpp>
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <cplane/cplane.hpp>
+
+#include "events/export.capnp.h"
+#include "tests/cli_checks.hpp"
+#include "tests/support.hpp"
+
+namespace {
+
+using namespace cplane;
+using cplane::test::run_cli;
+using cplane::test::sql;
+using cplane::test::sql_column;
+using cplane::test::TempDir;
+using cplane::test::test_context;
+namespace fs = std::filesystem;
+
+constexpr Micros T0 = 1'700'000'000'000'000;
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Two projects, a grant, items in every status.
+std::string seed(const TempDir& dir, const std::string& name = "c.db") {
+  const std::string db = test_context().fresh_store(dir, name);
+  ControlStore store{db};
+  store.create_project("alpha", "A", "open", T0);
+  store.create_project("beta", "B", "open", T0 + 1);
+  store.grant("beta", "bob", T0 + 2);
+  for (int i = 0; i < 6; ++i) store.enqueue(i % 2 ? "beta" : "alpha", fmt::format(R"({{"n": {}}})", i), {}, T0 + 10 + i);
+  auto a = store.claim("w1", {.now = T0 + 100});
+  auto b = store.claim("w2", {.now = T0 + 101});
+  auto c = store.claim("w3", {.now = T0 + 102});
+  store.finish(a->item_id, a->fence, Outcome::done, "ok", T0 + 200);
+  store.finish(b->item_id, b->fence, Outcome::failed, "no", T0 + 201);
+  store.release(c->item_id, c->fence, "back", {.now = T0 + 202});
+  store.claim("w4", {.now = T0 + 300});
+  return db;
+}
+
+std::string export_file(const std::string& db, const std::string& path, Seq since = 0) {
+  ControlStore store{db, {.read_only = true}};
+  std::FILE* out = std::fopen(path.c_str(), "wb");
+  REQUIRE(out != nullptr);
+  export_log(store, out, {.since = since});
+  std::fclose(out);
+  return path;
+}
+
+AuditReport audit_file(const std::string& path, ControlStore* against = nullptr) {
+  std::FILE* in = std::fopen(path.c_str(), "rb");
+  REQUIRE(in != nullptr);
+  struct Close {
+    std::FILE* f;
+    ~Close() { std::fclose(f); }
+  } close{in};
+  return audit_export(in, against);
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+void spit(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+std::vector<std::string> rows(const std::string& db) {
+  return sql_column(db, "SELECT item_id || status || coalesce(owner, '') || fence || attempts || "
+                        "payload || last_seq FROM items ORDER BY item_id");
+}
+
+std::vector<std::string> chain(const std::string& db) {
+  return sql_column(db, "SELECT seq || ' ' || stream_rev || ' ' || hex(hash) FROM events ORDER BY seq");
+}
+
+// Audit refuses the file: StorageError of `category`, nothing reported as a log.
+void refused(const std::string& path, StorageError::Category category) {
+  try {
+    audit_file(path);
+    FAIL("audited " << path << " as a log");
+  } catch (const StorageError& e) {
+    INFO(e.what());
+    CHECK(e.category() == category);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("export, audit and restore round-trip a log: hashes, rows and all", "[export]") {
+  TempDir dir;
+  const auto db = seed(dir);
+  const auto file = export_file(db, dir.file("log.cpx"));
+  const auto report = audit_file(file);
+  INFO(report.problems.size() << " problems; first: "
+                              << (report.problems.empty() ? "" : report.problems[0].detail));
+  CHECK(report.problems.empty());
+  CHECK(report.summary.events == 16);
+  CHECK(report.summary.projects == 2);
+  CHECK(report.summary.items_by_status == std::array<std::int64_t, 4>{3, 1, 1, 1});
+  CHECK(report.summary.first_seq == 1);
+  CHECK(report.summary.last_seq == 16);
+  CHECK(report.summary.first_at == T0);
+  CHECK(report.summary.last_at == T0 + 300);
+  CHECK(report.summary.chain_head.size() == 64);
+
+  const auto restored = dir.file("restored.db");
+  {
+    ControlStore fresh{restored};
+    std::FILE* in = std::fopen(file.c_str(), "rb");
+    const auto r = restore_export(in, fresh);
+    std::fclose(in);
+    CHECK(r.events == 16);
+    CHECK(r.items == 6);
+    CHECK(verify_ledger(fresh).empty());
+  }
+  CHECK(rows(restored) == rows(db));
+  CHECK(chain(restored) == chain(db));
+  CHECK(sql_column(restored, "SELECT hex(digest) FROM log_digest") ==
+        sql_column(db, "SELECT hex(digest) FROM log_digest"));
+  // The restored store works on: the next seq follows the log's.
+  ControlStore store{restored};
+  store.enqueue("alpha", "{}", {}, T0 + 400);
+  CHECK(sql_column(restored, "SELECT max(seq) FROM events") == std::vector<std::string>{"17"});
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("audit names what the exported log shows on its own, and --against compares rows",
+          "[export]") {
+  TempDir dir;
+  const auto db = seed(dir);
+  SECTION("an edited event") {
+    sql(db, "UPDATE events SET body = body || x'00' WHERE seq = 5");
+    const auto report = audit_file(export_file(db, dir.file("log.cpx")));
+    REQUIRE_FALSE(report.problems.empty());
+    CHECK(report.problems[0].kind == "event_edited");
+    CHECK(contains(report.problems[0].detail, "seq 5"));
+  }
+  SECTION("a cut-off tail") {
+    sql(db, "DELETE FROM events WHERE seq = 16");
+    const auto report = audit_file(export_file(db, dir.file("log.cpx")));
+    REQUIRE_FALSE(report.problems.empty());
+    CHECK(report.problems[0].kind == "tail_missing");
+  }
+  SECTION("rows edited in the database: only --against sees them") {
+    const auto file = export_file(db, dir.file("log.cpx"));
+    sql(db, "UPDATE items SET attempts = attempts + 5");
+    CHECK(audit_file(file).problems.empty());
+    ControlStore against{db, {.read_only = true}};
+    const auto report = audit_file(file, &against);
+    REQUIRE(report.problems.size() == 6);
+    for (const auto& p : report.problems) CHECK(p.kind == "attempts_disagrees");
+    auto r = run_cli({"audit", file, "--against", db});
+    CHECK_EXIT(r, 6);
+    CHECK(contains(r.out, "attempts_disagrees"));
+  }
+}
+
+TEST_CASE("a cut, damaged, foreign or newer export is refused, never read as a log",
+          "[export]") {
+  TempDir dir;
+  const auto db = seed(dir);
+  const auto file = export_file(db, dir.file("log.cpx"));
+  const std::string bytes = slurp(file);
+  const auto broken = dir.file("broken.cpx");
+  SECTION("cut anywhere") {
+    for (std::size_t cut : {std::size_t{0}, std::size_t{7}, std::size_t{8}, bytes.size() / 3,
+                            bytes.size() / 2, bytes.size() - 40, bytes.size() - 1}) {
+      CAPTURE(cut);
+      spit(broken, bytes.substr(0, cut));
+      refused(broken, StorageError::Category::corruption);
+    }
+  }
+  SECTION("a byte changed anywhere before the footer") {
+    const std::size_t footer = 64;  // the footer is the last record, under 64 bytes
+    for (std::size_t at = 0; at + footer < bytes.size(); at += 37) {
+      CAPTURE(at);
+      std::string damaged = bytes;
+      damaged[at] = static_cast<char>(damaged[at] ^ 0x5a);
+      spit(broken, damaged);
+      try {
+        const auto report = audit_file(broken);
+        CHECK_FALSE(report.problems.empty());  // read whole: the chain names the change
+      } catch (const StorageError& e) {
+        CHECK(e.category() != StorageError::Category::io);
+      }
+    }
+  }
+  SECTION("a database, an empty file, a text file") {
+    refused(db, StorageError::Category::corruption);
+    spit(broken, "");
+    refused(broken, StorageError::Category::corruption);
+    spit(broken, "hello, this is not an export\n");
+    refused(broken, StorageError::Category::corruption);
+  }
+  SECTION("a newer format") {
+    capnp::MallocMessageBuilder message;
+    auto header = message.initRoot<wire::ExportRecord>().initHeader();
+    header.setFormatVersion(99);
+    header.setSchemaId(0xa77279471f4af3a6ULL);
+    auto words = capnp::messageToFlatArray(message);
+    spit(broken, std::string(words.asChars().begin(), words.asChars().size()));
+    refused(broken, StorageError::Category::incompatible);
+  }
+  SECTION("two exports concatenated") {
+    spit(broken, bytes + bytes);
+    refused(broken, StorageError::Category::corruption);
+  }
+}
+
+TEST_CASE("an incremental export carries its chain from where it starts", "[export]") {
+  TempDir dir;
+  const auto db = seed(dir);
+  const auto file = export_file(db, dir.file("since.cpx"), 10);
+  const auto report = audit_file(file);
+  CHECK(report.problems.empty());
+  CHECK(report.summary.since == 10);
+  CHECK(report.summary.events == 6);
+  CHECK(report.summary.first_seq == 11);
+  // A restore needs the whole log.
+  ControlStore fresh{dir.file("fresh.db")};
+  std::FILE* in = std::fopen(file.c_str(), "rb");
+  CHECK_THROWS_AS(restore_export(in, fresh), InvalidArgument);
+  std::fclose(in);
+}
+
+TEST_CASE("cplane export, audit and restore: files, exit codes, nothing left on failure",
+          "[export][cli]") {
+  TempDir dir;
+  const auto db = seed(dir);
+  const auto file = dir.file("log.cpx");
+  auto r = run_cli({"--db", db, "export", file});
+  CHECK_EXIT(r, 0);
+  CHECK(contains(r.out, "exported 16 event(s)"));
+  r = run_cli({"audit", file});
+  CHECK_EXIT(r, 0);
+  CHECK(contains(r.out, "ok: the log passes its own checks"));
+  CHECK(contains(r.out, "2 project(s)"));
+
+  SECTION("to standard output, and into restore from standard input") {
+    const auto piped = dir.file("piped.cpx");
+    r = run_cli({"--db", db, "export", "-"}, {.stdout_file = piped});
+    CHECK_EXIT(r, 0);
+    CHECK(slurp(piped).size() == slurp(file).size());
+    r = run_cli({"--db", dir.file("new.db"), "restore", "-"}, {.input = slurp(piped)});
+    CHECK_EXIT(r, 0);
+    CHECK_EXIT(run_cli({"--db", dir.file("new.db"), "verify"}), 0);
+  }
+  SECTION("restore never writes over a database") {
+    const auto before = rows(db);
+    r = run_cli({"--db", db, "restore", file});
+    CHECK_EXIT(r, 1);
+    CHECK(contains(r.err, "not empty"));
+    CHECK(rows(db) == before);
+  }
+  SECTION("a cut export restores nothing, and leaves nothing") {
+    const auto cut = dir.file("cut.cpx");
+    spit(cut, slurp(file).substr(0, slurp(file).size() / 2));
+    r = run_cli({"--db", dir.file("new.db"), "restore", cut});
+    CHECK_EXIT(r, 1);
+    CHECK(contains(r.err, "truncated"));
+    CHECK_FALSE(fs::exists(dir.file("new.db")));
+    CHECK_EXIT(run_cli({"audit", cut}), 1);
+  }
+  SECTION("an export of a damaged log: audit exit 6, restore refused and leaves nothing") {
+    sql(db, "DELETE FROM events WHERE seq = 7");
+    const auto bad = dir.file("bad.cpx");
+    CHECK_EXIT(run_cli({"--db", db, "export", bad}), 0);
+    r = run_cli({"--json", "audit", bad});
+    CHECK_EXIT(r, 6);
+    CHECK(contains(r.out, R"("kind":"stream_missing")"));
+    r = run_cli({"--db", dir.file("new.db"), "restore", bad});
+    CHECK_EXIT(r, 6);
+    CHECK_FALSE(fs::exists(dir.file("new.db")));
+  }
+  SECTION("an export that cannot be written is an error, and leaves no file") {
+    r = run_cli({"--db", db, "export", "-"}, {.stdout_file = "/dev/full"});
+    CHECK_EXIT(r, 1);
+    r = run_cli({"--db", db, "export", dir.file("no/such/folder/x.cpx")});
+    CHECK_EXIT(r, 1);
+  }
+  SECTION("a missing database is never created by export") {
+    r = run_cli({"--db", dir.file("missing.db"), "export", dir.file("x.cpx")});
+    CHECK_EXIT(r, 1);
+    CHECK_FALSE(fs::exists(dir.file("missing.db")));
+    CHECK_FALSE(fs::exists(dir.file("x.cpx")));
+  }
+}

@@ -1,0 +1,682 @@
+#include "verify/export.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <optional>
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <fmt/format.h>
+
+#include <cplane/version.hpp>
+
+#include "events/chain.hpp"
+#include "events/clock.hpp"
+#include "events/errors.hpp"
+#include "events/events.capnp.h"
+#include "events/export.capnp.h"
+#include "verify/chain_check.hpp"
+
+namespace cplane {
+
+namespace {
+
+constexpr std::int64_t kProgressEvery = 65536;
+// A record is one event (a body of at most 1 MiB of payload, plus its
+// columns) or one head: anything far larger is not a record of ours.
+constexpr std::size_t kMaxRecordWords = (std::size_t{16} << 20) / sizeof(capnp::word);
+constexpr std::uint32_t kMaxSegments = 512;
+constexpr std::uint64_t kEventsSchemaId = 0xa77279471f4af3a6ULL;  // events.capnp's file id
+
+StorageError damaged(const std::string& what) {
+  return StorageError(StorageError::Category::corruption, what);
+}
+
+std::string text(capnp::Text::Reader t) { return {t.begin(), t.size()}; }
+std::string bytes(capnp::Data::Reader d) {
+  return {reinterpret_cast<const char*>(d.begin()), d.size()};
+}
+capnp::Data::Reader as_data(std::string_view s) {
+  return {reinterpret_cast<const capnp::byte*>(s.data()), s.size()};
+}
+
+// ---- writing -------------------------------------------------------------------
+
+class Writer {
+ public:
+  explicit Writer(std::FILE* out) : out_(out) {}
+
+  void write(capnp::MessageBuilder& message, bool hashed = true) {
+    auto words = capnp::messageToFlatArray(message);
+    auto raw = words.asChars();
+    if (hashed) hasher_.add(std::string_view(raw.begin(), raw.size()));
+    if (std::fwrite(raw.begin(), 1, raw.size(), out_) != raw.size()) {
+      throw StorageError(StorageError::Category::io,
+                         fmt::format("cannot write the export: {}", std::strerror(errno)));
+    }
+  }
+  Hash content_hash() { return hasher_.done(); }
+
+ private:
+  std::FILE* out_;
+  Hasher hasher_;
+};
+
+void put_event(Writer& w, const storage::RawEvent& e, const std::string* prev_hash) {
+  capnp::MallocMessageBuilder message(256 + e.body.size() / sizeof(capnp::word));
+  auto ev = message.initRoot<wire::ExportRecord>().initEvent();
+  ev.setSeq(e.seq);
+  ev.setStreamKind(e.stream_kind);
+  ev.setStreamId(e.stream_id);
+  ev.setRevision(e.revision);
+  ev.setHash(as_data(e.hash));
+  ev.setItemId(e.item_id);
+  ev.setProjectId(e.project_id);
+  ev.setType(e.type);
+  ev.setAt(e.at);
+  ev.setBody(as_data(e.body));
+  if (prev_hash != nullptr) ev.setPrevHash(as_data(*prev_hash));
+  w.write(message);
+}
+
+void put_head(Writer& w, const storage::StreamHead& h) {
+  capnp::MallocMessageBuilder message(64);
+  auto head = message.initRoot<wire::ExportRecord>().initHead();
+  head.setStreamKind(h.stream_kind);
+  head.setStreamId(h.stream_id);
+  head.setRevision(h.revision);
+  head.setLastSeq(h.last_seq);
+  head.setHash(as_data(h.hash));
+  w.write(message);
+}
+
+}  // namespace
+
+ExportSummary export_log(storage::Backend& backend, std::FILE* out, const ExportOptions& options) {
+  if (options.since < 0) throw InvalidArgument("--since must not be negative");
+  auto tx = storage::Transaction::read(backend);
+  ExportSummary summary;
+  const std::int64_t total = backend.event_count();
+  const auto digest = backend.log_digest();
+  Writer w(out);
+  {
+    capnp::MallocMessageBuilder message(128);
+    auto h = message.initRoot<wire::ExportRecord>().initHeader();
+    h.setFormatVersion(kExportFormatVersion);
+    h.setSchemaId(kEventsSchemaId);
+    h.setSourceDatabase(backend.database_id());
+    h.setSinceSeq(options.since);
+    h.setHasDigest(digest.has_value());
+    if (digest) {
+      h.setLogEvents(digest->events);
+      h.setLogLastSeq(digest->last_seq);
+      h.setLogDigest(as_data(digest->digest));
+      Hash d{};
+      if (hash_from_bytes(digest->digest, d)) summary.chain_head = to_hex(d);
+    }
+    h.setDenseSeqs(backend.seqs_dense());
+    h.setExportedAt(now_micros());
+    h.setCplaneVersion(kVersion);
+    // The number of events written is known only at the end: the header
+    // gives the log's count for a whole export (the footer the file's).
+    h.setEventCount(options.since == 0 ? total : -1);
+    w.write(message);
+  }
+  std::int64_t read = 0;
+  auto tick = [&] {
+    if (++read % kProgressEvery == 0 && options.progress) options.progress(read, total);
+  };
+  // Each stream's events, then its head, merged on the stream id.
+  for (const StreamKind kind : {StreamKind::project, StreamKind::item}) {
+    auto events = backend.scan_stream(kind);
+    auto heads = backend.scan_heads(kind);
+    storage::RawEvent raw;
+    storage::StreamHead head;
+    bool have_event = events->next(raw);
+    bool have_head = heads->next(head);
+    std::string prev_hash;  // the last skipped event's hash (--since)
+    std::string stream;
+    bool anchored = false;
+    while (have_event || have_head) {
+      if (have_event && (!have_head || raw.stream_id <= head.stream_id)) {
+        if (raw.stream_id != stream) {
+          stream = raw.stream_id;
+          prev_hash.clear();
+          anchored = false;
+        }
+        tick();
+        if (raw.seq > options.since) {
+          put_event(w, raw, options.since > 0 && !anchored && raw.revision > 1 ? &prev_hash : nullptr);
+          anchored = true;
+          ++summary.events;
+        } else {
+          prev_hash = raw.hash;
+        }
+        have_event = events->next(raw);
+      } else {
+        put_head(w, head);
+        ++summary.heads;
+        have_head = heads->next(head);
+      }
+    }
+  }
+  // Whatever is filed under a stream kind this build does not know.
+  {
+    auto events = backend.scan_unfiled();
+    storage::RawEvent raw;
+    while (events->next(raw)) {
+      tick();
+      if (raw.seq > options.since) {
+        put_event(w, raw, nullptr);
+        ++summary.events;
+      }
+    }
+    for (const auto& head : backend.unfiled_heads()) {
+      put_head(w, head);
+      ++summary.heads;
+    }
+  }
+  tx.commit();
+  {
+    capnp::MallocMessageBuilder message(64);
+    auto f = message.initRoot<wire::ExportRecord>().initFooter();
+    f.setEvents(summary.events);
+    f.setHeads(summary.heads);
+    const Hash content = w.content_hash();
+    f.setContentHash(as_data(as_bytes(content)));
+    w.write(message, false);
+  }
+  if (std::fflush(out) != 0) {
+    throw StorageError(StorageError::Category::io,
+                       fmt::format("cannot write the export: {}", std::strerror(errno)));
+  }
+  if (options.progress) options.progress(read, total);
+  return summary;
+}
+
+namespace {
+
+// ---- reading -------------------------------------------------------------------
+
+// One record at a time, in file order, with the file's integrity checked as
+// it goes: framing, sizes, the header first, and at the end the footer's
+// counts and content hash.
+class Reader {
+ public:
+  explicit Reader(std::FILE* in) : in_(in) {
+    if (!next_message()) throw damaged("the file is empty: not a cplane export");
+    try {
+      read_header();
+    } catch (const kj::Exception& e) {
+      throw damaged(fmt::format("the file does not begin with a readable export header ({}): "
+                                "not a cplane export",
+                                e.getDescription().cStr()));
+    }
+    advance();
+  }
+
+  struct Header {
+    Seq since = 0;
+    std::int64_t event_count = 0;
+    std::string source;
+    bool dense = false;
+    std::optional<storage::LogDigest> digest;
+  };
+  const Header& header() const { return header_; }
+
+  enum class Kind { event, head, end };
+  // The current record's kind; `end` once the footer was read and checked.
+  Kind kind() const { return kind_; }
+  const storage::RawEvent& event() const { return event_; }
+  const std::string& prev_hash() const { return prev_hash_; }
+  const storage::StreamHead& head() const { return head_; }
+  std::int64_t events() const { return events_; }
+  std::int64_t heads() const { return heads_; }
+
+  // Moves to the next record.
+  void advance() {
+    if (kind_ == Kind::end) return;
+    if (!next_message()) {
+      throw damaged(fmt::format("the export is truncated: it ends after {} event(s) with no "
+                                "footer",
+                                events_));
+    }
+    try {
+      decode_record();
+    } catch (const kj::Exception& e) {
+      // Cap'n Proto checks pointers as they are followed: a damaged record
+      // fails here, not when it was framed.
+      throw damaged(fmt::format("the export is damaged after {} event(s): {}", events_,
+                                e.getDescription().cStr()));
+    }
+  }
+
+ private:
+  void read_header() {
+    auto root = record();
+    if (root.which() != wire::ExportRecord::HEADER) {
+      throw damaged("the file does not begin with an export header: not a cplane export");
+    }
+    auto h = root.getHeader();
+    if (h.getFormatVersion() > kExportFormatVersion || h.getFormatVersion() == 0) {
+      throw StorageError(StorageError::Category::incompatible,
+                         fmt::format("the export has format version {}, which this cplane ({}, "
+                                     "format {}) does not read: upgrade cplane",
+                                     h.getFormatVersion(), kVersion, kExportFormatVersion));
+    }
+    if (h.getSchemaId() != kEventsSchemaId) {
+      throw damaged(fmt::format("the export's events are of schema {:#x}, not cplane's: not a "
+                                "cplane export",
+                                h.getSchemaId()));
+    }
+    header_.since = h.getSinceSeq();
+    header_.event_count = h.getEventCount();
+    header_.source = text(h.getSourceDatabase());
+    header_.dense = h.getDenseSeqs();
+    if (h.getHasDigest()) {
+      header_.digest = storage::LogDigest{h.getLogEvents(), h.getLogLastSeq(), bytes(h.getLogDigest())};
+    }
+  }
+
+  void decode_record() {
+    auto root = record();
+    switch (root.which()) {
+      case wire::ExportRecord::EVENT: {
+        auto e = root.getEvent();
+        event_.seq = e.getSeq();
+        event_.stream_kind = text(e.getStreamKind());
+        event_.stream_id = text(e.getStreamId());
+        event_.revision = e.getRevision();
+        event_.hash = bytes(e.getHash());
+        event_.item_id = text(e.getItemId());
+        event_.project_id = text(e.getProjectId());
+        event_.type = text(e.getType());
+        event_.at = e.getAt();
+        event_.body = bytes(e.getBody());
+        prev_hash_ = bytes(e.getPrevHash());
+        ++events_;
+        kind_ = Kind::event;
+        break;
+      }
+      case wire::ExportRecord::HEAD: {
+        auto h = root.getHead();
+        head_.stream_kind = text(h.getStreamKind());
+        head_.stream_id = text(h.getStreamId());
+        head_.revision = h.getRevision();
+        head_.last_seq = h.getLastSeq();
+        head_.hash = bytes(h.getHash());
+        ++heads_;
+        kind_ = Kind::head;
+        break;
+      }
+      case wire::ExportRecord::FOOTER: {
+        auto f = root.getFooter();
+        const Hash content = before_.done();
+        if (bytes(f.getContentHash()) != std::string(as_bytes(content)) ||
+            f.getEvents() != events_ || f.getHeads() != heads_) {
+          throw damaged(fmt::format(
+              "the export is damaged: its footer counts {} event(s) and {} head(s) with content "
+              "hash {}, the file holds {} and {} with hash {}",
+              f.getEvents(), f.getHeads(), f.getContentHash().size() == 32 ? to_hex_bytes(f) : "?",
+              events_, heads_, to_hex(content)));
+        }
+        if (std::fgetc(in_) != EOF) throw damaged("the export has bytes after its footer");
+        kind_ = Kind::end;
+        break;
+      }
+      case wire::ExportRecord::HEADER:
+        throw damaged("the export has a second header: two files concatenated?");
+      default:
+        // The header's format version is this cplane's: a record it does
+        // not know is damage, not a newer writer.
+        throw damaged(fmt::format("the export is damaged after {} event(s): a record of no "
+                                  "known kind",
+                                  events_));
+    }
+  }
+
+  static std::string to_hex_bytes(wire::ExportFooter::Reader f) {
+    Hash h{};
+    hash_from_bytes(bytes(f.getContentHash()), h);
+    return to_hex(h);
+  }
+
+  wire::ExportRecord::Reader record() {
+    try {
+      return message_->getRoot<wire::ExportRecord>();
+    } catch (const kj::Exception& e) {
+      throw damaged(fmt::format("the export is damaged after {} event(s): {}", events_,
+                                e.getDescription().cStr()));
+    }
+  }
+
+  // Reads one message in the standard stream framing into aligned words.
+  bool next_message() {
+    std::uint32_t first[2];
+    const std::size_t got = std::fread(first, 1, sizeof first, in_);
+    if (got == 0 && std::feof(in_)) return false;
+    if (got != sizeof first) throw truncated();
+    const std::uint32_t segments = first[0] + 1;
+    if (segments == 0 || segments > kMaxSegments) throw damaged(bad_frame());
+    const std::size_t table_words = (segments / 2) + 1;  // 4 + 4*segments bytes, padded to 8
+    std::vector<std::uint32_t> sizes(segments);
+    sizes[0] = first[1];
+    std::vector<std::uint32_t> rest(table_words * 2 - 2);
+    if (!rest.empty() && std::fread(rest.data(), 4, rest.size(), in_) != rest.size()) {
+      throw truncated();
+    }
+    std::size_t total = 0;
+    for (std::uint32_t i = 0; i < segments; ++i) {
+      if (i > 0) sizes[i] = rest[i - 1];
+      total += sizes[i];
+      if (total > kMaxRecordWords) throw damaged(bad_frame());
+    }
+    words_ = kj::heapArray<capnp::word>(table_words + total);
+    auto* raw = reinterpret_cast<char*>(words_.begin());
+    std::memcpy(raw, first, sizeof first);
+    if (!rest.empty()) std::memcpy(raw + sizeof first, rest.data(), rest.size() * 4);
+    if (total > 0 &&
+        std::fread(raw + table_words * 8, sizeof(capnp::word), total, in_) != total) {
+      throw truncated();
+    }
+    before_ = whole_;
+    whole_.add(std::string_view(raw, words_.size() * sizeof(capnp::word)));
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = 4 * words_.size() + 1024;
+    options.nestingLimit = 16;
+    try {
+      message_.emplace(words_.asPtr(), options);
+    } catch (const kj::Exception& e) {
+      throw damaged(fmt::format("the export is damaged after {} event(s): {}", events_,
+                                e.getDescription().cStr()));
+    }
+    return true;
+  }
+  StorageError truncated() const {
+    return damaged(fmt::format("the export is truncated: it ends inside a record after {} "
+                               "event(s)",
+                               events_));
+  }
+  std::string bad_frame() const {
+    return fmt::format("the export is damaged after {} event(s): a record's framing is not "
+                       "Cap'n Proto's (or the file is not an export)",
+                       events_);
+  }
+
+  std::FILE* in_;
+  kj::Array<capnp::word> words_;
+  std::optional<capnp::FlatArrayMessageReader> message_;
+  Header header_;
+  Kind kind_ = Kind::event;
+  storage::RawEvent event_;
+  std::string prev_hash_;
+  storage::StreamHead head_;
+  std::int64_t events_ = 0, heads_ = 0;
+  Hasher whole_;   // every byte read so far
+  Hasher before_;  // every byte before the current record
+};
+
+// ---- the export as a log -------------------------------------------------------
+
+// Presents an export to verify as a backend whose log is the file: events
+// and heads of each stream kind come out of the one sequential reader in the
+// order verify asks for them (the file is written in that order), so that
+// only one stream's records are ever held. Rows come from `rows` (audit
+// --against), or there are none.
+class ExportLog final : public storage::Backend {
+ public:
+  ExportLog(Reader& reader, storage::Backend* rows) : reader_(reader), rows_(rows) {}
+
+  void begin_read() override {
+    if (rows_ != nullptr) rows_->begin_read();
+  }
+  void commit() override {
+    if (rows_ != nullptr) rows_->commit();
+  }
+  void rollback() noexcept override {
+    if (rows_ != nullptr) rows_->rollback();
+  }
+  void begin_write(storage::Sync) override { read_only(); }
+
+  std::unique_ptr<storage::Cursor<storage::RawEvent>> scan_stream(StreamKind kind) override {
+    return std::make_unique<EventCursor>(*this, std::string(to_string(kind)));
+  }
+  std::unique_ptr<storage::Cursor<storage::StreamHead>> scan_heads(StreamKind kind) override {
+    return std::make_unique<HeadCursor>(*this, std::string(to_string(kind)));
+  }
+  std::unique_ptr<storage::Cursor<storage::RawEvent>> scan_unfiled() override {
+    return std::make_unique<EventCursor>(*this, std::string());
+  }
+  std::vector<storage::StreamHead> unfiled_heads() override {
+    std::vector<storage::StreamHead> out;
+    while (!heads_.empty()) {
+      out.push_back(std::move(heads_.front()));
+      heads_.pop_front();
+    }
+    while (reader_.kind() == Reader::Kind::head) {
+      out.push_back(reader_.head());
+      reader_.advance();
+    }
+    return out;
+  }
+  std::optional<storage::LogDigest> log_digest() override { return reader_.header().digest; }
+  std::string database_id() override { return reader_.header().source; }
+  bool seqs_dense() override { return reader_.header().dense; }
+  std::int64_t event_count() override { return std::max<std::int64_t>(reader_.header().event_count, 0); }
+
+  // Rows: the database's, or none.
+  std::unique_ptr<storage::Cursor<storage::ScannedItem>> scan_items() override {
+    if (rows_ != nullptr) return rows_->scan_items();
+    return std::make_unique<None<storage::ScannedItem>>();
+  }
+  std::vector<ProjectRow> all_projects() override {
+    return rows_ != nullptr ? rows_->all_projects() : std::vector<ProjectRow>{};
+  }
+  std::vector<ProjectActorRow> all_assignments() override {
+    return rows_ != nullptr ? rows_->all_assignments() : std::vector<ProjectActorRow>{};
+  }
+
+  // Nothing else is asked of a log under audit.
+  Seq append(const Event&) override { read_only(); }
+  void import_event(const storage::RawEvent&) override { read_only(); }
+  void put_head(const storage::StreamHead&) override { read_only(); }
+  void put_log_digest(const storage::LogDigest&) override { read_only(); }
+  std::vector<storage::RawEvent> stream_events(const StreamRef&) override { read_only(); }
+  std::optional<ItemRow> find_item(std::string_view) override { read_only(); }
+  void insert_item(const ItemRow&) override { read_only(); }
+  void put_item(const ItemRow&) override { read_only(); }
+  void delete_item(std::string_view) override { read_only(); }
+  std::optional<ItemRow> oldest_ready(const std::string&) override { read_only(); }
+  std::optional<ItemRow> earliest_lapsed(Micros, const std::string&) override { read_only(); }
+  std::optional<ProjectRow> find_project(std::string_view) override { read_only(); }
+  void put_project(const ProjectRow&) override { read_only(); }
+  void delete_project(std::string_view) override { read_only(); }
+  bool is_assigned(std::string_view, std::string_view) override { read_only(); }
+  void put_assignment(const ProjectActorRow&) override { read_only(); }
+  void delete_assignment(std::string_view, std::string_view) override { read_only(); }
+  std::vector<std::string> project_ids(const std::string*) override { read_only(); }
+  Seq last_seq() override { return reader_.header().digest ? reader_.header().digest->last_seq : 0; }
+  Micros now() override { return now_micros(); }
+  std::array<std::int64_t, 5> status_counts(const std::string*) override { read_only(); }
+
+  // Records of stream kind `kind` ("" for kinds this build does not know),
+  // in file order: events of it wait in events_, heads in heads_, until
+  // their cursor asks. A record of a later section stops both.
+  bool pull(const std::string& kind) {
+    if (reader_.kind() == Reader::Kind::end) return false;
+    const auto& record_kind = reader_.kind() == Reader::Kind::event ? reader_.event().stream_kind
+                                                                   : reader_.head().stream_kind;
+    if (!in_section(record_kind, kind)) return false;
+    if (reader_.kind() == Reader::Kind::event) {
+      events_.push_back(reader_.event());
+    } else {
+      heads_.push_back(reader_.head());
+    }
+    reader_.advance();
+    return true;
+  }
+
+  std::deque<storage::RawEvent> events_;
+  std::deque<storage::StreamHead> heads_;
+
+ private:
+  static bool in_section(const std::string& record_kind, const std::string& kind) {
+    if (!kind.empty()) return record_kind == kind;
+    return !parse_stream_kind(record_kind).has_value();
+  }
+
+  template <class Row>
+  struct None final : storage::Cursor<Row> {
+    bool next(Row&) override { return false; }
+  };
+
+  struct EventCursor final : storage::Cursor<storage::RawEvent> {
+    EventCursor(ExportLog& log, std::string kind) : log(log), kind(std::move(kind)) {}
+    bool next(storage::RawEvent& out) override {
+      while (log.events_.empty()) {
+        if (!log.pull(kind)) return false;
+      }
+      out = std::move(log.events_.front());
+      log.events_.pop_front();
+      return true;
+    }
+    ExportLog& log;
+    std::string kind;
+  };
+  struct HeadCursor final : storage::Cursor<storage::StreamHead> {
+    HeadCursor(ExportLog& log, std::string kind) : log(log), kind(std::move(kind)) {}
+    bool next(storage::StreamHead& out) override {
+      while (log.heads_.empty()) {
+        if (!log.pull(kind)) return false;
+      }
+      out = std::move(log.heads_.front());
+      log.heads_.pop_front();
+      return true;
+    }
+    ExportLog& log;
+    std::string kind;
+  };
+
+  [[noreturn]] static void read_only() {
+    throw InternalError("an export under audit is read-only, and holds no rows");
+  }
+
+  Reader& reader_;
+  storage::Backend* rows_;
+};
+
+// A partial export (--since): only the chain can be checked, each stream
+// from the hash its first exported event follows.
+void audit_partial(Reader& reader, AuditReport& report, const Progress& progress) {
+  std::optional<StreamChain> chain;
+  std::string kind, id;
+  bool headed = false;
+  auto close = [&] {
+    if (chain && !headed) chain->finish(nullptr, report.problems);
+    chain.reset();
+  };
+  while (reader.kind() != Reader::Kind::end) {
+    if (reader.kind() == Reader::Kind::event) {
+      const auto& e = reader.event();
+      if (!chain || e.stream_kind != kind || e.stream_id != id) {
+        close();
+        kind = e.stream_kind;
+        id = e.stream_id;
+        headed = false;
+        chain.emplace(kind, id);
+        if (!reader.prev_hash().empty()) chain->anchor(e.revision - 1, reader.prev_hash());
+      }
+      chain->add(e, report.problems);
+      auto& s = report.summary;
+      if (s.first_seq == 0 || e.seq < s.first_seq) s.first_seq = e.seq;
+      s.last_seq = std::max(s.last_seq, e.seq);
+      if (s.first_at == 0 || e.at < s.first_at) s.first_at = e.at;
+      s.last_at = std::max(s.last_at, e.at);
+      if (reader.events() % kProgressEvery == 0 && progress) progress(reader.events(), 0);
+    } else {
+      const auto& h = reader.head();
+      if (chain && h.stream_kind == kind && h.stream_id == id) {
+        chain->finish(&h, report.problems);
+        headed = true;
+      }
+      // A head with no exported events: its stream did not change since.
+    }
+    reader.advance();
+  }
+  close();
+  report.summary.events = reader.events();
+  report.summary.heads = reader.heads();
+}
+
+}  // namespace
+
+AuditReport audit_export(std::FILE* in, storage::Backend* against, const Progress& progress) {
+  Reader reader(in);
+  AuditReport report;
+  report.summary.since = reader.header().since;
+  report.summary.source_database = reader.header().source;
+  if (reader.header().digest) {
+    Hash h{};
+    if (hash_from_bytes(reader.header().digest->digest, h)) report.summary.chain_head = to_hex(h);
+  }
+  if (reader.header().since > 0) {
+    if (against != nullptr) {
+      throw InvalidArgument("--against needs a whole export: a partial one (--since) holds only "
+                            "part of each history");
+    }
+    audit_partial(reader, report, progress);
+    return report;
+  }
+  ExportLog log(reader, against);
+  LogSummary summary;
+  report.problems = verify_ledger(log, progress, &summary, against != nullptr);
+  if (reader.kind() != Reader::Kind::end) {
+    throw damaged(fmt::format("the export is out of order after {} event(s): a record of another "
+                              "section follows (not written by cplane export)",
+                              reader.events()));
+  }
+  summary.heads = reader.heads();
+  summary.since = 0;
+  summary.chain_head = report.summary.chain_head;
+  summary.source_database = report.summary.source_database;
+  report.summary = summary;
+  return report;
+}
+
+RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progress& progress) {
+  Reader reader(in);
+  if (reader.header().since > 0) {
+    throw InvalidArgument(fmt::format("the export holds only the events after seq {} (--since): "
+                                      "a restore needs the whole log",
+                                      reader.header().since));
+  }
+  RestoreReport report;
+  {
+    auto tx = storage::Transaction::write(fresh, storage::Sync::full);
+    if (fresh.event_count() != 0) {
+      throw InvalidArgument("the target database already holds events: restore builds a fresh one");
+    }
+    const std::int64_t total = std::max<std::int64_t>(reader.header().event_count, 0);
+    while (reader.kind() != Reader::Kind::end) {
+      if (reader.kind() == Reader::Kind::event) {
+        fresh.import_event(reader.event());
+        if (reader.events() % kProgressEvery == 0 && progress) progress(reader.events(), total);
+      } else {
+        fresh.put_head(reader.head());
+      }
+      reader.advance();
+    }
+    // The footer is checked: nothing of a damaged or cut file is committed.
+    if (reader.header().digest) fresh.put_log_digest(*reader.header().digest);
+    tx.commit();
+    report.events = reader.events();
+  }
+  // Rows from the log, which must pass its own checks first (rebuild
+  // refuses otherwise: the caller removes what it created).
+  const auto rebuilt = rebuild(fresh, false, progress);
+  report.items = rebuilt.items;
+  return report;
+}
+
+}  // namespace cplane

@@ -1,0 +1,44 @@
+// Export, offline audit and restore of the log (events/export.capnp).
+//
+// export_log writes one read snapshot of a log, stream by stream, to a
+// file. audit_export replays such a file with no database: the chain, the
+// file's own integrity, every check verify makes of the log on its own,
+// and (against a database) the rows, exactly as verify does: the file is
+// presented to verify as a backend whose log is the file. restore_export
+// builds a fresh database from a file. All three stream: memory does not
+// grow with the number of events.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <cplane/ledger.hpp>
+
+#include "storage/backend.hpp"
+#include "verify/verify.hpp"
+
+namespace cplane {
+
+inline constexpr std::uint32_t kExportFormatVersion = 1;
+
+// Writes the log (one read snapshot) to `out`. Throws StorageError (io)
+// when the file cannot be written.
+ExportSummary export_log(storage::Backend& backend, std::FILE* out, const ExportOptions& options);
+
+// Replays an export. `against`: also compare the fold with that database's
+// rows, as verify does. Throws StorageError when the file is not an export
+// (corruption), is truncated or damaged (corruption: what it could read is
+// not reported as the log), or was written by a newer cplane
+// (incompatible).
+AuditReport audit_export(std::FILE* in, storage::Backend* against, const Progress& progress = {});
+
+// Copies an export's events (with their hashes), heads and digest into
+// `fresh` (an empty store), then rebuilds its rows. Throws what
+// audit_export throws for a bad file, InvalidArgument for a partial
+// export, and RebuildRefused when the exported log fails its own checks.
+RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progress& progress = {});
+
+}  // namespace cplane
