@@ -272,6 +272,9 @@ class Cli {
   Validity run_audit();
   kj::MainFunc restore_command();
   Validity run_restore();
+  kj::MainFunc recover_command();
+  Validity set_to(kj::StringPtr text);
+  Validity run_recover();
   static std::string storage_file(const std::string& url) { return storage::sqlite_path(url); }
 
   // ---- plumbing -------------------------------------------------------------
@@ -365,6 +368,7 @@ class Cli {
   bool dry_run_ = false;
   Seq since_ = 0;
   std::optional<std::string> against_;
+  std::optional<std::string> to_;
   bool progress_shown_ = false;
   std::vector<std::string> args_;
 };

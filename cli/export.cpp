@@ -21,6 +21,33 @@ struct File {
 
 std::string hex_or_none(const std::string& hex) { return hex.empty() ? "(none)" : hex; }
 
+// A database this command is building, with its side files: removed
+// unless the command got to the end.
+struct RemoveOnFailure {
+  std::string path;
+  bool armed = true;
+  ~RemoveOnFailure() {
+    if (!armed) return;
+    for (const char* suffix : {"", "-wal", "-shm", "-lock", "-journal"}) {
+      ::unlink((path + suffix).c_str());
+    }
+  }
+};
+
+// restore and recover build a fresh database and never write over one.
+void refuse_existing(const std::string& target, const char* command,
+                     const std::string& source = {}) {
+  std::error_code ec;
+  if (!std::filesystem::exists(target, ec)) return;
+  if (std::filesystem::file_size(target, ec) > 0 ||
+      (!source.empty() && std::filesystem::equivalent(target, source, ec))) {
+    throw StorageError(StorageError::Category::unavailable,
+                       fmt::format("{} exists and is not empty: {} builds a fresh database, and "
+                                   "never writes over one",
+                                   target, command));
+  }
+}
+
 // An export to read: a file, or standard input for "-".
 File open_input(const std::string& source) {
   if (source == "-") return File{stdin, false};
@@ -212,26 +239,10 @@ Validity Cli::run_restore() {
   return run([&] {
     if (!db_) throw InvalidArgument("restore needs --db NEW: the database to build");
     const std::string target = storage_file(*db_);
-    std::error_code ec;
-    if (std::filesystem::exists(target, ec) && std::filesystem::file_size(target, ec) > 0) {
-      throw StorageError(StorageError::Category::unavailable,
-                         fmt::format("{} exists and is not empty: restore builds a fresh "
-                                     "database, and never writes over one",
-                                     target));
-    }
+    refuse_existing(target, "restore");
     const std::string source = args_.at(0);
     File in = open_input(source);
-    // Whatever this command created goes again if it fails.
-    struct Cleanup {
-      std::string path;
-      bool armed = true;
-      ~Cleanup() {
-        if (!armed) return;
-        for (const char* suffix : {"", "-wal", "-shm", "-lock", "-journal"}) {
-          ::unlink((path + suffix).c_str());
-        }
-      }
-    } cleanup{target};
+    RemoveOnFailure cleanup{target};  // whatever this command created goes again if it fails
     RestoreReport report;
     {
       auto store = open(Access::create);
@@ -255,6 +266,109 @@ Validity Cli::run_restore() {
                       .done()
                 : fmt::format("restored {} event(s) ({} items) into {}", report.events,
                               report.items, target));
+  });
+}
+
+kj::MainFunc Cli::recover_command() {
+  return globals(kj::MainBuilder(
+                     context_, kVersionLine,
+                     "Salvage a damaged database (--db DAMAGED) into a fresh one (--to NEW): "
+                     "every readable event with its hash, the heads and readable rows; then the "
+                     "rows are rebuilt from what was salvaged (rows that show the log lost "
+                     "events are kept, so no fence is handed out twice) and NEW is verified. "
+                     "Says which seqs were lost and which items' histories lost events or could "
+                     "not be verified. DAMAGED is never written (the work is done on a copy "
+                     "beside NEW). Exit 0 when nothing was lost, 6 when something was, 1 when "
+                     "nothing could be read."))
+      .addOptionWithArg({"to"}, KJ_BIND_METHOD(*this, set_to), "<new>",
+                        "the database to build (must not exist, or be empty)")
+      .callAfterParsing(KJ_BIND_METHOD(*this, run_recover))
+      .build();
+}
+
+Validity Cli::set_to(kj::StringPtr text) {
+  to_ = std::string(text.cStr());
+  return true;
+}
+
+Validity Cli::run_recover() {
+  return run([&] {
+    if (!db_) throw InvalidArgument("recover needs --db DAMAGED: the database to salvage");
+    if (!to_) throw InvalidArgument("recover needs --to NEW: the database to build");
+    const std::string damaged = storage_file(*db_);
+    const std::string target = storage_file(*to_);
+    refuse_existing(target, "recover", damaged);
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(damaged, ec)) {
+      throw StorageError(StorageError::Category::unavailable,
+                         fmt::format("{} is not a file: nothing to recover", damaged));
+    }
+    RemoveOnFailure cleanup{target};
+    RecoverReport report;
+    {
+      db_ = *to_;
+      auto store = open(Access::create);
+      report = recover(damaged, store, fmt::format("{}.salvage-{}", target, ::getpid()),
+                       progress("recover"));
+    }
+    cleanup.armed = false;
+    changed_ = true;
+    end_progress();
+    auto ranges_json = [](const std::vector<std::pair<Seq, Seq>>& ranges) {
+      std::string out = "[";
+      for (std::size_t i = 0; i < ranges.size(); ++i) {
+        out += fmt::format("{}[{},{}]", i ? "," : "", ranges[i].first, ranges[i].second);
+      }
+      return out + "]";
+    };
+    auto ranges_text = [](const std::vector<std::pair<Seq, Seq>>& ranges) {
+      std::string out;
+      for (const auto& [a, b] : ranges) {
+        out += (out.empty() ? "" : ", ") + (a == b ? fmt::format("{}", a) : fmt::format("{}..{}", a, b));
+      }
+      return out;
+    };
+    const bool lost = !report.unreadable.empty() || !report.absent.empty() ||
+                      !report.heads_readable || !report.problems.empty();
+    if (json_) {
+      print(JsonObject()
+                .str("db", target)
+                .num("events", report.events)
+                .num("heads", report.heads)
+                .num("rows", report.rows)
+                .num("newest_seq", report.newest_seq)
+                .boolean("heads_readable", report.heads_readable)
+                .boolean("rows_readable", report.rows_readable)
+                .boolean("digest_readable", report.digest_readable)
+                .raw("unreadable", ranges_json(report.unreadable))
+                .raw("absent", ranges_json(report.absent))
+                .num("changes_total", report.rebuild.changes_total)
+                .num("kept_total", report.rebuild.kept_total)
+                .raw("problems", problems_json(report.problems))
+                .done());
+    } else {
+      print(fmt::format("recovered {} event(s) of {} (the log reached seq {}) into {}; {} head(s) "
+                        "and {} row(s) salvaged; rows: {} rebuilt, {} kept as they were",
+                        report.events, damaged, report.newest_seq, target, report.heads,
+                        report.rows, report.rebuild.changes_total, report.rebuild.kept_total));
+      if (!report.unreadable.empty()) {
+        print("lost, on pages that could not be read: seq " + ranges_text(report.unreadable));
+      }
+      if (!report.absent.empty()) {
+        print("lost, missing from the log: seq " + ranges_text(report.absent));
+      }
+      if (!report.heads_readable) {
+        print("the stream heads could not be read: the newest events of a stream may have been "
+              "lost unseen");
+      }
+      if (!report.rows_readable) print("the item rows could not be read: all were rebuilt from the log");
+      if (!report.problems.empty()) {
+        print("histories that lost events or could not be verified:");
+        print_problems(report.problems);
+      }
+      if (!lost) print("ok: nothing was lost, and the new database verifies");
+    }
+    if (lost) throw Exit{kProblemsFound};
   });
 }
 

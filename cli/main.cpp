@@ -44,6 +44,8 @@ kj::MainFunc Cli::main() {
                      "replay an export with no database (--against DB: and its rows)")
       .addSubCommand("restore", KJ_BIND_METHOD(*this, restore_command),
                      "build a fresh database (--db NEW) from an export")
+      .addSubCommand("recover", KJ_BIND_METHOD(*this, recover_command),
+                     "salvage a damaged database (--db) into a fresh one (--to)")
       .addSubCommand("stats", KJ_BIND_METHOD(*this, stats_command),
                      "count items by status (one project with --project)")
       .addSubCommand("migrate", KJ_BIND_METHOD(*this, migrate_command),

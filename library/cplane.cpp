@@ -5,6 +5,7 @@
 
 #include "commands/backend_access.hpp"
 #include "verify/export.hpp"
+#include "verify/recover.hpp"
 #include "verify/verify.hpp"
 
 namespace cplane {
@@ -37,6 +38,13 @@ AuditReport audit_export(std::FILE* in, ControlStore* against, const Progress& p
 RestoreReport restore_export(std::FILE* in, ControlStore& fresh, const Progress& progress) {
   return BackendAccess::with(fresh, [&](storage::Backend& backend) {
     return restore_export(in, backend, progress);
+  });
+}
+
+RecoverReport recover(const std::string& damaged_path, ControlStore& fresh,
+                      const std::string& scratch_path, const Progress& progress) {
+  return BackendAccess::with(fresh, [&](storage::Backend& backend) {
+    return recover_store(damaged_path, scratch_path, backend, progress);
   });
 }
 

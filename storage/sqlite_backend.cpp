@@ -247,6 +247,9 @@ int no_room_errno(sqlite3* db, int rc) {
     case SQLITE_AUTH:
       throw StorageError(StorageError::Category::unavailable, text);
     case SQLITE_CORRUPT:
+      throw StorageError(StorageError::Category::corruption,
+                         text + " (pages of the file are damaged: salvage every readable event "
+                                "into a new file with `cplane recover --db DAMAGED --to NEW`)");
     case SQLITE_NOTADB:
     case SQLITE_FORMAT:
       throw StorageError(StorageError::Category::corruption, text);

@@ -726,6 +726,9 @@ struct Reconcile {
   // (memory stays flat). Only the rows of the stream just merged are
   // written, which every row cursor has already passed.
   storage::Backend* write_to = nullptr;
+  // recover: the log is known to be damaged. A row with no history is kept
+  // (its history may be what was lost), and nothing refuses.
+  bool salvage = false;
 };
 
 void note(std::vector<RowChange>& list, std::int64_t& total, RowChange change) {
@@ -767,7 +770,11 @@ void reconcile(RowSide<P>& side, StreamAudit& audit, const LogFacts& facts, cons
       }
     }
     if (r.report != nullptr) {
-      if (!found) {
+      if (!found && r.salvage) {
+        note(r.report->kept, r.report->kept_total,
+             {P::table, P::stored_key(row), "keep",
+              {std::string(P::no_creation) + ": its history may be what was lost; left alone"}});
+      } else if (!found) {
         // No stream at all. Had the log held one and lost it, its head (or,
         // with the head, the digest) would say so, and rebuild would refuse
         // before committing: with the chain intact the row was made up
@@ -975,6 +982,11 @@ std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progre
 }
 
 RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& progress) {
+  return rebuild(backend, dry_run, progress, false);
+}
+
+RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& progress,
+                      bool salvage) {
   // A dry run reads one snapshot like verify: it never waits for, nor holds
   // off, a writer.
   auto tx = dry_run ? storage::Transaction::read(backend)
@@ -984,6 +996,7 @@ RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& p
   Reconcile r;
   r.report = &report;
   r.write_to = dry_run ? nullptr : &backend;
+  r.salvage = salvage;
   // Rows folded from a log that fails its own checks (a broken chain, an
   // unreadable event, an index column that files an event elsewhere than
   // its body, a fence that does not rise, ...) would be wrong, and could
@@ -1001,7 +1014,7 @@ RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& p
       }
     }
   });
-  if (!refusals.empty()) throw RebuildRefused(std::move(refusals), refusals_total);
+  if (!refusals.empty() && !salvage) throw RebuildRefused(std::move(refusals), refusals_total);
   if (dry_run) return report;  // the guard rolls back: nothing written
   tx.commit();
   return report;

@@ -39,4 +39,9 @@ std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progre
 // a rebuild from a damaged log would only spread the damage.
 RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& progress = {});
 
+// rebuild for recover: over a log known to be damaged. Nothing refuses;
+// rows with no history are kept, as are rows ahead of the log.
+RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& progress,
+                      bool salvage);
+
 }  // namespace cplane

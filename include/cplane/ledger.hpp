@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cplane/errors.hpp>
@@ -134,6 +135,25 @@ struct AuditReport {
 struct RestoreReport {
   std::int64_t events = 0;
   std::int64_t items = 0;
+};
+
+// What cplane recover salvaged from a damaged database, and what it lost.
+struct RecoverReport {
+  std::int64_t events = 0;       // events copied, with their hashes
+  std::int64_t heads = 0;        // stream heads copied
+  std::int64_t rows = 0;         // item rows copied (kept where ahead of the log)
+  Seq newest_seq = 0;            // how far the damaged log reached
+  bool heads_readable = false;   // false: the salvaged tips stand in (a cut tail is unseen)
+  bool rows_readable = false;
+  bool digest_readable = false;
+  // Seq ranges [first, last] lost: on pages that could not be read, and
+  // missing from pages that could.
+  std::vector<std::pair<Seq, Seq>> unreadable;
+  std::vector<std::pair<Seq, Seq>> absent;
+  RebuildReport rebuild;         // the rows the recovered log gave
+  // verify on the new database: each names a stream (an item's history)
+  // that lost events or could not be checked.
+  std::vector<LedgerProblem> problems;
 };
 
 // rebuild refused to run, changing nothing: the log fails its own checks

@@ -47,4 +47,14 @@ AuditReport audit_export(std::FILE* in, ControlStore* against = nullptr,
 // RebuildRefused when the exported log fails its own checks.
 RestoreReport restore_export(std::FILE* in, ControlStore& fresh, const Progress& progress = {});
 
+// Salvages every readable event (with its hash), head and row of the
+// damaged SQLite database at `damaged_path` into `fresh` (a store with no
+// events), rebuilds the rows from what was salvaged (keeping rows that show
+// the log lost events, so that no fence is handed out twice), and verifies
+// the result. The report names every lost seq range and every stream whose
+// history lost events or could not be verified. `damaged_path` is never
+// written: the work is done on a copy beside `fresh`'s file.
+RecoverReport recover(const std::string& damaged_path, ControlStore& fresh,
+                      const std::string& scratch_path, const Progress& progress = {});
+
 }  // namespace cplane

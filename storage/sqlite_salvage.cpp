@@ -1,0 +1,323 @@
+// Salvage: every readable event, head and row of a damaged SQLite store,
+// copied into a fresh store. It works on a private copy of the damaged file
+// (and its WAL), so the damaged file is never written, not even by a WAL
+// recovery. Events are read by seq through the table's own b-tree (never an
+// index, which may be the damaged part), a range at a time, and one seq at a
+// time around a range that fails: a damaged page costs the events on it,
+// not the rest of the log.
+#include "storage/sqlite_salvage.hpp"
+
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "events/chain.hpp"
+#include "events/errors.hpp"
+
+namespace cplane::storage {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr Seq kChunk = 4096;
+constexpr int kEmptyChunksPastEnd = 8;  // when the newest seq cannot be read
+
+class Connection {
+ public:
+  explicit Connection(const std::string& path) {
+    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
+      const std::string message = db_ != nullptr ? sqlite3_errmsg(db_) : "out of memory";
+      sqlite3_close(db_);
+      throw StorageError(StorageError::Category::corruption,
+                         fmt::format("cannot open the copy of the damaged database: {}", message));
+    }
+    // Checks each cell's size against its page as it is read: garbage in a
+    // page is an error, not a wild read.
+    sqlite3_exec(db_, "PRAGMA cell_size_check=ON", nullptr, nullptr, nullptr);
+  }
+  ~Connection() { sqlite3_close(db_); }
+  sqlite3* get() const { return db_; }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+// One statement; step() is false at the end, throws on any error.
+class Query {
+ public:
+  Query(sqlite3* db, const char* sql) {
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) {
+      throw StorageError(StorageError::Category::corruption, sqlite3_errmsg(db));
+    }
+  }
+  ~Query() { sqlite3_finalize(stmt_); }
+  Query& bind(int i, std::int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  bool step() {
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    throw StorageError(StorageError::Category::corruption,
+                       sqlite3_errmsg(sqlite3_db_handle(stmt_)));
+  }
+  std::int64_t i64(int c) const { return sqlite3_column_int64(stmt_, c); }
+  std::string text(int c) const {
+    const auto* p = sqlite3_column_blob(stmt_, c);
+    return p == nullptr ? std::string()
+                        : std::string(static_cast<const char*>(p),
+                                      static_cast<std::size_t>(sqlite3_column_bytes(stmt_, c)));
+  }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+RawEvent read_event(const Query& q) {
+  RawEvent e;
+  e.seq = q.i64(0);
+  e.stream_kind = q.text(1);
+  e.stream_id = q.text(2);
+  e.item_id = q.text(3);
+  e.project_id = q.text(4);
+  e.type = q.text(5);
+  e.at = q.i64(6);
+  e.body = q.text(7);
+  e.revision = q.i64(8);
+  e.hash = q.text(9);
+  return e;
+}
+
+constexpr const char* kEvents =
+    "SELECT seq, stream_kind, stream_id, item_id, project_id, type, at, body, stream_rev, hash "
+    "FROM events ";
+
+// Adds [from, to] to a list of seq ranges, merging with the last one.
+void note_range(std::vector<std::pair<Seq, Seq>>& ranges, Seq from, Seq to) {
+  if (!ranges.empty() && ranges.back().second + 1 == from) {
+    ranges.back().second = to;
+  } else {
+    ranges.emplace_back(from, to);
+  }
+}
+
+template <class F>
+bool attempt(F&& f) {
+  try {
+    f();
+    return true;
+  } catch (const StorageError&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scratch,
+                             Backend& fresh, const Progress& progress) {
+  SalvageReport report;
+  std::error_code ec;
+  if (!fs::is_regular_file(damaged, ec)) {
+    throw StorageError(StorageError::Category::unavailable,
+                       fmt::format("{} is not a file: nothing to recover", damaged));
+  }
+  // The copy: the damaged file is only ever read.
+  struct Scratch {
+    std::string path;
+    ~Scratch() {
+      for (const char* suffix : {"", "-wal", "-shm", "-journal"}) ::unlink((path + suffix).c_str());
+    }
+  } copy{scratch};
+  fs::copy_file(damaged, scratch, fs::copy_options::overwrite_existing, ec);
+  if (ec) {
+    throw StorageError(StorageError::Category::io,
+                       fmt::format("cannot copy {} to {}: {}", damaged, scratch, ec.message()));
+  }
+  if (fs::exists(damaged + "-wal")) {
+    fs::copy_file(damaged + "-wal", scratch + "-wal", fs::copy_options::overwrite_existing, ec);
+  }
+  Connection db(scratch);
+
+  bool chained = false;
+  attempt([&] {
+    Query q(db.get(), "SELECT count(*) FROM pragma_table_info('events') WHERE name = 'hash'");
+    chained = q.step() && q.i64(0) == 1;
+  });
+  if (!chained) {
+    throw StorageError(StorageError::Category::corruption,
+                       fmt::format("{}: no events table with a hash chain could be read (the "
+                                   "file is not a cplane database of schema 4 or later, or its "
+                                   "first pages are damaged): nothing to recover",
+                                   damaged));
+  }
+
+  // How far the log reaches: its newest seq, else the digest's, else read
+  // on until several ranges in a row are empty.
+  Seq newest = 0;
+  report.newest_readable = attempt([&] {
+    Query q(db.get(), "SELECT coalesce(max(seq), 0) FROM events");
+    if (q.step()) newest = q.i64(0);
+  });
+  attempt([&] {
+    Query q(db.get(), "SELECT events, last_seq, digest FROM log_digest WHERE shard = 0");
+    if (q.step()) {
+      report.digest = LogDigest{q.i64(0), q.i64(1), q.text(2)};
+      newest = std::max(newest, report.digest->last_seq);
+    }
+  });
+
+  auto tx = Transaction::write(fresh, Sync::full);
+  if (fresh.event_count() != 0) {
+    throw InvalidArgument("the target database already holds events: recover builds a fresh one");
+  }
+  int empty_chunks = 0;
+  Seq max_found = 0;
+  for (Seq from = 1;; from += kChunk) {
+    const Seq to = from + kChunk;  // exclusive
+    if (newest > 0 && from > newest) break;
+    if (newest == 0 && !report.newest_readable && empty_chunks >= kEmptyChunksPastEnd) break;
+    if (newest == 0 && report.newest_readable) break;  // an empty log
+    Seq next = from;  // the first seq not yet accounted for
+    std::int64_t found = 0;
+    const bool whole = attempt([&] {
+      Query q(db.get(), (std::string(kEvents) + "WHERE seq >= ?1 AND seq < ?2 ORDER BY seq").c_str());
+      q.bind(1, from).bind(2, to);
+      while (q.step()) {
+        RawEvent e = read_event(q);
+        if (e.seq > next) note_range(report.absent, next, e.seq - 1);
+        fresh.import_event(e);
+        ++report.events;
+        ++found;
+        next = e.seq + 1;
+        max_found = std::max(max_found, e.seq);
+      }
+    });
+    if (!whole) {
+      // One seq at a time through the rest of the range.
+      for (Seq seq = next; seq < to; ++seq) {
+        bool present = false;
+        const bool read = attempt([&] {
+          Query q(db.get(), (std::string(kEvents) + "WHERE seq = ?1").c_str());
+          q.bind(1, seq);
+          if (q.step()) {
+            fresh.import_event(read_event(q));
+            ++report.events;
+            ++found;
+            present = true;
+            max_found = std::max(max_found, seq);
+          }
+        });
+        if (!read) {
+          note_range(report.unreadable, seq, seq);
+        } else if (!present && (newest == 0 || seq <= newest)) {
+          note_range(report.absent, seq, seq);
+        }
+      }
+    } else if (newest > 0) {
+      const Seq last = std::min(to - 1, newest);
+      if (next <= last) note_range(report.absent, next, last);
+    }
+    empty_chunks = found == 0 ? empty_chunks + 1 : 0;
+    if (progress) progress(report.events, 0);
+  }
+  // Seqs absent past the last event found, when the end was not known, are
+  // not losses: the log ended there.
+  if (newest == 0) {
+    while (!report.absent.empty() && report.absent.back().first > max_found) report.absent.pop_back();
+    if (!report.absent.empty() && report.absent.back().second > max_found) {
+      report.absent.back().second = max_found;
+    }
+  }
+  report.newest_seq = std::max(newest, max_found);
+  report.heads_readable = attempt([&] {
+    Query q(db.get(), "SELECT stream_kind, stream_id, revision, last_seq, hash FROM stream_heads");
+    std::vector<StreamHead> heads;
+    while (q.step()) heads.push_back({q.text(0), q.text(1), q.i64(2), q.i64(3), q.text(4)});
+    for (const auto& h : heads) fresh.put_head(h);
+    report.heads = static_cast<std::int64_t>(heads.size());
+  });
+  if (!report.heads_readable) {
+    // The heads are gone: the chain's tips as salvaged stand in for them
+    // (a cut tail can then no longer be seen; the report says so).
+    for (const StreamKind kind : {StreamKind::project, StreamKind::item}) {
+      auto events = fresh.scan_stream(kind);
+      RawEvent e;
+      std::optional<StreamHead> head;
+      while (events->next(e)) {
+        if (head && head->stream_id != e.stream_id) fresh.put_head(*head);
+        head = StreamHead{e.stream_kind, e.stream_id, e.revision, e.seq, e.hash};
+      }
+      if (head) fresh.put_head(*head);
+    }
+  }
+  if (!report.digest) {
+    // The digest is gone: the one the heads give, so that the log goes on
+    // from what it holds (and no seq it reached is handed out again).
+    Hash digest{};
+    std::int64_t heads = 0;
+    for (const StreamKind kind : {StreamKind::project, StreamKind::item}) {
+      auto cursor = fresh.scan_heads(kind);
+      StreamHead h;
+      Hash one{};
+      while (cursor->next(h)) {
+        if (hash_from_bytes(h.hash, one)) xor_into(digest, one);
+        ++heads;
+      }
+    }
+    fresh.put_log_digest({report.events, report.newest_seq,
+                          std::string(as_bytes(digest))});
+  } else {
+    fresh.put_log_digest(*report.digest);
+  }
+  // Rows as they were, where readable: rebuild keeps any that show the log
+  // lost events (a fence above the log's), so no fence is handed out twice.
+  report.rows_readable = attempt([&] {
+    Query q(db.get(),
+            "SELECT item_id, project_id, payload, status, owner, fence, attempts, "
+            "lease_expires_at, detail, queued_seq, queued_at, updated_at, last_seq FROM items");
+    std::vector<ItemRow> rows;
+    while (q.step()) {
+      ItemRow r;
+      r.item_id = q.text(0);
+      r.project_id = q.text(1);
+      r.payload = q.text(2);
+      auto status = parse_item_status(q.text(3));
+      if (!status) continue;  // a row that is not one: the fold decides
+      r.status = *status;
+      r.owner = q.text(4);
+      r.fence = static_cast<Fence>(q.i64(5));
+      r.attempts = static_cast<std::uint32_t>(q.i64(6));
+      r.lease_expires_at = q.i64(7);
+      r.detail = q.text(8);
+      r.queued_seq = q.i64(9);
+      r.queued_at = q.i64(10);
+      r.updated_at = q.i64(11);
+      r.last_seq = q.i64(12);
+      rows.push_back(std::move(r));
+    }
+    for (const auto& r : rows) fresh.put_item(r);
+    report.rows = static_cast<std::int64_t>(rows.size());
+  });
+  attempt([&] {
+    Query q(db.get(), "SELECT project_id, title, status, created_at, last_seq FROM projects");
+    std::vector<ProjectRow> rows;
+    while (q.step()) rows.push_back({q.text(0), q.text(1), q.text(2), q.i64(3), q.i64(4)});
+    for (const auto& r : rows) fresh.put_project(r);
+  });
+  attempt([&] {
+    Query q(db.get(), "SELECT project_id, actor, assigned_at, last_seq FROM project_actors");
+    std::vector<ProjectActorRow> rows;
+    while (q.step()) rows.push_back({q.text(0), q.text(1), q.i64(2), q.i64(3)});
+    for (const auto& r : rows) fresh.put_assignment(r);
+  });
+  tx.commit();
+  return report;
+}
+
+}  // namespace cplane::storage
