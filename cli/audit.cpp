@@ -89,6 +89,7 @@ Validity Cli::set_dry_run() {
 
 Validity Cli::run_rebuild() {
   return run([&] {
+    bulk_ = true;
     auto store = open(dry_run_ ? Access::read : Access::write);
     RebuildReport report;
     try {

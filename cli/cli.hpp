@@ -366,6 +366,10 @@ class Cli {
   std::string detail_;
   std::string reason_;
   bool dry_run_ = false;
+  // rebuild, restore, recover: one transaction over the whole database,
+  // with a larger page cache (SqliteOptions::cache_mib).
+  bool bulk_ = false;
+  static constexpr int kBulkCacheMib = 64;
   Seq since_ = 0;
   std::optional<std::string> against_;
   std::optional<std::string> to_;

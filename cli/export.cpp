@@ -245,6 +245,7 @@ Validity Cli::run_restore() {
     RemoveOnFailure cleanup{target};  // whatever this command created goes again if it fails
     RestoreReport report;
     {
+      bulk_ = true;
       auto store = open(Access::create);
       try {
         report = restore_export(in.f, store, progress("restore"));
@@ -307,6 +308,7 @@ Validity Cli::run_recover() {
     RecoverReport report;
     {
       db_ = *to_;
+      bulk_ = true;
       auto store = open(Access::create);
       report = recover(damaged, store, fmt::format("{}.salvage-{}", target, ::getpid()),
                        progress("recover"));

@@ -137,6 +137,7 @@ ControlStore Cli::open(Access access) {
   options.lock_timeout = lock_timeout_;
   options.create = access == Access::create;
   options.read_only = access == Access::read;
+  options.sqlite.cache_mib = bulk_ ? kBulkCacheMib : 0;
   const std::string path = db_ ? *db_ : default_db_path(access == Access::create);
   const std::string file = storage::sqlite_path(path);
   if (file == ":memory:") {

@@ -776,6 +776,10 @@ class SqliteBackend final : public Backend {
         exec("PRAGMA journal_size_limit=4194304", "cannot set journal_size_limit on " + path);
         sqlite3_wal_hook(db_, &SqliteBackend::after_commit, this);
       }
+      if (options.sqlite.cache_mib > 0) {
+        exec(fmt::format("PRAGMA cache_size=-{}", options.sqlite.cache_mib * 1024).c_str(),
+             "cannot set cache_size on " + path);
+      }
       prepare();
     } catch (...) {
       stmts_ = {};

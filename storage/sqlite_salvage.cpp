@@ -237,10 +237,10 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
   report.newest_seq = std::max(newest, max_found);
   report.heads_readable = attempt([&] {
     Query q(db.get(), "SELECT stream_kind, stream_id, revision, last_seq, hash FROM stream_heads");
-    std::vector<StreamHead> heads;
-    while (q.step()) heads.push_back({q.text(0), q.text(1), q.i64(2), q.i64(3), q.text(4)});
-    for (const auto& h : heads) fresh.put_head(h);
-    report.heads = static_cast<std::int64_t>(heads.size());
+    while (q.step()) {
+      fresh.put_head({q.text(0), q.text(1), q.i64(2), q.i64(3), q.text(4)});
+      ++report.heads;
+    }
   });
   if (!report.heads_readable) {
     // The heads are gone: the chain's tips as salvaged stand in for them
@@ -281,7 +281,6 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
     Query q(db.get(),
             "SELECT item_id, project_id, payload, status, owner, fence, attempts, "
             "lease_expires_at, detail, queued_seq, queued_at, updated_at, last_seq FROM items");
-    std::vector<ItemRow> rows;
     while (q.step()) {
       ItemRow r;
       r.item_id = q.text(0);
@@ -299,10 +298,12 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
       r.queued_at = q.i64(10);
       r.updated_at = q.i64(11);
       r.last_seq = q.i64(12);
-      rows.push_back(std::move(r));
+      // Written as read (another connection: the copy is only read), so
+      // that memory stays flat. A scan that fails midway keeps what it
+      // copied; the rest is rebuilt from the log.
+      fresh.put_item(r);
+      ++report.rows;
     }
-    for (const auto& r : rows) fresh.put_item(r);
-    report.rows = static_cast<std::int64_t>(rows.size());
   });
   attempt([&] {
     Query q(db.get(), "SELECT project_id, title, status, created_at, last_seq FROM projects");

@@ -322,3 +322,30 @@ TEST_CASE("a version-3 database is chained once by its migration", "[chain][migr
   sql(log.db, "UPDATE events SET at = at + 1, body = body || x'00' WHERE seq = 2");
   CHECK(find(verify_file(log.db), "event_edited").item_id == log.held);
 }
+
+TEST_CASE("a row value edited behind the engine's back and laundered into the next event is named",
+          "[chain][log]") {
+  TempDir dir;
+  const Log log = seed(dir);
+  std::string kind;
+  SECTION("attempts") {
+    sql(log.db, "UPDATE items SET attempts = 5 WHERE item_id = '" + log.held + "'");
+    kind = "attempt_not_rising";
+  }
+  SECTION("the fence") {
+    sql(log.db, "UPDATE items SET fence = 7 WHERE item_id = '" + log.held + "'");
+    kind = "fence_skipped";
+  }
+  {
+    // b's lease lapses; the next claim takes what the edited row says.
+    ControlStore store{log.db};
+    const auto next = store.claim("c", {.now = T0 + 200 * kSecond});
+    REQUIRE(next);
+    REQUIRE(next->item_id == log.held);
+  }
+  const auto problems = verify_file(log.db);
+  INFO(listing(problems));
+  const auto& p = find(problems, kind);
+  CHECK(p.item_id == log.held);
+  rebuild_refuses(log.db, kind);
+}

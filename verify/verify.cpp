@@ -533,6 +533,11 @@ struct ItemsProjection {
                          "events; left alone",
                          stored.row.last_seq, folded.last_seq);
     }
+    if (stored.row.updated_at > folded.updated_at) {
+      return fmt::format("updated_at {} in the row is later than the log's {}: the log lost "
+                         "events; left alone",
+                         stored.row.updated_at, folded.updated_at);
+    }
     return {};
   }
 };

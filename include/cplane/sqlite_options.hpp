@@ -13,6 +13,11 @@ struct SqliteOptions {
   bool writer_flock = true;
   // Write each WAL commit with one system call instead of two per page.
   bool coalesce_wal_writes = true;
+  // The page cache of the connection, MiB (0: SQLite's default, 2 MiB).
+  // Commands that read or write the whole database in one transaction
+  // (rebuild, restore, recover; the CLI sets it for them) run faster with
+  // more; a worker that claims and finishes needs none.
+  int cache_mib = 0;
 };
 
 }  // namespace cplane::storage
