@@ -32,7 +32,9 @@ void put_text(crypto_generichash_blake2b_state& s, std::string_view text) {
 }
 
 void init(crypto_generichash_blake2b_state& s) {
-  if (sodium_init() < 0) throw InternalError("libsodium failed to initialise");
+  // sodium_init takes a lock each call: once per process is enough.
+  static const bool ready = sodium_init() >= 0;
+  if (!ready) throw InternalError("libsodium failed to initialise");
   crypto_generichash_blake2b_init_salt_personal(&s, nullptr, 0, 32, nullptr, kPersonal);
 }
 

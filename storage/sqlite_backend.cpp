@@ -916,7 +916,14 @@ class SqliteBackend final : public Backend {
         .bind(seq, NullIfEmpty{event.item_id}, event.project_id, type_name(event.body), event.at,
               Blob{body}, kind, stream.id, revision, Blob{as_bytes(hash)})
         .run();
-    stmts_.put_head.bind(kind, stream.id, revision, seq, Blob{as_bytes(hash)}).run();
+    // An existing head is updated in place (INSERT OR REPLACE would delete
+    // and reinsert it); a new stream's is inserted.
+    if (revision > 1) {
+      stmts_.update_head.bind(kind, stream.id, revision, seq, Blob{as_bytes(hash)}).run();
+    }
+    if (revision == 1 || sqlite3_changes(db_) == 0) {
+      stmts_.put_head.bind(kind, stream.id, revision, seq, Blob{as_bytes(hash)}).run();
+    }
     xor_into(digest.digest, prev);
     xor_into(digest.digest, hash);
     ++digest.events;
@@ -1136,7 +1143,7 @@ class SqliteBackend final : public Backend {
  private:
   struct Statements {
     Statement begin_immediate, begin_deferred, commit;
-    Statement append, stream_events, find_head, put_head, put_digest, load_digest, max_seq;
+    Statement append, stream_events, find_head, put_head, update_head, put_digest, load_digest, max_seq;
     Statement find_item, insert_item, put_item, delete_item;
     Statement oldest_ready, earliest_lapsed;
     Statement find_project, put_project, delete_project;
@@ -1439,6 +1446,9 @@ class SqliteBackend final : public Backend {
     stmts_.put_head = p(
         "INSERT OR REPLACE INTO stream_heads (stream_kind, stream_id, revision, last_seq, hash) "
         "VALUES (?1, ?2, ?3, ?4, ?5)");
+    stmts_.update_head = p(
+        "UPDATE stream_heads SET revision = ?3, last_seq = ?4, hash = ?5 "
+        "WHERE stream_kind = ?1 AND stream_id = ?2");
     stmts_.load_digest = p("SELECT events, last_seq, digest FROM log_digest WHERE shard = 0");
     stmts_.max_seq = p("SELECT coalesce(max(seq), 0) FROM events");
     stmts_.put_digest = p(
