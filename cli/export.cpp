@@ -1,5 +1,6 @@
 // cplane export, audit, restore: the log on its own, outside any database.
 #include <fcntl.h>
+#include <stdio.h>
 
 #include "cli/cli.hpp"
 
@@ -34,11 +35,42 @@ struct RemoveOnFailure {
   }
 };
 
+// restore and recover build a fresh database at a temporary name beside
+// the target, and move it into place only once it is complete (with its
+// WAL, if the last checkpoint left one): a command killed midway leaves
+// `NEW.partial-PID` files, never a database at NEW that looks sound.
+void move_into_place(const std::string& partial, const std::string& target) {
+  std::error_code ec;
+  const std::string wal = partial + "-wal";
+  if (std::filesystem::exists(wal, ec) && std::filesystem::file_size(wal, ec) > 0) {
+    if (::rename(wal.c_str(), (target + "-wal").c_str()) != 0) {
+      throw StorageError(StorageError::Category::io,
+                         fmt::format("cannot move {} into place: {}", wal, std::strerror(errno)));
+    }
+  }
+  for (const char* suffix : {"-wal", "-shm", "-lock"}) ::unlink((partial + suffix).c_str());
+  const bool empty_target = std::filesystem::exists(target, ec);
+  const int rc = empty_target ? ::rename(partial.c_str(), target.c_str())
+                              : ::renameat2(AT_FDCWD, partial.c_str(), AT_FDCWD, target.c_str(),
+                                            RENAME_NOREPLACE);
+  if (rc != 0) {
+    throw StorageError(StorageError::Category::io,
+                       fmt::format("cannot move the new database into place at {}: {}", target,
+                                   std::strerror(errno)));
+  }
+}
+
 // restore and recover build a fresh database and never write over one.
 void refuse_existing(const std::string& target, const char* command,
                      const std::string& source = {}) {
   std::error_code ec;
   if (!std::filesystem::exists(target, ec)) return;
+  if (!std::filesystem::is_regular_file(target, ec)) {
+    throw StorageError(StorageError::Category::unavailable,
+                       fmt::format("{} is not a regular file: {} builds a database file there, "
+                                   "and never replaces anything else",
+                                   target, command));
+  }
   if (std::filesystem::file_size(target, ec) > 0 ||
       (!source.empty() && std::filesystem::equivalent(target, source, ec))) {
     throw StorageError(StorageError::Category::unavailable,
@@ -51,6 +83,11 @@ void refuse_existing(const std::string& target, const char* command,
 // An export to read: a file, or standard input for "-".
 File open_input(const std::string& source) {
   if (source == "-") return File{stdin, false};
+  std::error_code ec;
+  if (std::filesystem::is_directory(source, ec)) {
+    throw StorageError(StorageError::Category::unavailable,
+                       fmt::format("{} is a directory, not an export", source));
+  }
   File in{std::fopen(source.c_str(), "rb"), true};
   if (in.f == nullptr) {
     throw StorageError(StorageError::Category::unavailable,
@@ -96,12 +133,52 @@ Validity Cli::run_export() {
     options.since = since_;
     options.progress = progress("export");
     ExportSummary summary;
+    // Where it goes: a regular file (or a new one) is written beside and
+    // renamed into place; a symbolic link is followed to its target; a
+    // pipe or a character device is written in place (renaming over it
+    // would replace the device with a file); anything else is refused.
+    std::string path = target;
+    bool in_place = false;
+    if (!to_stdout) {
+      std::error_code ec;
+      for (int hops = 0; std::filesystem::is_symlink(std::filesystem::symlink_status(path, ec));
+           ++hops) {
+        const auto to = std::filesystem::read_symlink(path, ec);
+        if (ec || hops == 40) {
+          throw StorageError(StorageError::Category::unavailable,
+                             fmt::format("cannot follow the link {}", target));
+        }
+        path = (to.is_absolute() ? to : std::filesystem::path(path).parent_path() / to).string();
+      }
+      const auto st = std::filesystem::status(path, ec);
+      if (std::filesystem::is_fifo(st) || std::filesystem::is_character_file(st)) {
+        in_place = true;
+      } else if (std::filesystem::exists(st) && !std::filesystem::is_regular_file(st)) {
+        throw StorageError(StorageError::Category::unavailable,
+                           fmt::format("{} is not a regular file, a pipe or a character device: "
+                                       "an export is not written there",
+                                       target));
+      }
+    }
     if (to_stdout) {
       summary = export_log(store, stdout, options);
+    } else if (in_place) {
+      File out{std::fopen(path.c_str(), "wb"), true};
+      if (out.f == nullptr) {
+        throw StorageError(StorageError::Category::io,
+                           fmt::format("cannot open {}: {}", target, std::strerror(errno)));
+      }
+      summary = export_log(store, out.f, options);
+      if (std::fclose(out.f) != 0) {
+        out.f = nullptr;
+        throw StorageError(StorageError::Category::io,
+                           fmt::format("cannot write {}: {}", target, std::strerror(errno)));
+      }
+      out.f = nullptr;
     } else {
       // Written beside the target and renamed into place once complete and
       // on disk: a reader never sees half an export under its name.
-      const std::string partial = fmt::format("{}.partial-{}", target, ::getpid());
+      const std::string partial = fmt::format("{}.partial-{}", path, ::getpid());
       const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
       if (fd < 0) {
         throw StorageError(StorageError::Category::io,
@@ -116,7 +193,7 @@ Validity Cli::run_export() {
                              fmt::format("cannot write {}: {}", partial, std::strerror(errno)));
         }
         out.f = nullptr;
-        if (::rename(partial.c_str(), target.c_str()) != 0) {
+        if (::rename(partial.c_str(), path.c_str()) != 0) {
           throw StorageError(StorageError::Category::io,
                              fmt::format("cannot rename {} to {}: {}", partial, target,
                                          std::strerror(errno)));
@@ -242,10 +319,12 @@ Validity Cli::run_restore() {
     refuse_existing(target, "restore");
     const std::string source = args_.at(0);
     File in = open_input(source);
-    RemoveOnFailure cleanup{target};  // whatever this command created goes again if it fails
+    const std::string partial = fmt::format("{}.partial-{}", target, ::getpid());
+    RemoveOnFailure cleanup{partial};  // whatever this command created goes again if it fails
     RestoreReport report;
     {
       bulk_ = true;
+      db_ = partial;
       auto store = open(Access::create);
       try {
         report = restore_export(in.f, store, progress("restore"));
@@ -257,6 +336,7 @@ Validity Cli::run_restore() {
         throw Exit{kProblemsFound};
       }
     }
+    move_into_place(partial, target);
     cleanup.armed = false;
     changed_ = true;
     end_progress();
@@ -304,15 +384,16 @@ Validity Cli::run_recover() {
       throw StorageError(StorageError::Category::unavailable,
                          fmt::format("{} is not a file: nothing to recover", damaged));
     }
-    RemoveOnFailure cleanup{target};
+    const std::string partial = fmt::format("{}.partial-{}", target, ::getpid());
+    RemoveOnFailure cleanup{partial};
     RecoverReport report;
     {
-      db_ = *to_;
+      db_ = partial;
       bulk_ = true;
       auto store = open(Access::create);
-      report = recover(damaged, store, fmt::format("{}.salvage-{}", target, ::getpid()),
-                       progress("recover"));
+      report = recover(damaged, store, partial + "-salvage", progress("recover"));
     }
+    move_into_place(partial, target);
     cleanup.armed = false;
     changed_ = true;
     end_progress();

@@ -70,6 +70,9 @@ struct RawEvent {
   // left).
   std::int64_t revision = 0;
   std::string hash;
+  // Set when a column is stored with another type than the engine writes
+  // (an INTEGER column holding text, an id stored as a BLOB): what it is.
+  std::string bad_column;
 };
 
 // A stream's head as stored beside the log: its newest revision, that

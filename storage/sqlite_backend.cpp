@@ -310,6 +310,7 @@ class Statement {
   void reset() { sqlite3_reset(stmt_); }
 
   std::int64_t i64(int col) const { return sqlite3_column_int64(stmt_, col); }
+  int type(int col) const { return sqlite3_column_type(stmt_, col); }
   std::string text(int col) const {
     auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
     return p == nullptr ? std::string() : std::string(p, sqlite3_column_bytes(stmt_, col));
@@ -420,6 +421,28 @@ const char* const kEventColumns =
     "seq, stream_kind, stream_id, item_id, project_id, type, at, body, stream_rev, hash";
 
 void fill_event(const Statement& s, RawEvent& e) {
+  // A column stored with another type than cplane writes (only an edit does
+  // that) reads back converted, and could pass for the body's value: name
+  // it. (Checked before any read: a read converts the value in place.)
+  e.bad_column.clear();
+  static constexpr struct {
+    int col;
+    const char* name;
+    int type;
+    bool nullable;
+  } kTypes[] = {{0, "seq", SQLITE_INTEGER, false},        {1, "stream_kind", SQLITE_TEXT, false},
+                {2, "stream_id", SQLITE_TEXT, false},     {3, "item_id", SQLITE_TEXT, true},
+                {4, "project_id", SQLITE_TEXT, false},    {5, "type", SQLITE_TEXT, false},
+                {6, "at", SQLITE_INTEGER, false},         {7, "body", SQLITE_BLOB, false},
+                {8, "stream_rev", SQLITE_INTEGER, false}, {9, "hash", SQLITE_BLOB, true}};
+  static constexpr const char* kNames[] = {"", "INTEGER", "REAL", "TEXT", "BLOB", "NULL"};
+  for (const auto& t : kTypes) {
+    const int stored = s.type(t.col);
+    if (stored == t.type || (t.nullable && stored == SQLITE_NULL)) continue;
+    e.bad_column = fmt::format("column {} is stored as {}, not {}", t.name, kNames[stored],
+                               kNames[t.type]);
+    break;
+  }
   e.seq = s.i64(0);
   s.text_into(1, e.stream_kind);
   s.text_into(2, e.stream_id);
@@ -1143,7 +1166,7 @@ class SqliteBackend final : public Backend {
  private:
   struct Statements {
     Statement begin_immediate, begin_deferred, commit;
-    Statement append, stream_events, find_head, put_head, update_head, put_digest, load_digest, max_seq;
+    Statement append, stream_events, find_head, put_head, update_head, put_digest, load_digest;
     Statement find_item, insert_item, put_item, delete_item;
     Statement oldest_ready, earliest_lapsed;
     Statement find_project, put_project, delete_project;
@@ -1205,10 +1228,12 @@ class SqliteBackend final : public Backend {
   LogDigestState& writing_digest() {
     if (digest_) return *digest_;
     std::optional<LogDigest> stored;
+    Seq newest_event = 0;
     auto& load = stmts_.load_digest.bind();
     if (load.step()) {
       stored = LogDigest{load.i64(0), load.i64(1), {}};
       load.blob_into(2, stored->digest);
+      newest_event = load.i64(3);
     }
     load.reset();
     Hash hash{};
@@ -1221,9 +1246,7 @@ class SqliteBackend final : public Backend {
     }
     // A seq is never handed out twice, not even one whose event was cut off
     // (the digest remembers it), nor one a foreign insert took.
-    auto& max_seq = stmts_.max_seq.bind();
-    const Seq newest = std::max(stored->last_seq, max_seq.step() ? max_seq.i64(0) : 0);
-    max_seq.reset();
+    const Seq newest = std::max(stored->last_seq, newest_event);
     digest_ = LogDigestState{stored->events, newest, hash};
     return *digest_;
   }
@@ -1449,8 +1472,9 @@ class SqliteBackend final : public Backend {
     stmts_.update_head = p(
         "UPDATE stream_heads SET revision = ?3, last_seq = ?4, hash = ?5 "
         "WHERE stream_kind = ?1 AND stream_id = ?2");
-    stmts_.load_digest = p("SELECT events, last_seq, digest FROM log_digest WHERE shard = 0");
-    stmts_.max_seq = p("SELECT coalesce(max(seq), 0) FROM events");
+    stmts_.load_digest = p(
+        "SELECT events, last_seq, digest, (SELECT coalesce(max(seq), 0) FROM events) "
+        "FROM log_digest WHERE shard = 0");
     stmts_.put_digest = p(
         "UPDATE log_digest SET events = ?1, last_seq = ?2, digest = ?3 WHERE shard = 0");
     stmts_.stream_events = p(fmt::format(

@@ -179,55 +179,61 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
   int empty_chunks = 0;
   Seq max_found = 0;
   for (Seq from = 1;; from += kChunk) {
-    const Seq to = from + kChunk;  // exclusive
     if (newest > 0 && from > newest) break;
     if (newest == 0 && !report.newest_readable && empty_chunks >= kEmptyChunksPastEnd) break;
     if (newest == 0 && report.newest_readable) break;  // an empty log
-    Seq next = from;  // the first seq not yet accounted for
+    const Seq end = newest > 0 ? std::min(from + kChunk - 1, newest) : from + kChunk - 1;
     std::int64_t found = 0;
-    const bool whole = attempt([&] {
-      Query q(db.get(), (std::string(kEvents) + "WHERE seq >= ?1 AND seq < ?2 ORDER BY seq").c_str());
-      q.bind(1, from).bind(2, to);
-      while (q.step()) {
-        RawEvent e = read_event(q);
-        if (e.seq > next) note_range(report.absent, next, e.seq - 1);
-        fresh.import_event(e);
-        ++report.events;
-        ++found;
-        next = e.seq + 1;
-        max_found = std::max(max_found, e.seq);
-      }
-    });
-    if (!whole) {
-      // One seq at a time through the rest of the range.
-      for (Seq seq = next; seq < to; ++seq) {
+    auto take = [&](const Query& q) {
+      RawEvent e = read_event(q);
+      fresh.import_event(e);
+      ++report.events;
+      ++found;
+      max_found = std::max(max_found, e.seq);
+      return e.seq;
+    };
+    // Seq by seq: a seq whose lookup fails is unreadable, one that is not
+    // there is absent.
+    auto probe = [&](Seq first, Seq last) {
+      for (Seq seq = first; seq <= last; ++seq) {
         bool present = false;
         const bool read = attempt([&] {
           Query q(db.get(), (std::string(kEvents) + "WHERE seq = ?1").c_str());
           q.bind(1, seq);
           if (q.step()) {
-            fresh.import_event(read_event(q));
-            ++report.events;
-            ++found;
+            take(q);
             present = true;
-            max_found = std::max(max_found, seq);
           }
         });
         if (!read) {
           note_range(report.unreadable, seq, seq);
-        } else if (!present && (newest == 0 || seq <= newest)) {
+        } else if (!present) {
           note_range(report.absent, seq, seq);
         }
       }
-    } else if (newest > 0) {
-      const Seq last = std::min(to - 1, newest);
-      if (next <= last) note_range(report.absent, next, last);
-    }
+    };
+    // The range in one scan; every seq it skips, and the rest of the range
+    // after it fails or stops short (a damaged page can end a scan early
+    // without an error), is looked up on its own.
+    Seq next = from;
+    attempt([&] {
+      Query q(db.get(), (std::string(kEvents) + "WHERE seq >= ?1 AND seq <= ?2 ORDER BY seq").c_str());
+      q.bind(1, from).bind(2, end);
+      while (q.step()) {
+        const Seq seq = q.i64(0);
+        if (seq < next || seq > end) continue;  // not in order: damage; looked up below
+        if (seq > next) probe(next, seq - 1);
+        take(q);
+        next = seq + 1;
+      }
+    });
+    if (next <= end) probe(next, end);
     empty_chunks = found == 0 ? empty_chunks + 1 : 0;
     if (progress) progress(report.events, 0);
   }
   // Seqs absent past the last event found, when the end was not known, are
-  // not losses: the log ended there.
+  // not losses: the log ended there. (Unreadable ones stay: what they held
+  // is unknown.)
   if (newest == 0) {
     while (!report.absent.empty() && report.absent.back().first > max_found) report.absent.pop_back();
     if (!report.absent.empty() && report.absent.back().second > max_found) {

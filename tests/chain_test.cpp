@@ -349,3 +349,79 @@ TEST_CASE("a row value edited behind the engine's back and laundered into the ne
   CHECK(p.item_id == log.held);
   rebuild_refuses(log.db, kind);
 }
+
+TEST_CASE("a log column stored with another type is named, though it reads back the same",
+          "[chain]") {
+  TempDir dir;
+  const Log log = seed(dir);
+  const std::string seq = seq_of(log.db, log.held, "claimed");
+  std::string column;
+  SECTION("at as text") {
+    sql(log.db, "UPDATE events SET at = at || 'abc' WHERE seq = " + seq);
+    column = "at";
+  }
+  SECTION("stream_rev as text") {
+    sql(log.db, "UPDATE events SET stream_rev = stream_rev || 'x' WHERE seq = " + seq);
+    column = "stream_rev";
+  }
+  SECTION("at as a real number") {
+    sql(log.db, "UPDATE events SET at = CAST(at AS REAL) + 0.4 WHERE seq = " + seq);
+    column = "at";
+  }
+  SECTION("item_id as a blob") {
+    sql(log.db, "UPDATE events SET item_id = CAST(item_id AS BLOB) WHERE seq = " + seq);
+    column = "item_id";
+  }
+  SECTION("type as a blob") {
+    sql(log.db, "UPDATE events SET type = CAST(type AS BLOB) WHERE seq = " + seq);
+    column = "type";
+  }
+  const auto problems = verify_file(log.db);
+  INFO(listing(problems));
+  const auto& p = find(problems, "index_disagrees");
+  CHECK_THAT(p.detail, Catch::Contains("seq " + seq) && Catch::Contains("column " + column));
+  rebuild_refuses(log.db, "index_disagrees");
+}
+
+TEST_CASE("problem details stay short whatever size the edited values are", "[chain]") {
+  TempDir dir;
+  const Log log = seed(dir);
+  const std::string seq = seq_of(log.db, log.held, "claimed");
+  sql(log.db, "UPDATE events SET type = hex(randomblob(200000)), project_id = "
+              "hex(randomblob(100000)) WHERE seq = " + seq);
+  sql(log.db, "INSERT INTO stream_heads VALUES ('item', hex(randomblob(100000)), 1, 1, "
+              "zeroblob(32))");
+  const auto problems = verify_file(log.db);
+  REQUIRE_FALSE(problems.empty());
+  for (const auto& p : problems) {
+    CHECK(p.detail.size() <= 1100);
+    CHECK(p.item_id.size() <= 300);
+    CHECK(p.project_id.size() <= 300);
+  }
+  auto r = run_cli({"--db", log.db, "verify"});
+  CHECK_EXIT(r, 6);
+  CHECK(r.out.size() < 20'000);
+}
+
+TEST_CASE("seqs removed with their heads rewritten are named, even when the digest disagrees",
+          "[chain]") {
+  TempDir dir;
+  const Log log = seed(dir);
+  std::string missing;
+  SECTION("a whole stream and its head") {
+    missing = seq_of(log.db, log.ready, "queued");
+    sql(log.db, "DELETE FROM events WHERE stream_id = '" + log.ready + "'; DELETE FROM "
+                "stream_heads WHERE stream_id = '" + log.ready + "'");
+  }
+  SECTION("the newest event, its head rewritten to the one before") {
+    missing = seq_of(log.db, log.held, "claimed");
+    const auto before = seq_of(log.db, log.held, "claimed", "min");
+    sql(log.db, "DELETE FROM events WHERE seq = " + missing + "; UPDATE stream_heads SET "
+                "revision = revision - 1, last_seq = " + before + ", hash = (SELECT hash FROM "
+                "events WHERE seq = " + before + ") WHERE stream_id = '" + log.held + "'");
+  }
+  const auto problems = verify_file(log.db);
+  INFO(listing(problems));
+  CHECK_THAT(find(problems, "seq_gap").detail, Catch::Contains(missing + ".." + missing));
+  find(problems, "digest_disagrees");
+}

@@ -12,6 +12,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <thread>
+
+#include <sys/stat.h>
 
 #include <cplane/cplane.hpp>
 
@@ -299,5 +302,35 @@ TEST_CASE("cplane export, audit and restore: files, exit codes, nothing left on 
     CHECK_EXIT(r, 1);
     CHECK_FALSE(fs::exists(dir.file("missing.db")));
     CHECK_FALSE(fs::exists(dir.file("x.cpx")));
+  }
+}
+
+TEST_CASE("export writes through a pipe or a link and never replaces what is there",
+          "[export][cli]") {
+  TempDir dir;
+  const auto db = seed(dir);
+  SECTION("a symbolic link: its target is written, the link stays") {
+    const auto target = dir.file("target.cpx");
+    fs::create_symlink(target, dir.file("link.cpx"));
+    CHECK_EXIT(run_cli({"--db", db, "export", dir.file("link.cpx")}), 0);
+    CHECK(fs::is_symlink(dir.file("link.cpx")));
+    CHECK(audit_file(target).problems.empty());
+  }
+  SECTION("a pipe: written in place, read whole at the other end") {
+    const auto fifo = dir.file("pipe");
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    std::string read;
+    std::thread reader([&] { read = slurp(fifo); });
+    auto r = run_cli({"--db", db, "export", fifo});
+    reader.join();
+    CHECK_EXIT(r, 0);
+    CHECK(fs::is_fifo(fifo));
+    spit(dir.file("copy.cpx"), read);
+    CHECK(audit_file(dir.file("copy.cpx")).problems.empty());
+  }
+  SECTION("a directory is refused") {
+    fs::create_directory(dir.file("folder"));
+    CHECK_EXIT(run_cli({"--db", db, "export", dir.file("folder")}), 1);
+    CHECK(fs::is_directory(dir.file("folder")));
   }
 }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "verify/quote.hpp"
+
 namespace cplane {
 
 namespace {
@@ -9,7 +11,7 @@ namespace {
 constexpr Seq kMaxTrackedSeq = Seq{1} << 28;
 }  // namespace
 
-std::string StreamChain::name() const { return fmt::format("{} {}", kind_, id_); }
+std::string StreamChain::name() const { return fmt::format("{} {}", kind_, quoted(id_)); }
 
 LedgerProblem StreamChain::problem(const char* kind, std::string detail) const {
   return {kind, kind_ == "item" ? id_ : std::string(),
@@ -139,28 +141,28 @@ void LogChain::finish(const std::optional<storage::LogDigest>& digest, bool dens
     out.push_back({"digest_disagrees", "", "",
                    "the log's digest (table log_digest) is gone: it was deleted outside cplane, "
                    "and with it the proof that no stream was removed whole"});
-    return;
+  } else if (!broken_) {  // (a broken stream named the fault already)
+    Hash stored{};
+    const bool readable = hash_from_bytes(digest->digest, stored);
+    if (!readable || stored != digest_ || digest->events != events_) {
+      out.push_back(
+          {"digest_disagrees", "", "",
+           fmt::format("the log's digest counts {} event(s){}, the log holds {}{}: a stream was "
+                       "removed together with its head, or a head was edited, outside cplane",
+                       digest->events, readable ? "" : " (its hash is damaged)", events_,
+                       stored == digest_ ? "" : ", and its heads' hashes do not fold to it")});
+    }
   }
-  if (broken_) return;  // a stream named the fault already
-  Hash stored{};
-  const bool readable = hash_from_bytes(digest->digest, stored);
-  if (!readable || stored != digest_ || digest->events != events_) {
-    out.push_back(
-        {"digest_disagrees", "", "",
-         fmt::format("the log's digest counts {} event(s){}, the log holds {}{}: a stream was "
-                     "removed together with its head, or a head was edited, outside cplane",
-                     digest->events, readable ? "" : " (its hash is damaged)", events_,
-                     stored == digest_ ? "" : ", and its heads' hashes do not fold to it")});
-    return;
-  }
-  // Seqs are handed out one by one and never reused: with every chain
-  // intact, a missing seq is an event removed with its head rewritten.
-  const Seq newest = std::max(digest->last_seq, last_seq_);
+  if (broken_) return;
+  // Seqs are handed out one by one and never reused: with every stream's
+  // chain intact, a missing seq is an event removed with its head
+  // rewritten (or, with the digest, a whole stream removed): name it.
+  const Seq newest = std::max(digest ? digest->last_seq : 0, last_seq_);
   if (!dense || untracked_ || newest >= kMaxTrackedSeq) return;
   Seq gap_start = 0;
   for (Seq s = 1; s <= newest + 1; ++s) {
-    const bool present =
-        s <= newest && static_cast<std::size_t>(s) < seen_.size() && seen_[static_cast<std::size_t>(s)];
+    const bool present = s <= newest && static_cast<std::size_t>(s) < seen_.size() &&
+                         seen_[static_cast<std::size_t>(s)];
     if (!present && s <= newest && gap_start == 0) gap_start = s;
     if ((present || s > newest) && gap_start != 0) {
       out.push_back({"seq_gap", "", "",

@@ -17,6 +17,7 @@
 #include "events/events.capnp.h"
 #include "events/export.capnp.h"
 #include "verify/chain_check.hpp"
+#include "verify/quote.hpp"
 
 namespace cplane {
 
@@ -250,6 +251,7 @@ class Reader {
       throw damaged(fmt::format("the export is damaged after {} event(s): {}", events_,
                                 e.getDescription().cStr()));
     }
+    check_order();
   }
 
  private:
@@ -259,7 +261,11 @@ class Reader {
       throw damaged("the file does not begin with an export header: not a cplane export");
     }
     auto h = root.getHeader();
-    if (h.getFormatVersion() > kExportFormatVersion || h.getFormatVersion() == 0) {
+    if (h.getFormatVersion() == 0) {
+      throw damaged("the export header has format version 0: the file is damaged, or not a "
+                    "cplane export");
+    }
+    if (h.getFormatVersion() > kExportFormatVersion) {
       throw StorageError(StorageError::Category::incompatible,
                          fmt::format("the export has format version {}, which this cplane ({}, "
                                      "format {}) does not read: upgrade cplane",
@@ -277,6 +283,38 @@ class Reader {
     if (h.getHasDigest()) {
       header_.digest = storage::LogDigest{h.getLogEvents(), h.getLogLastSeq(), bytes(h.getLogDigest())};
     }
+  }
+
+  // Records come in the order export writes them: project streams, item
+  // streams, then kinds this build does not know; within a known kind, by
+  // stream id, each stream's events by seq and then its head. Anything else
+  // was not written by cplane export (whatever its hashes say).
+  void check_order() {
+    if (kind_ == Kind::end) return;
+    const bool is_event = kind_ == Kind::event;
+    const std::string& kind = is_event ? event_.stream_kind : head_.stream_kind;
+    const auto parsed = parse_stream_kind(kind);
+    const int section = !parsed ? 2 : *parsed == StreamKind::project ? 0 : 1;
+    const std::string& id = is_event ? event_.stream_id : head_.stream_id;
+    const Seq seq = is_event ? event_.seq : 0;
+    bool in_order = true;
+    if (section != order_.section) {
+      in_order = section > order_.section;
+    } else if (section == 2) {
+      in_order = is_event ? !order_.head : true;  // unknown kinds: events, then heads
+    } else if (id != order_.id) {
+      in_order = id > order_.id;
+    } else if (is_event) {
+      in_order = !order_.head && seq > order_.seq;
+    } else {
+      in_order = !order_.head;
+    }
+    if (!in_order) {
+      throw damaged(fmt::format("the export is out of order after {} event(s) (a {} of {} {} "
+                                "where it cannot be): it was not written by cplane export",
+                                events_, is_event ? "event" : "head", kind, quoted(id)));
+    }
+    order_ = {section, id, seq, !is_event};
   }
 
   void decode_record() {
@@ -413,6 +451,12 @@ class Reader {
   std::string prev_hash_;
   storage::StreamHead head_;
   std::int64_t events_ = 0, heads_ = 0;
+  struct Order {
+    int section = -1;
+    std::string id;
+    Seq seq = 0;
+    bool head = false;  // the last record was a head
+  } order_;
   Hasher whole_;   // every byte read so far
   Hasher before_;  // every byte before the current record
 };
@@ -660,7 +704,15 @@ RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progr
     const std::int64_t total = std::max<std::int64_t>(reader.header().event_count, 0);
     while (reader.kind() != Reader::Kind::end) {
       if (reader.kind() == Reader::Kind::event) {
-        fresh.import_event(reader.event());
+        try {
+          fresh.import_event(reader.event());
+        } catch (const StorageError& e) {
+          if (e.category() != StorageError::Category::io) throw;
+          // The only write that can collide: a seq the file holds twice.
+          throw damaged(fmt::format("the export holds seq {} twice (it was not written by "
+                                    "cplane export): {}",
+                                    reader.event().seq, e.what()));
+        }
         if (reader.events() % kProgressEvery == 0 && progress) progress(reader.events(), total);
       } else {
         fresh.put_head(reader.head());

@@ -31,6 +31,7 @@
 #include "projections/apply.hpp"
 #include "projections/rules.hpp"
 #include "verify/chain_check.hpp"
+#include "verify/quote.hpp"
 
 namespace cplane {
 
@@ -71,20 +72,6 @@ struct FieldDiff {
   std::string stored;
   std::string folded;
 };
-
-// A value as a problem or a change quotes it: whole when short; otherwise
-// its first 200 bytes, its length and a fingerprint (FNV-1a, 64 bits), so
-// that a report on huge tampered payloads stays small.
-std::string quoted(const std::string& s) {
-  constexpr std::size_t kShown = 200;
-  if (s.size() <= kShown) return fmt::format("'{}'", s);
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
-  std::size_t cut = kShown;
-  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;  // whole characters
-  return fmt::format("'{}...' ({} bytes, fnv1a {:016x})", std::string_view(s).substr(0, cut),
-                     s.size(), h);
-}
 
 std::vector<std::string> describe(const std::vector<FieldDiff>& diffs) {
   std::vector<std::string> out;
@@ -183,14 +170,20 @@ std::optional<StoredEvent> read_event(const storage::RawEvent& raw, StreamAudit&
   }
   const Event& e = stored.event;
   const StreamRef stream = stream_of(e);
+  if (!raw.bad_column.empty()) {
+    audit.problems.push_back({"index_disagrees", e.item_id, e.project_id,
+                              fmt::format("event seq {}: {} (edited outside cplane)", raw.seq,
+                                          raw.bad_column)});
+  }
   auto check = [&](const char* column, const auto& stored_value, const auto& body_value,
                    bool files_it) {
     if (stored_value == body_value) return;
     if (files_it) facts.incomplete.insert({stream.kind, stream.id});
     // Named by what the body says (the truth), not by the columns.
     audit.problems.push_back({"index_disagrees", e.item_id, e.project_id,
-                              fmt::format("event seq {}: column {} is '{}' but the body says '{}'",
-                                          raw.seq, column, stored_value, body_value)});
+                              fmt::format("event seq {}: column {} is {} but the body says {}",
+                                          raw.seq, column, quoted(fmt::format("{}", stored_value)),
+                                          quoted(fmt::format("{}", body_value)))});
   };
   check("stream_kind", raw.stream_kind, std::string(to_string(stream.kind)), true);
   check("stream_id", raw.stream_id, stream.id, true);
@@ -525,8 +518,8 @@ struct ItemsProjection {
   static std::string evidence_of_loss(const Stored& stored, const Row& folded) {
     if (stored.row.fence > folded.fence) {
       return fmt::format("fence {} in the row is above the log's {}: the log lost events; left "
-                         "alone, so that fence {} is never handed out twice",
-                         stored.row.fence, folded.fence, folded.fence + 1);
+                         "alone, so that no fence up to {} is handed out twice",
+                         stored.row.fence, folded.fence, stored.row.fence);
     }
     if (stored.row.last_seq > folded.last_seq) {
       return fmt::format("last_seq {} in the row is newer than the log's {}: the log lost "
@@ -876,6 +869,13 @@ void replay(storage::Backend& backend, StreamKind kind, LogFacts& facts,
     const bool headed = have_head && head.stream_id == sid;
     if (headed) facts.chain.head(head);
     chain.finish(headed ? &head : nullptr, audit.chain_problems);
+    if (r.salvage && chain.broken() && headed && kind == StreamKind::item) {
+      // recover, over a stream that lost events: a lost claim may have
+      // handed out a fence above the fold's. Every claim is one event, so
+      // the head's revision bounds every fence the item ever had: the row
+      // takes it, and the next claim goes above it.
+      audit.item.fence = std::max<Fence>(audit.item.fence, static_cast<Fence>(head.revision));
+    }
     if (headed) have_head = heads->next(head);
     if (chain.broken()) facts.chain.stream_broken();
     on_stream(audit);
@@ -958,6 +958,7 @@ std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progre
     if (summary != nullptr) summarize(audit, *summary);
     for (auto* list : {&audit.chain_problems, &audit.problems}) {
       for (auto& p : *list) {
+        bound(p.detail);
         about.emplace_back(audit.stream.kind, audit.stream.id);
         problems.push_back(std::move(p));
       }
@@ -982,6 +983,11 @@ std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progre
       kept.push_back(std::move(problems[i]));
     }
     problems = std::move(kept);
+  }
+  for (auto& p : problems) {
+    bound(p.detail);
+    bound(p.item_id, 256);
+    bound(p.project_id, 256);
   }
   return problems;
 }
@@ -1015,6 +1021,9 @@ RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& p
     for (auto* list : {&audit.chain_problems, &audit.problems}) {
       for (auto& p : *list) {
         ++refusals_total;
+        bound(p.detail);
+        bound(p.item_id, 256);
+        bound(p.project_id, 256);
         if (refusals.size() < kMaxListedChanges) refusals.push_back(std::move(p));
       }
     }
