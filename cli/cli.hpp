@@ -232,6 +232,8 @@ class Cli {
   Validity run_finish();
   kj::MainFunc heartbeat_command();
   Validity run_heartbeat();
+  kj::MainFunc expire_command();
+  Validity run_expire();
   kj::MainFunc release_command();
   Validity set_reason(kj::StringPtr text);
   Validity run_release();

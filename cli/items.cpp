@@ -376,6 +376,8 @@ Validity Cli::run_events() {
           o.num("lease_expires_at", x->lease_expires_at);
         } else if (auto* r = std::get_if<ItemReleased>(&e.body)) {
           o.str("reason", r->reason);
+        } else if (auto* x = std::get_if<LeaseExpired>(&e.body)) {
+          o.str("owner", x->owner).num("lease_expires_at", x->lease_expires_at);
         }
         out += (first ? "" : ",") + o.done();
       } else {
@@ -386,6 +388,26 @@ Validity Cli::run_events() {
     }
     if (json_) out += "]";
     if (json_ || !events.empty()) print(out);
+  });
+}
+
+// ---- expire -------------------------------------------------------------------
+kj::MainFunc Cli::expire_command() {
+  return globals(kj::MainBuilder(
+             context_, kVersionLine,
+             "Record a lease_expired event for every claim whose lease has lapsed and is not "
+             "recorded yet: the history then shows who lost which item, and when. Items stay "
+             "claimed (lapsed) until someone reclaims them; prints how many leases it expired."))
+      .callAfterParsing(KJ_BIND_METHOD(*this, run_expire))
+      .build();
+}
+
+Validity Cli::run_expire() {
+  return run([&] {
+    auto store = open(Access::write);
+    const auto expired = store.expire_leases(now_);
+    changed_ = expired > 0;
+    print(json_ ? JsonObject().num("expired", expired).done() : std::to_string(expired));
   });
 }
 

@@ -31,6 +31,8 @@ kj::MainFunc Cli::main() {
                      "extend a claimed item's lease")
       .addSubCommand("release", KJ_BIND_METHOD(*this, release_command),
                      "give a claimed item back to the queue")
+      .addSubCommand("expire", KJ_BIND_METHOD(*this, expire_command),
+                     "record the leases that have lapsed (lease_expired events)")
       .addSubCommand("item", KJ_BIND_METHOD(*this, item_command), "show an item's row")
       .addSubCommand("events", KJ_BIND_METHOD(*this, events_command),
                      "show an item's events, oldest first")

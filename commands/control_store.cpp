@@ -412,6 +412,33 @@ Micros ControlStore::heartbeat(const std::string& item_id, Fence fence,
   return next.lease_expires_at;
 }
 
+std::int64_t ControlStore::expire_leases(std::optional<Micros> now) {
+  const InUse in_use(*this);
+  const Micros at = clock(now);
+  // A lost expiry record loses nothing but history: finish durability.
+  auto tx = Transaction::write(*backend_, sync_for_finish());
+  std::int64_t expired = 0;
+  for (const auto& project : backend_->project_ids(nullptr)) {
+    for (auto& row : backend_->lapsed_items(at, project)) {
+      // Recorded once per claim: skip an item whose last event already is
+      // this claim's expiry.
+      const auto history = backend_->stream_events({StreamKind::item, row.item_id});
+      if (!history.empty()) {
+        const Event last = decode(history.back().body);
+        const auto* done = std::get_if<LeaseExpired>(&last.body);
+        if (done != nullptr && done->fence == row.fence) continue;
+      }
+      const Event event{at, kControlPlane, row.project_id, row.item_id,
+                        LeaseExpired{row.fence, row.owner, row.lease_expires_at}};
+      const Seq seq = backend_->append(event);
+      backend_->put_item(apply(std::move(row), StoredEvent{seq, event}));
+      ++expired;
+    }
+  }
+  tx.commit();
+  return expired;
+}
+
 void ControlStore::release(const std::string& item_id, Fence fence, const std::string& reason,
                            const ReleaseOptions& options) {
   const InUse in_use(*this);

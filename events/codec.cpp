@@ -56,6 +56,12 @@ std::string encode(const Event& event) {
                    b.setFence(e.fence);
                    b.setLeaseExpiresAt(e.lease_expires_at);
                  },
+                 [&](const LeaseExpired& e) {
+                   auto b = body.initLeaseExpired();
+                   b.setFence(e.fence);
+                   b.setOwner(text(e.owner));
+                   b.setLeaseExpiresAt(e.lease_expires_at);
+                 },
                  [&](const ItemReleased& e) {
                    auto b = body.initItemReleased();
                    b.setFence(e.fence);
@@ -125,6 +131,11 @@ Event decode_aligned(kj::ArrayPtr<const capnp::word> words) {
     case wire::Event::Body::LEASE_EXTENDED: {
       auto b = body.getLeaseExtended();
       event.body = LeaseExtended{b.getFence(), b.getLeaseExpiresAt()};
+      break;
+    }
+    case wire::Event::Body::LEASE_EXPIRED: {
+      auto b = body.getLeaseExpired();
+      event.body = LeaseExpired{b.getFence(), str(b.getOwner()), b.getLeaseExpiresAt()};
       break;
     }
     case wire::Event::Body::ITEM_RELEASED: {

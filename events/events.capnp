@@ -73,6 +73,12 @@ struct ItemReleased {
   reason @1 :Text;
 }
 
+struct LeaseExpired {
+  fence @0 :UInt64;           # the fence of the claim whose lease lapsed
+  owner @1 :Text;             # who held it
+  leaseExpiresAt @2 :Int64;   # when the lease had ended
+}
+
 struct Event {
   at @0 :Int64;               # when the command ran, microseconds since the epoch
   actor @1 :Text;             # who asked: a scoped actor, a worker, or "" (control plane)
@@ -87,6 +93,7 @@ struct Event {
     itemFinished @8 :ItemFinished;
     leaseExtended @11 :LeaseExtended;
     itemReleased @12 :ItemReleased;
+    leaseExpired @13 :LeaseExpired;
   }
 
   streamKind @9 :StreamKind;  # the stream this event belongs to

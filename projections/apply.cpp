@@ -55,6 +55,10 @@ ItemRow apply(ItemRow row, const StoredEvent& stored) {
             row.lease_expires_at = extended.lease_expires_at;
             return true;
           },
+          [&](const LeaseExpired&) {
+            // A fact for the history: the row stays claimed and lapsed.
+            return true;
+          },
           [&](const ItemReleased&) {
             // Ready again, in its place in the queue; the fence stays, so
             // the next claim takes a higher one. The owner is kept, as
@@ -90,6 +94,7 @@ ProjectRow apply(ProjectRow row, const StoredEvent& stored) {
                  [](const ItemFinished&) {},
                  [](const LeaseExtended&) {},
                  [](const ItemReleased&) {},
+                 [](const LeaseExpired&) {},
              },
              e.body);
   return row;
@@ -110,6 +115,7 @@ ProjectActorRow apply(ProjectActorRow row, const StoredEvent& stored) {
                  [](const ItemFinished&) {},
                  [](const LeaseExtended&) {},
                  [](const ItemReleased&) {},
+                 [](const LeaseExpired&) {},
              },
              e.body);
   return row;

@@ -168,6 +168,9 @@ class Backend {
   // The claimed item of a project whose lease lapsed first, at or before
   // `now`: an index seek.
   virtual std::optional<ItemRow> earliest_lapsed(Micros now, const std::string& project_id) = 0;
+  // Every claimed item of a project whose lease lapsed at or before `now`,
+  // lapsed first (the sweep, expire_leases): an index range.
+  virtual std::vector<ItemRow> lapsed_items(Micros now, const std::string& project_id) = 0;
   // Every item row, ordered by item_id (bytewise).
   virtual std::unique_ptr<Cursor<ScannedItem>> scan_items() = 0;
 

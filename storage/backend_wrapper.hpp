@@ -51,6 +51,9 @@ class BackendWrapper : public Backend {
   std::optional<ItemRow> earliest_lapsed(Micros now, const std::string& project_id) override {
     return inner_->earliest_lapsed(now, project_id);
   }
+  std::vector<ItemRow> lapsed_items(Micros now, const std::string& project_id) override {
+    return inner_->lapsed_items(now, project_id);
+  }
   std::unique_ptr<Cursor<ScannedItem>> scan_items() override { return inner_->scan_items(); }
   std::optional<ProjectRow> find_project(std::string_view project_id) override {
     return inner_->find_project(project_id);

@@ -1064,6 +1064,18 @@ class SqliteBackend final : public Backend {
     return one_item(stmts_.oldest_ready.bind(project_id));
   }
 
+  std::vector<ItemRow> lapsed_items(Micros now, const std::string& project_id) override {
+    std::vector<ItemRow> out;
+    Statement s(db_, fmt::format("SELECT {} FROM items WHERE status = 'claimed' AND project_id = "
+                                 "?1 AND lease_expires_at <= ?2 ORDER BY lease_expires_at, "
+                                 "queued_seq",
+                                 kItemColumns)
+                         .c_str());
+    s.bind(project_id, now);
+    while (s.step()) out.push_back(read_item(s));
+    return out;
+  }
+
   std::optional<ItemRow> earliest_lapsed(Micros now, const std::string& project_id) override {
     return one_item(stmts_.earliest_lapsed.bind(project_id, now));
   }

@@ -17,6 +17,9 @@ std::vector<Event> samples() {
       Event{3, "bob", "alpha", "item-1", ItemQueued{R"({"task":"x"})"}},
       Event{4, "w1", "alpha", "item-1", ItemClaimed{"w1", 7, 900'000'004, 3}},
       Event{5, "w1", "alpha", "item-1", ItemFinished{Outcome::failed, 7, "disk full"}},
+      Event{6, "w1", "alpha", "item-1", LeaseExtended{7, 900'000'009}},
+      Event{7, "w1", "alpha", "item-1", ItemReleased{7, "blocked"}},
+      Event{8, "", "alpha", "item-1", LeaseExpired{7, "w1", 900'000'009}},
   };
 }
 

@@ -28,6 +28,18 @@ struct Claimed {
   Fence fence = 0;
 };
 
+// Appends `event` with raw SQL, chained, as a writer with a bug would have.
+void append_forged(const std::string& db, const Event& event) {
+  const std::string body = encode(event);
+  std::string hex;
+  for (unsigned char ch : body) hex += fmt::format("{:02x}", ch);
+  test::forged_sql(db, fmt::format("INSERT INTO events (item_id, project_id, type, at, body, "
+                                   "stream_kind, stream_id) VALUES ('{0}', '{1}', '{2}', {3}, "
+                                   "x'{4}', 'item', '{0}')",
+                                   event.item_id, event.project_id, type_name(event.body),
+                                   event.at, hex));
+}
+
 Claimed claimed_item(const TempDir& dir) {
   Claimed c{test_context().fresh_store(dir, "c.db"), {}, 0};
   ControlStore store{c.db};
@@ -141,15 +153,7 @@ TEST_CASE("verify names a release or a heartbeat under a stale fence, and a read
   TempDir dir;
   const auto c = claimed_item(dir);
   SECTION("a release the log holds under a fence that was not current") {
-    const Event forged{T0 + kSecond, "w0", "alpha", c.id, ItemReleased{c.fence + 3, ""}};
-    const std::string body = encode(forged);
-    std::string hex;
-    for (unsigned char ch : body) hex += fmt::format("{:02x}", ch);
-    // Chained, as a writer with this bug would have written it.
-    test::forged_sql(c.db, fmt::format("INSERT INTO events (item_id, project_id, type, at, body, stream_kind, "
-                          "stream_id) VALUES ('{0}', 'alpha', 'released', {1}, x'{2}', 'item', "
-                          "'{0}')",
-                          c.id, T0 + kSecond, hex));
+    append_forged(c.db, Event{T0 + kSecond, "w0", "alpha", c.id, ItemReleased{c.fence + 3, ""}});
     ControlStore store{c.db};
     const auto problems = verify_ledger(store);
     REQUIRE_FALSE(problems.empty());
@@ -162,4 +166,64 @@ TEST_CASE("verify names a release or a heartbeat under a stale fence, and a read
     REQUIRE(problems.size() == 1);
     CHECK(problems[0].kind == "ready_after_claim");
   }
+}
+
+TEST_CASE("the sweep records each lapsed lease once, and a lapsed item is claimed as before",
+          "[lease]") {
+  TempDir dir;
+  const auto c = claimed_item(dir);  // w1, fence 1, lease to T0 + 10 s
+  ControlStore store{c.db};
+  std::string live;
+  {
+    live = store.enqueue("alpha", "{}", {}, T0 + 1);
+    REQUIRE(store.claim("w2", {.lease = Seconds{100}, .now = T0 + 2})->item_id == live);
+  }
+  CHECK(store.expire_leases(T0 + 5 * kSecond) == 0);   // nothing has lapsed yet
+  CHECK(store.expire_leases(T0 + 11 * kSecond) == 1);  // w1's has; w2's has not
+  CHECK(store.expire_leases(T0 + 12 * kSecond) == 0);  // recorded once
+  const auto events = store.events(c.id);
+  REQUIRE(events.back().type() == "lease_expired");
+  const auto& expired = std::get<LeaseExpired>(events.back().event.body);
+  CHECK(expired.owner == "w1");
+  CHECK(expired.fence == c.fence);
+  CHECK(expired.lease_expires_at == T0 + 10 * kSecond);
+  CHECK(store.item(c.id).status == ItemStatus::claimed);
+  CHECK(verify_ledger(store).empty());
+  SECTION("the holder's report under its still-current fence is still accepted") {
+    store.finish(c.id, c.fence, Outcome::done, "late but current", T0 + 13 * kSecond);
+    CHECK(store.item(c.id).status == ItemStatus::done);
+  }
+  SECTION("a claim takes it on with the next fence, and a later lapse is recorded again") {
+    const auto next = store.claim("w3", {.lease = Seconds{1}, .now = T0 + 13 * kSecond});
+    REQUIRE(next);
+    CHECK(next->item_id == c.id);
+    CHECK(next->fence == c.fence + 1);
+    CHECK(store.expire_leases(T0 + 20 * kSecond) == 1);
+  }
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("verify names an expiry recorded before the lease ended", "[lease][verify]") {
+  TempDir dir;
+  const auto c = claimed_item(dir);
+  append_forged(c.db, Event{T0 + kSecond, "", "alpha", c.id,
+                            LeaseExpired{c.fence, "w1", T0 + 10 * kSecond}});
+  ControlStore store{c.db};
+  const auto problems = verify_ledger(store);
+  REQUIRE_FALSE(problems.empty());
+  CHECK(problems[0].kind == "expired_while_leased");
+}
+
+TEST_CASE("cplane expire prints how many leases it recorded", "[lease][cli]") {
+  TempDir dir;
+  const auto c = claimed_item(dir);
+  auto r = run_cli({"--db", c.db, "--now", std::to_string(T0 + 11 * kSecond), "expire"});
+  CHECK_EXIT(r, 0);
+  CHECK(r.out == "1\n");
+  r = run_cli({"--db", c.db, "--json", "--now", std::to_string(T0 + 12 * kSecond), "expire"});
+  CHECK_EXIT(r, 0);
+  CHECK(r.out == "{\"expired\":0}\n");
+  r = run_cli({"--db", c.db, "--json", "events", c.id});
+  CHECK(r.out.find("\"type\":\"lease_expired\"") != std::string::npos);
+  CHECK_EXIT(run_cli({"--db", c.db, "verify"}), 0);
 }

@@ -533,6 +533,7 @@ class ExportLog final : public storage::Backend {
   void delete_item(std::string_view) override { read_only(); }
   std::optional<ItemRow> oldest_ready(const std::string&) override { read_only(); }
   std::optional<ItemRow> earliest_lapsed(Micros, const std::string&) override { read_only(); }
+  std::vector<ItemRow> lapsed_items(Micros, const std::string&) override { read_only(); }
   std::optional<ProjectRow> find_project(std::string_view) override { read_only(); }
   void put_project(const ProjectRow&) override { read_only(); }
   void delete_project(std::string_view) override { read_only(); }

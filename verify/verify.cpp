@@ -50,6 +50,7 @@ const std::vector<std::string> kProblemKinds = {
     "event_before_project", "grant_without_project", "invalid_payload",
     "event_edited", "event_missing", "event_inserted", "event_reordered", "tail_missing",
     "stream_missing", "head_missing", "head_disagrees", "digest_disagrees", "seq_gap",
+    "expired_while_leased",
 };
 
 RebuildRefused::RebuildRefused(std::vector<LedgerProblem> problems, std::int64_t total)
@@ -318,6 +319,27 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
               problem("lease_before_claim",
                       fmt::format("lease_extended seq {} at {} ends the lease at {}, not after it",
                                   seq, e.at, extended.lease_expires_at));
+            }
+          },
+          [&](const LeaseExpired& expired) {
+            item_created_first();
+            if (a.unreadable) return;
+            // Only the current claim's lease can lapse, and only once it
+            // has: an expiry under another fence, or before the lease's
+            // end, is not what the sweep records.
+            if (fence_refusal(&a.item, expired.fence)) {
+              problem("stale_fence_accepted",
+                      fmt::format("lease_expired at seq {} names fence {} while the item was {} "
+                                  "under fence {}",
+                                  seq, expired.fence, to_string(a.item.status), a.item.fence));
+            } else if (a.item.lease_expires_at > e.at ||
+                       expired.lease_expires_at != a.item.lease_expires_at ||
+                       expired.owner != a.item.owner) {
+              problem("expired_while_leased",
+                      fmt::format("lease_expired at seq {} (at {}) for {}'s lease to {}, but the "
+                                  "lease was {}'s and ran until {}",
+                                  seq, e.at, expired.owner, expired.lease_expires_at,
+                                  a.item.owner, a.item.lease_expires_at));
             }
           },
           [&](const ItemReleased& released) {

@@ -68,8 +68,19 @@ struct ItemReleased {
   bool operator==(const ItemReleased&) const = default;
 };
 
+// A claim's lease lapsed and the sweep (expire_leases) recorded it: the
+// history shows who lost the item, under which fence, and when. The row
+// stays claimed (lapsed): only a new claim, with a higher fence, or the
+// holder's own report moves it on.
+struct LeaseExpired {
+  Fence fence = 0;
+  std::string owner;
+  Micros lease_expires_at = 0;  // when the lease had ended
+  bool operator==(const LeaseExpired&) const = default;
+};
+
 using EventBody = std::variant<ProjectCreated, ActorAssigned, ItemQueued, ItemClaimed,
-                               ItemFinished, LeaseExtended, ItemReleased>;
+                               ItemFinished, LeaseExtended, ItemReleased, LeaseExpired>;
 
 // ---- streams ----------------------------------------------------------------
 // Every event belongs to exactly one stream: a kind and an id. Replays,
@@ -141,6 +152,13 @@ struct EventTraits<ItemReleased> {
   static constexpr StreamKind stream = StreamKind::item;
   static std::string_view name(const ItemReleased&) { return "released"; }
   static std::optional<Fence> fence(const ItemReleased& e) { return e.fence; }
+};
+
+template <>
+struct EventTraits<LeaseExpired> {
+  static constexpr StreamKind stream = StreamKind::item;
+  static std::string_view name(const LeaseExpired&) { return "lease_expired"; }
+  static std::optional<Fence> fence(const LeaseExpired& e) { return e.fence; }
 };
 
 // A kind with a complete traits entry.

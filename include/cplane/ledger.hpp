@@ -70,6 +70,9 @@ struct LedgerProblem {
 //   digest_disagrees         the log's digest does not fold from its heads, or counts
 //                            other events: a stream removed with its head, a head edited
 //   seq_gap                  seqs missing while every chain is intact
+// The lease lifecycle:
+//   expired_while_leased     a lease_expired event before the lease ended, or naming
+//                            another lease than the current one
 extern const std::vector<std::string> kProblemKinds;
 
 // Called now and then with the events read so far and the total.

@@ -217,6 +217,14 @@ class ControlStore {
   void release(const std::string& item_id, Fence fence, const std::string& reason = "",
                const ReleaseOptions& options = {});
 
+  // The sweep: records a lease_expired event for every claim whose lease
+  // has lapsed (at or before `now`) and that is not recorded yet, so the
+  // history shows who lost which item and when. Rows stay claimed: a claim
+  // of a lapsed item works whether or not the sweep ran, and a holder that
+  // reports under its still-current fence is still accepted. Returns how
+  // many it recorded. One write transaction.
+  std::int64_t expire_leases(std::optional<Micros> now = {});
+
   // Whether a report under `fence` would be accepted now, as a value: a
   // worker can ask before a costly step whether its claim still stands.
   // Reads one snapshot; writes nothing. With an actor, an item outside its

@@ -11,6 +11,7 @@ int main() {
                         [](const cplane::ItemClaimed&) { return 0; },
                         [](const cplane::LeaseExtended&) { return 0; },
                         [](const cplane::ItemReleased&) { return 0; },
+                        [](const cplane::LeaseExpired&) { return 0; },
                         // ItemFinished is not handled
                     },
                     body);
