@@ -64,6 +64,29 @@ void move_into_place(const std::string& partial, const std::string& target) {
 void refuse_existing(const std::string& target, const char* command,
                      const std::string& source = {}) {
   std::error_code ec;
+  // A leftover WAL or journal beside the target would be applied to the
+  // new file when it is first opened, and corrupt it; a target that is a
+  // side file of another database would be wiped by that database.
+  for (const char* suffix : {"-wal", "-journal"}) {
+    const std::string side = target + suffix;
+    if (std::filesystem::exists(side, ec) && std::filesystem::file_size(side, ec) > 0) {
+      throw StorageError(StorageError::Category::unavailable,
+                         fmt::format("{} exists and is not empty: it belongs to an earlier "
+                                     "database at {} and would be applied to the new one; "
+                                     "remove it (and {}-shm) first",
+                                     side, target, target));
+    }
+  }
+  for (const char* suffix : {"-wal", "-shm", "-journal", "-lock"}) {
+    const std::string_view t(target);
+    if (t.ends_with(suffix) &&
+        std::filesystem::exists(std::string(t.substr(0, t.size() - std::strlen(suffix))), ec)) {
+      throw StorageError(StorageError::Category::unavailable,
+                         fmt::format("{} is a side file of the database beside it: {} builds "
+                                     "a database elsewhere",
+                                     target, command));
+    }
+  }
   if (!std::filesystem::exists(target, ec)) return;
   if (!std::filesystem::is_regular_file(target, ec)) {
     throw StorageError(StorageError::Category::unavailable,

@@ -139,8 +139,15 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
     throw StorageError(StorageError::Category::io,
                        fmt::format("cannot copy {} to {}: {}", damaged, scratch, ec.message()));
   }
-  if (fs::exists(damaged + "-wal")) {
+  if (fs::exists(damaged + "-wal", ec)) {
+    // Committed transactions may live only in the WAL: a WAL that cannot be
+    // copied is a loss nobody would see, so it stops the recovery.
     fs::copy_file(damaged + "-wal", scratch + "-wal", fs::copy_options::overwrite_existing, ec);
+    if (ec) {
+      throw StorageError(StorageError::Category::unavailable,
+                         fmt::format("cannot copy {}-wal (it may hold committed events): {}",
+                                     damaged, ec.message()));
+    }
   }
   Connection db(scratch);
 
@@ -176,49 +183,53 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
   if (fresh.event_count() != 0) {
     throw InvalidArgument("the target database already holds events: recover builds a fresh one");
   }
-  int empty_chunks = 0;
   Seq max_found = 0;
-  for (Seq from = 1;; from += kChunk) {
-    if (newest > 0 && from > newest) break;
-    if (newest == 0 && !report.newest_readable && empty_chunks >= kEmptyChunksPastEnd) break;
-    if (newest == 0 && report.newest_readable) break;  // an empty log
-    const Seq end = newest > 0 ? std::min(from + kChunk - 1, newest) : from + kChunk - 1;
-    std::int64_t found = 0;
-    auto take = [&](const Query& q) {
-      RawEvent e = read_event(q);
-      fresh.import_event(e);
-      ++report.events;
-      ++found;
-      max_found = std::max(max_found, e.seq);
-      return e.seq;
-    };
-    // Seq by seq: a seq whose lookup fails is unreadable, one that is not
-    // there is absent.
-    auto probe = [&](Seq first, Seq last) {
-      for (Seq seq = first; seq <= last; ++seq) {
-        bool present = false;
-        const bool read = attempt([&] {
-          Query q(db.get(), (std::string(kEvents) + "WHERE seq = ?1").c_str());
-          q.bind(1, seq);
-          if (q.step()) {
-            take(q);
-            present = true;
-          }
-        });
-        if (!read) {
-          note_range(report.unreadable, seq, seq);
-        } else if (!present) {
-          note_range(report.absent, seq, seq);
+  auto take = [&](const Query& q) {
+    RawEvent e = read_event(q);
+    fresh.import_event(e);
+    ++report.events;
+    max_found = std::max(max_found, e.seq);
+  };
+  // Seq by seq: a seq whose lookup fails is unreadable, one that is not
+  // there is absent.
+  auto probe = [&](Seq first, Seq last) {
+    for (Seq seq = first; seq <= last; ++seq) {
+      bool present = false;
+      const bool read = attempt([&] {
+        Query q(db.get(), (std::string(kEvents) + "WHERE seq = ?1").c_str());
+        q.bind(1, seq);
+        if (q.step()) {
+          take(q);
+          present = true;
         }
+      });
+      if (!read) {
+        note_range(report.unreadable, seq, seq);
+      } else if (!present) {
+        note_range(report.absent, seq, seq);
       }
-    };
-    // The range in one scan; every seq it skips, and the rest of the range
-    // after it fails or stops short (a damaged page can end a scan early
-    // without an error), is looked up on its own.
-    Seq next = from;
+    }
+  };
+  // The next seq the table holds at or after `from` (a seek: what lies
+  // between is absent), 0 when none, nullopt when the seek itself fails.
+  auto next_present = [&](Seq from) -> std::optional<Seq> {
+    std::optional<Seq> out;
+    attempt([&] {
+      Query q(db.get(), "SELECT seq FROM events WHERE seq >= ?1 ORDER BY seq LIMIT 1");
+      q.bind(1, from);
+      out = q.step() ? q.i64(0) : 0;
+    });
+    return out;
+  };
+  int failed_seeks = 0;
+  for (Seq next = 1;;) {
+    if (newest > 0 && next > newest) break;
+    const Seq end = newest > 0 ? std::min(next + kChunk - 1, newest) : next + kChunk - 1;
+    // A range in one scan; a seq it skips is looked up on its own.
+    const Seq start = next;
     attempt([&] {
       Query q(db.get(), (std::string(kEvents) + "WHERE seq >= ?1 AND seq <= ?2 ORDER BY seq").c_str());
-      q.bind(1, from).bind(2, end);
+      q.bind(1, start).bind(2, end);
       while (q.step()) {
         const Seq seq = q.i64(0);
         if (seq < next || seq > end) continue;  // not in order: damage; looked up below
@@ -227,9 +238,40 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
         next = seq + 1;
       }
     });
-    if (next <= end) probe(next, end);
-    empty_chunks = found == 0 ? empty_chunks + 1 : 0;
     if (progress) progress(report.events, 0);
+    if (next > end) continue;
+    // The scan failed, or stopped short (a damaged page can end one without
+    // an error). Seek to the next seq the table holds: the rest of the log
+    // goes on from there, however far a (damaged) digest said it reached.
+    const auto found = next_present(next);
+    if (!found) {
+      // The seek fails too: one range seq by seq, then on.
+      probe(next, end);
+      next = end + 1;
+      if (newest == 0 && ++failed_seeks > kEmptyChunksPastEnd) break;
+      continue;
+    }
+    failed_seeks = 0;
+    // A short gap is looked up seq by seq (a seq on a damaged page is then
+    // unreadable, not absent); a long one, past what a page holds, is absent.
+    auto gap = [&](Seq first, Seq last) {
+      if (last - first < kChunk) {
+        probe(first, last);
+      } else {
+        note_range(report.absent, first, last);
+      }
+    };
+    if (*found == 0) {  // nothing further
+      if (newest > 0 && next <= newest) gap(next, newest);
+      break;
+    }
+    if (*found <= next) {  // there, but the scan did not return it
+      probe(next, next);
+      next = next + 1;
+      continue;
+    }
+    gap(next, *found - 1);
+    next = *found;
   }
   // Seqs absent past the last event found, when the end was not known, are
   // not losses: the log ended there. (Unreadable ones stay: what they held
@@ -249,17 +291,34 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
     }
   });
   if (!report.heads_readable) {
-    // The heads are gone: the chain's tips as salvaged stand in for them
-    // (a cut tail can then no longer be seen; the report says so).
+    // Some heads are gone: for a stream whose head was not read, the
+    // chain's tip as salvaged stands in (a cut tail can then no longer be
+    // seen; the report says so). A head that was read is kept: it bounds
+    // the stream's fences. Heads and events are merged on the stream id.
     for (const StreamKind kind : {StreamKind::project, StreamKind::item}) {
-      auto events = fresh.scan_stream(kind);
-      RawEvent e;
-      std::optional<StreamHead> head;
-      while (events->next(e)) {
-        if (head && head->stream_id != e.stream_id) fresh.put_head(*head);
-        head = StreamHead{e.stream_kind, e.stream_id, e.revision, e.seq, e.hash};
+      std::vector<StreamHead> tips;  // written after the scans end
+      {
+        auto events = fresh.scan_stream(kind);
+        auto heads = fresh.scan_heads(kind);
+        StreamHead have;
+        bool more_heads = heads->next(have);
+        RawEvent e;
+        std::optional<StreamHead> tip;
+        auto close = [&] {
+          if (!tip) return;
+          while (more_heads && have.stream_id < tip->stream_id) more_heads = heads->next(have);
+          if (!(more_heads && have.stream_id == tip->stream_id)) {
+            tips.push_back(*tip);
+            if (kind == StreamKind::item) report.guessed_heads.push_back(tip->stream_id);
+          }
+        };
+        while (events->next(e)) {
+          if (tip && tip->stream_id != e.stream_id) close();
+          tip = StreamHead{e.stream_kind, e.stream_id, e.revision, e.seq, e.hash};
+        }
+        close();
       }
-      if (head) fresh.put_head(*head);
+      for (const auto& t : tips) fresh.put_head(t);
     }
   }
   if (!report.digest) {

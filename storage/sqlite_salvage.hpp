@@ -25,6 +25,9 @@ struct SalvageReport {
   // missing from readable pages (a dense log has every seq).
   std::vector<std::pair<Seq, Seq>> unreadable;
   std::vector<std::pair<Seq, Seq>> absent;
+  // Item streams whose head could not be read (the salvaged tip stands in),
+  // in id order: nothing bounds the fences they may have handed out.
+  std::vector<std::string> guessed_heads;
 };
 
 // Copies every readable event (with its revision and hash), head, the

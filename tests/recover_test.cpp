@@ -222,7 +222,11 @@ TEST_CASE("recover bounds the fences of histories that lost events when the rows
   const auto fresh = dir.file("new.db");
   fs::copy_file(good, damaged);
   // The newest claims and the item rows' root: the fold alone would put the
-  // claimed items back at fence 0, and hand fence 1 out again.
+  // claimed items back at fence 0, and hand fence 1 out again. With a heads
+  // page lost too, the heads that were read must still bound the fences.
+  const bool heads_too = GENERATE(false, true);
+  CAPTURE(heads_too);
+  if (heads_too) garble(damaged, leaf_of(good, "stream_heads", /*last=*/true));
   garble(damaged, leaf_of(good, "events", /*last=*/true));
   garble(damaged, std::stol(sql_column(good, "SELECT rootpage FROM sqlite_master WHERE name = "
                                              "'items'").at(0)));
@@ -309,4 +313,44 @@ TEST_CASE("a restore or recover killed at any moment leaves no database that loo
       }
     }
   }
+}
+
+TEST_CASE("recover is not sent on by a digest that claims a far newer seq", "[recover]") {
+  TempDir dir;
+  const auto good = seed(dir);
+  const auto damaged = dir.file("damaged.db");
+  const auto fresh = dir.file("new.db");
+  fs::copy_file(good, damaged);
+  test::sql(damaged, "UPDATE log_digest SET last_seq = 1000000000");
+  const auto start = std::chrono::steady_clock::now();
+  auto r = run_cli({"--db", damaged, "--json", "recover", "--to", fresh});
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds{60});
+  CHECK_EXIT(r, 6);
+  CHECK(contains(r.out, R"("absent":[[1802,1000000000]])"));
+  CHECK(sql_column(fresh, "SELECT count(*) FROM events") == std::vector<std::string>{"1801"});
+}
+
+TEST_CASE("recover and restore refuse a target with an earlier database's WAL beside it, or a "
+          "side file, and a WAL they cannot copy",
+          "[recover][export]") {
+  TempDir dir;
+  const auto good = seed(dir);
+  const auto fresh = dir.file("new.db");
+  std::ofstream(fresh + "-wal") << std::string(4096, 'w');
+  auto r = run_cli({"--db", good, "recover", "--to", fresh});
+  CHECK_EXIT(r, 1);
+  CHECK(contains(r.err, "-wal exists"));
+  CHECK_FALSE(fs::exists(fresh));
+  r = run_cli({"--db", good, "recover", "--to", good + "-shm"});
+  CHECK_EXIT(r, 1);
+  CHECK(contains(r.err, "side file"));
+  // DAMAGED's WAL is not a file that can be copied: it may hold committed
+  // events, so nothing is recovered without it.
+  const auto other = dir.file("other.db");
+  fs::copy_file(good, other);
+  fs::create_directory(other + "-wal");
+  r = run_cli({"--db", other, "recover", "--to", dir.file("n2.db")});
+  CHECK_EXIT(r, 1);
+  CHECK(contains(r.err, "-wal"));
+  CHECK_FALSE(fs::exists(dir.file("n2.db")));
 }

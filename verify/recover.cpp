@@ -20,7 +20,12 @@ RecoverReport recover_store(const std::string& damaged, const std::string& scrat
   report.absent = salvaged.absent;
   // Rows from the salvaged log; rows that show it lost events stay as they
   // were, so that no fence is handed out twice.
-  report.rebuild = rebuild(fresh, false, progress, true);
+  SalvageBounds bounds;
+  bounds.unbounded = salvaged.guessed_heads;
+  for (const auto* ranges : {&salvaged.unreadable, &salvaged.absent}) {
+    for (const auto& [first, last] : *ranges) bounds.lost_events += static_cast<Fence>(last - first + 1);
+  }
+  report.rebuild = rebuild(fresh, false, progress, bounds);
   // What the new database's log shows on its own: every stream that lost
   // events (or whose events could not be verified) is named.
   report.problems = verify_ledger(fresh, progress);

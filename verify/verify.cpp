@@ -749,6 +749,7 @@ struct Reconcile {
   // recover: the log is known to be damaged. A row with no history is kept
   // (its history may be what was lost), and nothing refuses.
   bool salvage = false;
+  const SalvageBounds* bounds = nullptr;  // recover
 };
 
 void note(std::vector<RowChange>& list, std::int64_t& total, RowChange change) {
@@ -790,18 +791,16 @@ void reconcile(RowSide<P>& side, StreamAudit& audit, const LogFacts& facts, cons
       }
     }
     if (r.report != nullptr) {
-      if (!found && r.salvage) {
+      if (!found) {
+        // No history at all. The row may be the last copy of an item whose
+        // history was lost (the heads and digest are plain values: removing
+        // a stream and fixing them needs no hashing), or it was made up
+        // outside cplane: rebuild cannot tell, so it never destroys it.
+        // verify keeps naming it; delete it by hand if it was made up.
         note(r.report->kept, r.report->kept_total,
              {P::table, P::stored_key(row), "keep",
-              {std::string(P::no_creation) + ": its history may be what was lost; left alone"}});
-      } else if (!found) {
-        // No stream at all. Had the log held one and lost it, its head (or,
-        // with the head, the digest) would say so, and rebuild would refuse
-        // before committing: with the chain intact the row was made up
-        // outside cplane.
-        note(r.report->changes, r.report->changes_total,
-             {P::table, P::stored_key(row), "delete", {P::no_creation}});
-        if (r.write_to != nullptr) P::erase(*r.write_to, row);
+              {std::string(P::no_creation) + ": no history in the log, so the row may be the "
+                                              "last copy; left alone"}});
       } else if (auto loss = P::evidence_of_loss(row, folded[at]); !loss.empty()) {
         note(r.report->kept, r.report->kept_total,
              {P::table, P::key(folded[at]), "keep", {std::move(loss)}});
@@ -891,12 +890,19 @@ void replay(storage::Backend& backend, StreamKind kind, LogFacts& facts,
     const bool headed = have_head && head.stream_id == sid;
     if (headed) facts.chain.head(head);
     chain.finish(headed ? &head : nullptr, audit.chain_problems);
-    if (r.salvage && chain.broken() && headed && kind == StreamKind::item) {
-      // recover, over a stream that lost events: a lost claim may have
-      // handed out a fence above the fold's. Every claim is one event, so
-      // the head's revision bounds every fence the item ever had: the row
-      // takes it, and the next claim goes above it.
-      audit.item.fence = std::max<Fence>(audit.item.fence, static_cast<Fence>(head.revision));
+    if (r.salvage && kind == StreamKind::item) {
+      const auto& unbounded = r.bounds->unbounded;
+      if (std::binary_search(unbounded.begin(), unbounded.end(), sid)) {
+        // Its head was lost with the page it was on: any of the lost events
+        // may have been its claims.
+        audit.item.fence += r.bounds->lost_events;
+      } else if (chain.broken() && headed) {
+        // recover, over a stream that lost events: a lost claim may have
+        // handed out a fence above the fold's. Every claim is one event, so
+        // the head's revision bounds every fence the item ever had: the row
+        // takes it, and the next claim goes above it.
+        audit.item.fence = std::max<Fence>(audit.item.fence, static_cast<Fence>(head.revision));
+      }
     }
     if (headed) have_head = heads->next(head);
     if (chain.broken()) facts.chain.stream_broken();
@@ -957,6 +963,9 @@ void replay_all(storage::Backend& backend, const Reconcile& r, LogFacts& facts,
 
 }  // namespace
 
+RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& progress,
+                      const SalvageBounds* bounds);
+
 std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progress& progress) {
   return verify_ledger(backend, progress, nullptr, true);
 }
@@ -1015,11 +1024,17 @@ std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progre
 }
 
 RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& progress) {
-  return rebuild(backend, dry_run, progress, false);
+  return rebuild(backend, dry_run, progress, nullptr);
 }
 
 RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& progress,
-                      bool salvage) {
+                      const SalvageBounds& salvage) {
+  return rebuild(backend, dry_run, progress, &salvage);
+}
+
+RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& progress,
+                      const SalvageBounds* bounds) {
+  const bool salvage = bounds != nullptr;
   // A dry run reads one snapshot like verify: it never waits for, nor holds
   // off, a writer.
   auto tx = dry_run ? storage::Transaction::read(backend)
@@ -1030,6 +1045,7 @@ RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& p
   r.report = &report;
   r.write_to = dry_run ? nullptr : &backend;
   r.salvage = salvage;
+  r.bounds = bounds;
   // Rows folded from a log that fails its own checks (a broken chain, an
   // unreadable event, an index column that files an event elsewhere than
   // its body, a fence that does not rise, ...) would be wrong, and could

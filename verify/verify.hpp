@@ -40,8 +40,16 @@ std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progre
 RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& progress = {});
 
 // rebuild for recover: over a log known to be damaged. Nothing refuses;
-// rows with no history are kept, as are rows ahead of the log.
+// rows with no history are kept, as are rows ahead of the log. A history
+// that lost events takes its head's revision as its fence (every claim is
+// one event). `unbounded`: item streams (in id order) whose head was lost
+// too; their fence is raised by `lost_events` (no claim can have handed
+// out more fences than the events that were lost).
+struct SalvageBounds {
+  std::vector<std::string> unbounded;
+  Fence lost_events = 0;
+};
 RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& progress,
-                      bool salvage);
+                      const SalvageBounds& salvage);
 
 }  // namespace cplane
