@@ -36,3 +36,10 @@ done
 echo "the ledger of $item:"
 "$CPLANE" events "$item"
 "$CPLANE" verify
+# The log leaves the database whole: an export, audited with no database,
+# then restored into a fresh one that verifies clean.
+rm -f "$DB.cpx" "$DB.restored" "$DB.restored-wal" "$DB.restored-shm" "$DB.restored-lock"
+"$CPLANE" export "$DB.cpx"
+"$CPLANE" audit "$DB.cpx"
+"$CPLANE" --db "$DB.restored" restore "$DB.cpx"
+"$CPLANE" --db "$DB.restored" verify
