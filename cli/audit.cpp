@@ -34,31 +34,47 @@ kj::MainFunc Cli::verify_command() {
 Validity Cli::run_verify() {
   return run([&] {
     auto store = open(Access::read);
-    auto problems = verify_ledger(store, progress("verify"));
-    end_progress();
-    if (!json_ && problems.empty()) {
-      print("ok: the rows agree with the log");
+    // Streamed: however many problems there are, memory stays flat.
+    bool progress_done = false;
+    const auto found = verify_ledger_each(
+        store,
+        [&](const LedgerProblem& p) {
+          if (!progress_done) {
+            end_progress();
+            progress_done = true;
+            if (json_) print_raw("[");
+          }
+          if (json_) {
+            print_raw(problem_json(p, found_so_far_++ > 0));
+          } else {
+            print(fmt::format("{} {}: {}", p.kind, p.item_id.empty() ? p.project_id : p.item_id,
+                              p.detail));
+          }
+        },
+        progress("verify"));
+    if (!progress_done) end_progress();
+    if (found == 0) {
+      print(json_ ? "[]" : "ok: the rows agree with the log");
       return;
     }
-    print_problems(problems);
-    if (!problems.empty()) {
-      if (!json_) std::cerr << problems.size() << " problem(s) found\n";
-      throw Exit{kProblemsFound};
-    }
+    if (json_) print("]");
+    if (!json_) std::cerr << found << " problem(s) found\n";
+    throw Exit{kProblemsFound};
   });
+}
+
+std::string Cli::problem_json(const LedgerProblem& p, bool comma) {
+  return (comma ? "," : "") + JsonObject()
+                                  .str("kind", p.kind)
+                                  .str_or_null("item_id", p.item_id)
+                                  .str_or_null("project_id", p.project_id)
+                                  .str("detail", p.detail)
+                                  .done();
 }
 
 std::string Cli::problems_json(const std::vector<LedgerProblem>& problems) {
   std::string out = "[";
-  for (size_t i = 0; i < problems.size(); ++i) {
-    const auto& p = problems[i];
-    out += (i ? "," : "") + JsonObject()
-                                .str("kind", p.kind)
-                                .str_or_null("item_id", p.item_id)
-                                .str_or_null("project_id", p.project_id)
-                                .str("detail", p.detail)
-                                .done();
-  }
+  for (size_t i = 0; i < problems.size(); ++i) out += problem_json(problems[i], i > 0);
   return out + "]";
 }
 

@@ -97,17 +97,32 @@ class CliContext final : public kj::ProcessContext {
   // Writes `output` to standard output. False, with errno set, if any of it
   // could not be written (a full disk, /dev/full, a closed pipe, EFBIG).
   bool flush_output() {
+    if (write_error != 0) {
+      errno = write_error;
+      return false;
+    }
     std::size_t at = 0;
     while (at < output.size()) {
       const ssize_t n = ::write(STDOUT_FILENO, output.data() + at, output.size() - at);
       if (n < 0) {
         if (errno == EINTR) continue;
+        write_error = errno;
+        output.clear();
         return false;
       }
       at += static_cast<std::size_t>(n);
     }
+    output.clear();
     return true;
   }
+  // Long output (verify's problems) goes out as it grows, so that memory
+  // stays flat; a failure is remembered and reported once, at the end.
+  void output_grew() {
+    if (output.size() >= kFlushAt && write_error == 0) flush_output();
+    if (write_error != 0) output.clear();
+  }
+  static constexpr std::size_t kFlushAt = 1 << 20;
+  int write_error = 0;
 
   bool json = false;     // --json anywhere on the command line: errors as JSON too
   bool verbose = false;  // --verbose: say what was opened and how long each step took
@@ -260,6 +275,8 @@ class Cli {
   // verify's problem list, on stdout: one line each, or a JSON array.
   void print_problems(const std::vector<LedgerProblem>& problems);
   static std::string problems_json(const std::vector<LedgerProblem>& problems);
+  static std::string problem_json(const LedgerProblem& p, bool comma);
+  std::int64_t found_so_far_ = 0;
 
   kj::MainFunc rebuild_command();
   Validity set_dry_run();
@@ -283,6 +300,11 @@ class Cli {
   void print(const std::string& line) {
     context_.output += line;
     context_.output += '\n';
+    context_.output_grew();
+  }
+  void print_raw(const std::string& text) {
+    context_.output += text;
+    context_.output_grew();
   }
 
   Progress progress(const char* what) {

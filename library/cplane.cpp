@@ -28,6 +28,19 @@ ExportSummary export_log(ControlStore& store, std::FILE* out, const ExportOption
   });
 }
 
+std::int64_t verify_ledger_each(ControlStore& store,
+                                const std::function<void(const LedgerProblem&)>& on_problem,
+                                const Progress& progress) {
+  std::int64_t count = 0;
+  BackendAccess::with(store, [&](storage::Backend& backend) {
+    verify_ledger(backend, progress, nullptr, true, [&](LedgerProblem&& p) {
+      ++count;
+      on_problem(p);
+    });
+  });
+  return count;
+}
+
 AuditReport audit_export(std::FILE* in, ControlStore* against, const Progress& progress) {
   if (against == nullptr) return audit_export(in, static_cast<storage::Backend*>(nullptr), progress);
   return BackendAccess::with(*against, [&](storage::Backend& backend) {

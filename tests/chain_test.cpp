@@ -425,3 +425,29 @@ TEST_CASE("seqs removed with their heads rewritten are named, even when the dige
   CHECK_THAT(find(problems, "seq_gap").detail, Catch::Contains(missing + ".." + missing));
   find(problems, "digest_disagrees");
 }
+
+TEST_CASE("verify reports every one of many problems, in order, with flat memory", "[verify]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "c.db");
+  {
+    ControlStore store{db};
+    store.create_project("alpha", "A", "open", T0);
+    store.enqueue_batch("alpha", std::vector<std::string>(6000, "{}"), {}, T0 + 1);
+  }
+  sql(db, "UPDATE items SET attempts = 3");  // 6,000 problems: past what is kept in memory
+  const auto ids = sql_column(db, "SELECT item_id FROM items ORDER BY item_id");
+  ControlStore store{db, {.read_only = true}};
+  std::vector<std::string> named;
+  const auto count = verify_ledger_each(store, [&](const LedgerProblem& p) {
+    CHECK(p.kind == "attempts_disagrees");
+    named.push_back(p.item_id);
+  });
+  CHECK(count == 6000);
+  CHECK(named == ids);
+  CHECK(verify_ledger(store).size() == 6000);
+  auto r = run_cli({"--db", db, "--json", "verify"});
+  CHECK_EXIT(r, 6);
+  CHECK(std::count(r.out.begin(), r.out.end(), '{') == 6000);
+  CHECK(r.out.front() == '[');
+  CHECK(r.out.substr(r.out.size() - 2) == "]\n");
+}

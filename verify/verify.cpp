@@ -17,6 +17,7 @@
 // one descriptor and one line in the stream kind's list.
 #include "verify/verify.hpp"
 
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <optional>
@@ -970,8 +971,93 @@ std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progre
   return verify_ledger(backend, progress, nullptr, true);
 }
 
+namespace {
+
+// The problems of a verify, in the order found, with the stream each is
+// about: in memory up to kInMemory, then in a temporary file, so that a log
+// with many problems (10^5 changed rows) does not hold them all in memory.
+// They are kept until the end because a fault found late (an event filed
+// away from its stream) withdraws what that stream's fold reported.
+class ProblemSpool {
+ public:
+  ~ProblemSpool() {
+    if (file_ != nullptr) std::fclose(file_);
+  }
+  void add(LedgerProblem&& p, StreamKind kind, std::string id) {
+    memory_.push_back({std::move(p), kind, std::move(id)});
+    if (memory_.size() >= kInMemory) spill();
+  }
+  // f(problem, kind, id) for each, in order.
+  template <class F>
+  void each(F&& f) {
+    if (file_ != nullptr) {
+      spill();
+      std::rewind(file_);
+      Entry e;
+      while (read(e)) f(e.problem, e.kind, e.id);
+    }
+    for (auto& e : memory_) f(e.problem, e.kind, e.id);
+  }
+
+ private:
+  static constexpr std::size_t kInMemory = 4096;
+  struct Entry {
+    LedgerProblem problem;
+    StreamKind kind = StreamKind::item;
+    std::string id;
+  };
+  void spill() {
+    if (memory_.empty()) return;
+    if (file_ == nullptr) file_ = std::tmpfile();
+    if (file_ == nullptr) return;  // no temporary file: keep them in memory
+    for (const auto& e : memory_) {
+      for (const std::string* s : {&e.problem.kind, &e.problem.item_id, &e.problem.project_id,
+                                   &e.problem.detail, &e.id}) {
+        put(*s);
+      }
+      const char kind = static_cast<char>(e.kind);
+      std::fwrite(&kind, 1, 1, file_);
+    }
+    if (std::ferror(file_)) {
+      throw StorageError(StorageError::Category::io,
+                         "cannot write verify's problems to a temporary file");
+    }
+    memory_.clear();
+  }
+  void put(const std::string& s) {
+    const auto n = static_cast<std::uint32_t>(s.size());
+    std::fwrite(&n, sizeof n, 1, file_);
+    std::fwrite(s.data(), 1, s.size(), file_);
+  }
+  bool get(std::string& s) {
+    std::uint32_t n = 0;
+    if (std::fread(&n, sizeof n, 1, file_) != 1) return false;
+    s.resize(n);
+    return std::fread(s.data(), 1, n, file_) == n;
+  }
+  bool read(Entry& e) {
+    char kind = 0;
+    return get(e.problem.kind) && get(e.problem.item_id) && get(e.problem.project_id) &&
+           get(e.problem.detail) && get(e.id) && std::fread(&kind, 1, 1, file_) == 1 &&
+           ((e.kind = static_cast<StreamKind>(kind)), true);
+  }
+
+  std::vector<Entry> memory_;
+  std::FILE* file_ = nullptr;
+};
+
+}  // namespace
+
 std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progress& progress,
                                          LogSummary* summary, bool compare_rows) {
+  std::vector<LedgerProblem> out;
+  verify_ledger(backend, progress, summary, compare_rows,
+                [&](LedgerProblem&& p) { out.push_back(std::move(p)); });
+  return out;
+}
+
+void verify_ledger(storage::Backend& backend, const Progress& progress, LogSummary* summary,
+                   bool compare_rows, const std::function<void(LedgerProblem&&)>& sink) {
   auto tx = storage::Transaction::read(backend);
   std::vector<LedgerProblem> problems;
   // The stream each problem is about, to drop what a fault found later
@@ -985,16 +1071,26 @@ std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progre
   r.problems = &problems;
   r.about = &about;
   r.compare_rows = compare_rows;
+  ProblemSpool spool;
+  // What reconcile added for the stream before, then this stream's own.
+  auto drain = [&] {
+    for (std::size_t i = 0; i < problems.size(); ++i) {
+      spool.add(std::move(problems[i]), about[i].first, std::move(about[i].second));
+    }
+    problems.clear();
+    about.clear();
+  };
   replay_all(backend, r, facts, events_read, progress, [&](StreamAudit& audit) {
     if (summary != nullptr) summarize(audit, *summary);
+    drain();
     for (auto* list : {&audit.chain_problems, &audit.problems}) {
       for (auto& p : *list) {
         bound(p.detail);
-        about.emplace_back(audit.stream.kind, audit.stream.id);
-        problems.push_back(std::move(p));
+        spool.add(std::move(p), audit.stream.kind, audit.stream.id);
       }
     }
   });
+  drain();
   tx.commit();
   if (summary != nullptr) {
     summary->events = events_read;
@@ -1004,23 +1100,16 @@ std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progre
     }
     summary->source_database = backend.database_id();
   }
-  if (!facts.incomplete.empty()) {
-    std::vector<LedgerProblem> kept;
-    for (std::size_t i = 0; i < problems.size(); ++i) {
-      if (problems[i].kind != "index_disagrees" && !is_chain_problem(problems[i].kind) &&
-          facts.incomplete.contains(about[i])) {
-        continue;
-      }
-      kept.push_back(std::move(problems[i]));
+  spool.each([&](LedgerProblem& p, StreamKind kind, const std::string& id) {
+    if (!facts.incomplete.empty() && p.kind != "index_disagrees" && !is_chain_problem(p.kind) &&
+        facts.incomplete.contains({kind, id})) {
+      return;
     }
-    problems = std::move(kept);
-  }
-  for (auto& p : problems) {
     bound(p.detail);
     bound(p.item_id, 256);
     bound(p.project_id, 256);
-  }
-  return problems;
+    sink(std::move(p));
+  });
 }
 
 RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& progress) {

@@ -32,6 +32,10 @@ std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progre
 // database): no row is read.
 std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progress& progress,
                                          LogSummary* summary, bool compare_rows);
+// The same, each problem handed to `sink` in order once the replay is done
+// (memory stays flat: problems wait in a temporary file, not in memory).
+void verify_ledger(storage::Backend& backend, const Progress& progress, LogSummary* summary,
+                   bool compare_rows, const std::function<void(LedgerProblem&&)>& sink);
 
 // Rewrites every row that differs from the fold of the log, in one write
 // transaction; with dry_run, reports the same changes and writes nothing.

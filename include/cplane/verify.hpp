@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdio>
+#include <functional>
 
 #include <cplane/ledger.hpp>
 #include <cplane/store.hpp>
@@ -16,6 +17,14 @@ namespace cplane {
 // thrown. A call like any other: refused (InvalidArgument) while another
 // thread is in a call on the store.
 std::vector<LedgerProblem> verify_ledger(ControlStore& store, const Progress& progress = {});
+
+// The same, handing each problem to `on_problem`, in order, once the replay
+// is done; returns how many there were. Its memory stays flat however many
+// problems there are (they wait in a temporary file): the form for logs
+// with very many (cplane verify uses it).
+std::int64_t verify_ledger_each(ControlStore& store,
+                                const std::function<void(const LedgerProblem&)>& on_problem,
+                                const Progress& progress = {});
 
 // Rewrites every row that differs from the fold of the log, in one write
 // transaction, as it goes (memory stays flat); with dry_run, reports the
