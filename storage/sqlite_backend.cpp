@@ -982,9 +982,15 @@ class SqliteBackend final : public Backend {
   }
 
   std::vector<StreamHead> unfiled_heads() override {
+    // Range seeks around the known kinds on the primary key (NOT IN would
+    // read every head).
     HeadCursor cursor(db_,
                       "SELECT stream_kind, stream_id, revision, last_seq, hash FROM stream_heads "
-                      "WHERE stream_kind NOT IN (?1, ?2)");
+                      "WHERE stream_kind < ?1 UNION ALL "
+                      "SELECT stream_kind, stream_id, revision, last_seq, hash FROM stream_heads "
+                      "WHERE stream_kind > ?1 AND stream_kind < ?2 UNION ALL "
+                      "SELECT stream_kind, stream_id, revision, last_seq, hash FROM stream_heads "
+                      "WHERE stream_kind > ?2");
     cursor.bind(to_string(StreamKind::item), to_string(StreamKind::project));
     std::vector<StreamHead> out;
     StreamHead h;
