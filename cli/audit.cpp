@@ -36,6 +36,7 @@ Validity Cli::run_verify() {
     auto store = open(Access::read);
     // Streamed: however many problems there are, memory stays flat.
     bool progress_done = false;
+    std::int64_t printed = 0;
     const auto found = verify_ledger_each(
         store,
         [&](const LedgerProblem& p) {
@@ -45,7 +46,7 @@ Validity Cli::run_verify() {
             if (json_) print_raw("[");
           }
           if (json_) {
-            print_raw(problem_json(p, found_so_far_++ > 0));
+            print_raw(problem_json(p, printed++ > 0));
           } else {
             print(fmt::format("{} {}: {}", p.kind, p.item_id.empty() ? p.project_id : p.item_id,
                               p.detail));

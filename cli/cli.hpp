@@ -276,7 +276,6 @@ class Cli {
   void print_problems(const std::vector<LedgerProblem>& problems);
   static std::string problems_json(const std::vector<LedgerProblem>& problems);
   static std::string problem_json(const LedgerProblem& p, bool comma);
-  std::int64_t found_so_far_ = 0;
 
   kj::MainFunc rebuild_command();
   Validity set_dry_run();

@@ -34,7 +34,6 @@ class StreamChain {
   // Checks the stored head (null when there is none) against the last event.
   void finish(const storage::StreamHead* head, std::vector<LedgerProblem>& out);
 
-  std::int64_t events() const { return events_; }
   bool broken() const { return broken_; }
 
  private:
@@ -64,9 +63,6 @@ class LogChain {
   void finish(const std::optional<storage::LogDigest>& digest, bool dense,
               std::vector<LedgerProblem>& out);
 
-  std::int64_t events() const { return events_; }
-  Hash digest() const { return digest_; }
-  Seq last_seq() const { return last_seq_; }
 
  private:
   Hash digest_{};

@@ -747,10 +747,8 @@ struct Reconcile {
   // (memory stays flat). Only the rows of the stream just merged are
   // written, which every row cursor has already passed.
   storage::Backend* write_to = nullptr;
-  // recover: the log is known to be damaged. A row with no history is kept
-  // (its history may be what was lost), and nothing refuses.
-  bool salvage = false;
-  const SalvageBounds* bounds = nullptr;  // recover
+  // recover: the log is known to be damaged; how far its fences may reach.
+  const SalvageBounds* bounds = nullptr;
 };
 
 void note(std::vector<RowChange>& list, std::int64_t& total, RowChange change) {
@@ -891,7 +889,7 @@ void replay(storage::Backend& backend, StreamKind kind, LogFacts& facts,
     const bool headed = have_head && head.stream_id == sid;
     if (headed) facts.chain.head(head);
     chain.finish(headed ? &head : nullptr, audit.chain_problems);
-    if (r.salvage && kind == StreamKind::item) {
+    if (r.bounds != nullptr && kind == StreamKind::item) {
       const auto& unbounded = r.bounds->unbounded;
       if (std::binary_search(unbounded.begin(), unbounded.end(), sid)) {
         // Its head was lost with the page it was on: any of the lost events
@@ -1123,7 +1121,7 @@ RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& p
 
 RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& progress,
                       const SalvageBounds* bounds) {
-  const bool salvage = bounds != nullptr;
+
   // A dry run reads one snapshot like verify: it never waits for, nor holds
   // off, a writer.
   auto tx = dry_run ? storage::Transaction::read(backend)
@@ -1133,7 +1131,6 @@ RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& p
   Reconcile r;
   r.report = &report;
   r.write_to = dry_run ? nullptr : &backend;
-  r.salvage = salvage;
   r.bounds = bounds;
   // Rows folded from a log that fails its own checks (a broken chain, an
   // unreadable event, an index column that files an event elsewhere than
@@ -1155,7 +1152,7 @@ RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& p
       }
     }
   });
-  if (!refusals.empty() && !salvage) throw RebuildRefused(std::move(refusals), refusals_total);
+  if (!refusals.empty() && bounds == nullptr) throw RebuildRefused(std::move(refusals), refusals_total);
   if (dry_run) return report;  // the guard rolls back: nothing written
   tx.commit();
   return report;
