@@ -112,7 +112,7 @@ Validity Cli::run_stats() {
     }
     const auto c = store.status_counts(project_);
     if (c.invalid > 0) {
-      std::cerr << fmt::format("cplane: {} item row(s) have a status that is none of the four "
+      std::cerr << fmt::format("cplane: {} item row(s) have a status that is none of the five "
                                "and are not counted: run cplane verify\n",
                                c.invalid);
     }
@@ -122,10 +122,11 @@ Validity Cli::run_stats() {
                 .num("claimed", c.claimed)
                 .num("done", c.done)
                 .num("failed", c.failed)
+                .num("closed", c.closed)
                 .done());
     } else {
-      print(fmt::format("ready: {}\nclaimed: {}\ndone: {}\nfailed: {}", c.ready, c.claimed,
-                        c.done, c.failed));
+      print(fmt::format("ready: {}\nclaimed: {}\ndone: {}\nfailed: {}\nclosed: {}", c.ready,
+                        c.claimed, c.done, c.failed, c.closed));
     }
   });
 }

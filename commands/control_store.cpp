@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
@@ -14,6 +15,7 @@
 #include "events/clock.hpp"
 #include "events/codec.hpp"
 #include "projections/apply.hpp"
+#include "projections/rules.hpp"
 
 namespace cplane {
 
@@ -27,6 +29,22 @@ std::string_view to_string(Durability durability) {
     case Durability::normal: return "normal";
   }
   return "unknown";
+}
+
+std::string_view to_string(AssignOutcome outcome) {
+  switch (outcome) {
+    case AssignOutcome::assigned: return "assigned";
+    case AssignOutcome::wait: return "wait";
+    case AssignOutcome::no_safe_work: return "no_safe_work";
+  }
+  return "unknown";
+}
+
+void require_action(std::string_view action) {
+  require_name(action, "action");
+  if (action.find(',') != std::string_view::npos) {
+    throw InvalidArgument(fmt::format("action {} contains a comma", quote_id(action)));
+  }
 }
 
 Durability parse_durability(std::string_view text) {
@@ -255,10 +273,18 @@ ProjectRow ControlStore::visible_project(const std::string& project_id,
 }
 
 std::string ControlStore::enqueue_in_tx(const ProjectRow& project, const std::string& payload_json,
-                                        const std::optional<std::string>& actor, Micros at) {
+                                        const std::optional<std::string>& actor, Micros at,
+                                        const EnqueueOptions* forge) {
   std::string id = new_item_id(at);
   while (backend_->find_item(id)) id = new_item_id(at);  // never reuse an id, however unlikely
-  const Event event = decide_enqueue(project, id, payload_json, actor.value_or(kControlPlane), at);
+  Event event = decide_enqueue(project, id, payload_json, actor.value_or(kControlPlane), at);
+  if (forge != nullptr) {
+    auto& queued = std::get<ItemQueued>(event.body);
+    queued.kind = forge->kind;
+    queued.ref = forge->ref;
+    queued.head = forge->head;
+    queued.author = forge->author;
+  }
   const Seq seq = backend_->append(event);
   backend_->insert_item(apply(ItemRow{}, StoredEvent{seq, event}));
   return event.item_id;
@@ -275,6 +301,36 @@ std::string ControlStore::enqueue(const std::string& project_id, const std::stri
   auto tx = Transaction::write(*backend_, sync_for_claims());
   const ProjectRow project = visible_project(project_id, actor);
   std::string id = enqueue_in_tx(project, payload_json, actor, at);
+  tx.commit();
+  return id;
+}
+
+std::string ControlStore::enqueue(const std::string& project_id, const std::string& payload_json,
+                                  const EnqueueOptions& options) {
+  const InUse in_use(*this);
+  require_name(project_id, "project id");
+  require_actor(options.actor);
+  require_payload(payload_json);
+  if (!options.ref.empty()) require_name(options.ref, "ref");
+  if (options.kind != WorkKind::task && options.kind != WorkKind::issue &&
+      options.kind != WorkKind::pr) {
+    throw InvalidArgument(fmt::format("unknown kind {}: expected task, issue or pr",
+                                      static_cast<int>(options.kind)));
+  }
+  for (const auto& [what, value] : {std::pair{"head", &options.head},
+                                    std::pair{"author", &options.author}}) {
+    if (value->empty()) continue;
+    if (options.kind != WorkKind::pr) {
+      throw InvalidArgument(fmt::format("only a pr has a {}; this item is {} {}", what,
+                                        options.kind == WorkKind::issue ? "an" : "a",
+                                        to_string(options.kind)));
+    }
+    require_name(*value, what);
+  }
+  const Micros at = clock(options.now);
+  auto tx = Transaction::write(*backend_, sync_for_claims());
+  const ProjectRow project = visible_project(project_id, options.actor);
+  std::string id = enqueue_in_tx(project, payload_json, options.actor, at, &options);
   tx.commit();
   return id;
 }
@@ -453,6 +509,312 @@ void ControlStore::release(const std::string& item_id, Fence fence, const std::s
   tx.commit();
 }
 
+// ---- sessions ------------------------------------------------------------------
+
+namespace {
+
+// Who an item event made for a session is by: its actor, else its id.
+const std::string& acting_for(const SessionRow& session) {
+  return session.actor.empty() ? session.session_id : session.actor;
+}
+
+std::vector<std::string> checked_actions(const std::vector<std::string>& actions) {
+  if (actions.empty()) throw InvalidArgument("an assignment needs at least one allowed action");
+  for (const auto& a : actions) require_action(a);
+  std::vector<std::string> out = actions;
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+}  // namespace
+
+SessionRow ControlStore::open_session_row(const std::string& session) {
+  auto row = backend_->find_session(session);
+  if (!row) {
+    throw NotFound(NotFound::Reason::unknown_session,
+                   fmt::format("no such session: {}", quote_id(session)));
+  }
+  if (!row->is_open()) {
+    throw NotFound(NotFound::Reason::session_closed,
+                   fmt::format("session {} was closed at {}: open a new session",
+                               quote_id(session), row->closed_at));
+  }
+  return std::move(*row);
+}
+
+void ControlStore::open_session(const std::string& session, const std::optional<std::string>& actor,
+                                std::optional<Micros> now) {
+  const InUse in_use(*this);
+  require_name(session, "session id");
+  require_actor(actor);
+  const Micros at = clock(now);
+  auto tx = Transaction::write(*backend_, sync_for_claims());
+  const std::string scope = actor.value_or("");
+  if (auto existing = backend_->find_session(session)) {
+    if (!existing->is_open()) {
+      throw InvalidArgument(fmt::format("session {} was closed at {}; session ids are not "
+                                        "reused: open a new one",
+                                        quote_id(session), existing->closed_at));
+    }
+    if (existing->actor != scope) {
+      throw InvalidArgument(fmt::format("session {} is already open {}", quote_id(session),
+                                        existing->actor.empty()
+                                            ? std::string("unscoped")
+                                            : "as actor " + quote_id(existing->actor)));
+    }
+    return;  // open already, as asked: nothing to record
+  }
+  const Event event{at, scope, "", "", SessionOpened{session, scope}};
+  const Seq seq = backend_->append(event);
+  backend_->put_session(apply(SessionRow{}, StoredEvent{seq, event}));
+  tx.commit();
+}
+
+std::vector<std::pair<std::string, Micros>> ControlStore::session_heartbeat(
+    const std::string& session, std::optional<Seconds> lease, std::optional<Micros> now) {
+  const InUse in_use(*this);
+  require_name(session, "session id");
+  const Micros lease_us = require_lease(lease.value_or(options_.lease));
+  const Micros at = clock(now);
+  // Leases extended are promises, as durable as a claim.
+  auto tx = Transaction::write(*backend_, sync_for_claims());
+  const SessionRow row = open_session_row(session);
+  std::vector<std::pair<std::string, Micros>> extended;
+  for (auto& item : backend_->session_items(session)) {
+    if (!lease_live(item, at)) continue;  // a lapsed lease stays lapsed
+    const Event event{at, acting_for(row), item.project_id, item.item_id,
+                      LeaseExtended{item.fence, at + lease_us}};
+    const Seq seq = backend_->append(event);
+    backend_->put_item(apply(std::move(item), StoredEvent{seq, event}));
+    extended.emplace_back(event.item_id, at + lease_us);
+  }
+  const Event seen{at, row.actor, "", "", SessionSeen{session}};
+  const Seq seq = backend_->append(seen);
+  backend_->put_session(apply(row, StoredEvent{seq, seen}));
+  tx.commit();
+  return extended;
+}
+
+std::vector<std::string> ControlStore::close_session(const std::string& session,
+                                                     std::optional<Micros> now) {
+  const InUse in_use(*this);
+  require_name(session, "session id");
+  const Micros at = clock(now);
+  auto tx = Transaction::write(*backend_, sync_for_finish());
+  auto row = backend_->find_session(session);
+  if (!row) {
+    throw NotFound(NotFound::Reason::unknown_session,
+                   fmt::format("no such session: {}", quote_id(session)));
+  }
+  if (!row->is_open()) return {};  // closed already: nothing to record
+  std::vector<std::string> released;
+  for (auto& item : backend_->session_items(session)) {
+    const Event event{at, acting_for(*row), item.project_id, item.item_id,
+                      ItemReleased{item.fence, "session closed"}};
+    const Seq seq = backend_->append(event);
+    backend_->put_item(apply(std::move(item), StoredEvent{seq, event}));
+    released.push_back(event.item_id);
+  }
+  const Event closed{at, row->actor, "", "", SessionClosed{session}};
+  const Seq seq = backend_->append(closed);
+  backend_->put_session(apply(std::move(*row), StoredEvent{seq, closed}));
+  tx.commit();
+  return released;
+}
+
+std::vector<SessionInfo> ControlStore::sessions(std::optional<Micros> now) {
+  const InUse in_use(*this);
+  const Micros at = clock(now);
+  auto tx = Transaction::read(*backend_);
+  std::vector<SessionInfo> out;
+  auto cursor = backend_->scan_sessions();
+  SessionRow row;
+  while (cursor->next(row)) out.push_back({row, {}});
+  for (auto& info : out) {
+    for (const auto& item : backend_->session_items(info.row.session_id)) {
+      if (lease_live(item, at)) info.items.push_back(item.item_id);
+    }
+  }
+  tx.commit();
+  return out;
+}
+
+// ---- the forge, as observed ----------------------------------------------------
+
+template <class Observe>
+bool ControlStore::observe_in_tx(const std::string& item_id, Micros at, Observe&& observe) {
+  auto row = backend_->find_item(item_id);
+  if (!row) {
+    throw NotFound(NotFound::Reason::unknown_item, fmt::format("no such item: {}", quote_id(item_id)));
+  }
+  std::optional<EventBody> body = observe(*row);  // nullopt: nothing changed
+  if (!body) return false;
+  const Event event{at, kControlPlane, row->project_id, row->item_id, std::move(*body)};
+  const Seq seq = backend_->append(event);
+  backend_->put_item(apply(std::move(*row), StoredEvent{seq, event}));
+  return true;
+}
+
+namespace {
+
+void require_pr(const ItemRow& row, const char* what) {
+  if (row.kind != WorkKind::pr) {
+    throw InvalidArgument(fmt::format("item {} is {} {}: only a pr has a {}", quote_id(row.item_id),
+                                      row.kind == WorkKind::issue ? "an" : "a", to_string(row.kind),
+                                      what));
+  }
+}
+
+}  // namespace
+
+// Observations are as durable as claims: the gate's head check (R4) rests
+// on the head it last recorded.
+bool ControlStore::observe_head(const std::string& item_id, const std::string& head,
+                                std::optional<Micros> now) {
+  const InUse in_use(*this);
+  require_name(item_id, "item id");
+  require_name(head, "head");
+  const Micros at = clock(now);
+  auto tx = Transaction::write(*backend_, sync_for_claims());
+  const bool changed = observe_in_tx(item_id, at, [&](const ItemRow& row) -> std::optional<EventBody> {
+    require_pr(row, "head");
+    if (is_terminal(row.status) || row.head == head) return std::nullopt;
+    return HeadMoved{head};
+  });
+  if (changed) tx.commit();
+  return changed;
+}
+
+bool ControlStore::observe_review(const std::string& item_id, ReviewState review,
+                                  std::optional<Micros> now) {
+  const InUse in_use(*this);
+  require_name(item_id, "item id");
+  if (review != ReviewState::none && review != ReviewState::approved &&
+      review != ReviewState::changes_requested) {
+    throw InvalidArgument(fmt::format("unknown review state {}", static_cast<int>(review)));
+  }
+  const Micros at = clock(now);
+  auto tx = Transaction::write(*backend_, sync_for_claims());
+  const bool changed = observe_in_tx(item_id, at, [&](const ItemRow& row) -> std::optional<EventBody> {
+    require_pr(row, "review state");
+    if (is_terminal(row.status) || row.review == review) return std::nullopt;
+    return ReviewChanged{review};
+  });
+  if (changed) tx.commit();
+  return changed;
+}
+
+bool ControlStore::observe_close(const std::string& item_id, CloseReason reason,
+                                 std::optional<Micros> now) {
+  const InUse in_use(*this);
+  require_name(item_id, "item id");
+  if (reason != CloseReason::merged && reason != CloseReason::closed) {
+    throw InvalidArgument(fmt::format("unknown close reason {}", static_cast<int>(reason)));
+  }
+  const Micros at = clock(now);
+  auto tx = Transaction::write(*backend_, sync_for_claims());
+  const bool changed = observe_in_tx(item_id, at, [&](const ItemRow& row) -> std::optional<EventBody> {
+    if (is_terminal(row.status)) return std::nullopt;
+    return ItemClosed{reason};
+  });
+  if (changed) tx.commit();
+  return changed;
+}
+
+// ---- assign + lease, and the gate -------------------------------------------------
+
+Assignment ControlStore::assign_and_lease(const std::string& session, const std::string& item_id,
+                                          const std::vector<std::string>& allowed_actions,
+                                          std::optional<Seconds> lease, std::optional<Micros> now) {
+  const InUse in_use(*this);
+  require_name(session, "session id");
+  require_name(item_id, "item id");
+  const auto actions = checked_actions(allowed_actions);
+  const Micros lease_us = require_lease(lease.value_or(options_.lease));
+  const Micros at = clock(now);
+  auto tx = Transaction::write(*backend_, sync_for_claims());
+  const SessionRow holder = open_session_row(session);
+  auto row = backend_->find_item(item_id);
+  const bool visible =
+      row && (holder.actor.empty() || backend_->is_assigned(row->project_id, holder.actor));
+  AssignDecision decision =
+      decide_assign(row, visible, session, actions, lease_us, acting_for(holder), at);
+  decision.answer.item_id = item_id;
+  if (decision.event) {
+    const Seq seq = backend_->append(*decision.event);
+    backend_->put_item(apply(std::move(*row), StoredEvent{seq, *decision.event}));
+    tx.commit();
+  }
+  return decision.answer;
+}
+
+namespace {
+
+// A name no session or item can have: the gate denies without a lookup.
+bool well_formed(const std::string& name) {
+  try {
+    require_name(name, "name");
+    return true;
+  } catch (const InvalidArgument&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+GateVerdict ControlStore::gate_in_tx(const std::string& session, const std::string& item_id,
+                                     Fence fence, const std::string& action,
+                                     const std::optional<std::string>& head, Micros at,
+                                     std::optional<ItemRow>* row_out,
+                                     std::optional<SessionRow>* session_out) {
+  std::optional<SessionRow> holder;
+  std::optional<ItemRow> row;
+  if (well_formed(session) && well_formed(item_id)) {
+    holder = backend_->find_session(session);
+    row = backend_->find_item(item_id);
+  }
+  auto verdict = judge_gate(row ? &*row : nullptr, holder && holder->is_open(), session, item_id,
+                            fence, action, head, at);
+  if (row_out != nullptr) *row_out = std::move(row);
+  if (session_out != nullptr) *session_out = std::move(holder);
+  return verdict;
+}
+
+GateVerdict ControlStore::require_valid_assignment(const std::string& session,
+                                                   const std::string& item_id, Fence fence,
+                                                   const std::string& action,
+                                                   const std::optional<std::string>& head,
+                                                   std::optional<Micros> now) {
+  const InUse in_use(*this);
+  const Micros at = clock(now);
+  auto tx = Transaction::read(*backend_);
+  auto verdict = gate_in_tx(session, item_id, fence, action, head, at, nullptr, nullptr);
+  tx.commit();
+  return verdict;
+}
+
+GateVerdict ControlStore::record_mutation(const std::string& session, const std::string& item_id,
+                                          Fence fence, const std::string& action,
+                                          const std::optional<std::string>& head,
+                                          std::optional<Micros> now) {
+  const InUse in_use(*this);
+  const Micros at = clock(now);
+  // The record of a mutation made is as durable as the assignment it was
+  // made under.
+  auto tx = Transaction::write(*backend_, sync_for_claims());
+  std::optional<ItemRow> row;
+  std::optional<SessionRow> holder;
+  auto verdict = gate_in_tx(session, item_id, fence, action, head, at, &row, &holder);
+  if (!verdict) return verdict;  // a denial records nothing
+  const Event event{at, acting_for(*holder), row->project_id, row->item_id,
+                    MutationRecorded{session, fence, action, head.value_or("")}};
+  const Seq seq = backend_->append(event);
+  backend_->put_item(apply(std::move(*row), StoredEvent{seq, event}));
+  tx.commit();
+  return verdict;
+}
+
 FenceVerdict ControlStore::check_fence(const std::string& item_id, Fence fence,
                                        const std::optional<std::string>& actor) {
   const InUse in_use(*this);
@@ -504,7 +866,7 @@ ControlStore::StatusCounts ControlStore::status_counts(const std::optional<std::
   auto tx = Transaction::read(*backend_);
   const auto c = backend_->status_counts(project_id ? &*project_id : nullptr);
   tx.commit();
-  return StatusCounts{c[0], c[1], c[2], c[3], c[4]};
+  return StatusCounts{c[0], c[1], c[2], c[3], c[4], c[5]};
 }
 
 Item ControlStore::item(const std::string& item_id, const std::optional<std::string>& actor) {

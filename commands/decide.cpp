@@ -94,4 +94,85 @@ Event decide_release(const std::optional<ItemRow>& item, std::string_view item_i
                ItemReleased{fence, reason}};
 }
 
+GateVerdict judge_gate(const ItemRow* row, bool session_open, std::string_view session,
+                       std::string_view item_id, Fence fence, std::string_view action,
+                       const std::optional<std::string>& head, Micros now) {
+  const auto reason = gate_refusal(row, session_open, session, fence, action, head, now);
+  if (!reason) return GateVerdict::allowed();
+  std::string message;
+  switch (*reason) {
+    case GateReason::no_live_lease:
+      if (!session_open) {
+        message = fmt::format("session {} is not open", quote_id(session));
+      } else if (row == nullptr) {
+        message = fmt::format("item {} does not exist", quote_id(item_id));
+      } else if (row->session != session) {
+        message = fmt::format("session {} holds no lease on item {}", quote_id(session),
+                              quote_id(item_id));
+      } else if (row->status == ItemStatus::claimed) {
+        message = fmt::format("the lease of session {} on item {} lapsed at {}", quote_id(session),
+                              quote_id(item_id), row->lease_expires_at);
+      } else {
+        message = fmt::format("item {} is {}: session {} holds no lease on it", quote_id(item_id),
+                              to_string(row->status), quote_id(session));
+      }
+      break;
+    case GateReason::stale_fence:
+      message = fmt::format("fence {} is not the current fence of item {} ({})", fence,
+                            quote_id(item_id), row->fence);
+      break;
+    case GateReason::work_terminal:
+      message = fmt::format("item {} is {}{}", quote_id(item_id), to_string(row->status),
+                            row->close_reason.empty() ? "" : " (" + row->close_reason + ")");
+      break;
+    case GateReason::action_not_allowed:
+      message = fmt::format("action {} is not allowed by the assignment of item {}",
+                            quote_id(action), quote_id(item_id));
+      break;
+    case GateReason::head_drift:
+      message = row->head != row->expected_head
+                    ? fmt::format("the head of item {} moved from {} (pinned) to {}",
+                                  quote_id(item_id), quote_id(row->expected_head),
+                                  quote_id(row->head))
+                    : fmt::format("head {} is not the pinned head {} of item {}", quote_id(*head),
+                                  quote_id(row->expected_head), quote_id(item_id));
+      break;
+  }
+  return GateVerdict::denied(*reason, std::move(message));
+}
+
+AssignDecision decide_assign(const std::optional<ItemRow>& row, bool visible,
+                             const std::string& session, const std::vector<std::string>& actions,
+                             Micros lease, const std::string& actor, Micros now) {
+  AssignDecision out;
+  out.answer.item_id = row ? row->item_id : std::string();
+  // R3: terminal, invisible and missing are one answer, and an invisible
+  // item never makes a scoped session wait.
+  if (!row || !visible || is_terminal(row->status)) {
+    out.answer.outcome = AssignOutcome::no_safe_work;
+    return out;
+  }
+  if (lease_live(*row, now)) {
+    if (row->session != session) {
+      // R2: someone else holds it.
+      out.answer.outcome = AssignOutcome::wait;
+      out.answer.until = row->lease_expires_at;
+      return out;
+    }
+    // The holder asking again (a retry after a lost reply): the same fence,
+    // a renewed lease, the assignment as it was made.
+    out.event = Event{now, actor, row->project_id, row->item_id,
+                      LeaseExtended{row->fence, now + lease}};
+    out.answer = Assignment{AssignOutcome::assigned, row->item_id, row->fence, now + lease,
+                            row->expected_head, row->actions, 0};
+    return out;
+  }
+  // Ready, or its lease lapsed: a fresh fence, whoever held it.
+  ItemAssigned assigned{session, row->fence + 1, now + lease, row->attempts + 1, actions, row->head};
+  out.answer = Assignment{AssignOutcome::assigned, row->item_id, assigned.fence,
+                          assigned.lease_expires_at, row->head, actions, 0};
+  out.event = Event{now, actor, row->project_id, row->item_id, std::move(assigned)};
+  return out;
+}
+
 }  // namespace cplane

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include <cplane/store.hpp>
 #include <cplane/verdict.hpp>
 
 #include "events/event.hpp"
@@ -47,6 +48,24 @@ FenceVerdict judge_fence(const ItemRow* item, std::string_view item_id, Fence fe
 Event decide_finish(const std::optional<ItemRow>& item, std::string_view item_id, Fence fence,
                     Outcome outcome, const std::string& detail, const std::string& actor,
                     Micros now);
+
+// The mutation gate (see ControlStore::require_valid_assignment): the
+// verdict with a sentence naming what failed.
+GateVerdict judge_gate(const ItemRow* row, bool session_open, std::string_view session,
+                       std::string_view item_id, Fence fence, std::string_view action,
+                       const std::optional<std::string>& head, Micros now);
+
+// Assigning `row` (nullopt: no such item) to `session`: the answer, and
+// the event that follows (assigned; lease_extended for a renewal by its
+// holder; none for wait and no_safe_work). `visible`: the session's actor
+// may see the item's project. `actions` sorted, without duplicates.
+struct AssignDecision {
+  Assignment answer;
+  std::optional<Event> event;
+};
+AssignDecision decide_assign(const std::optional<ItemRow>& row, bool visible,
+                             const std::string& session, const std::vector<std::string>& actions,
+                             Micros lease, const std::string& actor, Micros now);
 
 // A candidate may be claimed at `now`: ready, or claimed with lease lapsed.
 bool is_claimable(const ItemRow& row, Micros now);

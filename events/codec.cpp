@@ -19,8 +19,59 @@ wire::StreamKind to_wire(StreamKind kind) {
   switch (kind) {
     case StreamKind::item: return wire::StreamKind::ITEM;
     case StreamKind::project: return wire::StreamKind::PROJECT;
+    case StreamKind::session: return wire::StreamKind::SESSION;
   }
   return wire::StreamKind::UNSPECIFIED;
+}
+
+wire::WorkKind to_wire(WorkKind kind) {
+  switch (kind) {
+    case WorkKind::task: return wire::WorkKind::TASK;
+    case WorkKind::issue: return wire::WorkKind::ISSUE;
+    case WorkKind::pr: return wire::WorkKind::PR;
+  }
+  return wire::WorkKind::TASK;
+}
+
+wire::ReviewState to_wire(ReviewState review) {
+  switch (review) {
+    case ReviewState::none: return wire::ReviewState::NONE;
+    case ReviewState::approved: return wire::ReviewState::APPROVED;
+    case ReviewState::changes_requested: return wire::ReviewState::CHANGES_REQUESTED;
+  }
+  return wire::ReviewState::NONE;
+}
+
+// An enumerant this build does not know is an unreadable body, never a guess.
+[[noreturn]] void unknown_enumerant(const char* what, unsigned value) {
+  throw UnreadableEvent(std::string("event has an unknown ") + what + " (" +
+                        std::to_string(value) + ")");
+}
+
+WorkKind from_wire(wire::WorkKind kind) {
+  switch (kind) {
+    case wire::WorkKind::TASK: return WorkKind::task;
+    case wire::WorkKind::ISSUE: return WorkKind::issue;
+    case wire::WorkKind::PR: return WorkKind::pr;
+  }
+  unknown_enumerant("kind", static_cast<unsigned>(kind));
+}
+
+ReviewState from_wire(wire::ReviewState review) {
+  switch (review) {
+    case wire::ReviewState::NONE: return ReviewState::none;
+    case wire::ReviewState::APPROVED: return ReviewState::approved;
+    case wire::ReviewState::CHANGES_REQUESTED: return ReviewState::changes_requested;
+  }
+  unknown_enumerant("review state", static_cast<unsigned>(review));
+}
+
+CloseReason from_wire(wire::CloseReason reason) {
+  switch (reason) {
+    case wire::CloseReason::MERGED: return CloseReason::merged;
+    case wire::CloseReason::CLOSED: return CloseReason::closed;
+  }
+  unknown_enumerant("close reason", static_cast<unsigned>(reason));
 }
 
 }  // namespace
@@ -43,7 +94,49 @@ std::string encode(const Event& event) {
                    b.setStatus(text(e.status));
                  },
                  [&](const ActorAssigned& e) { body.initActorAssigned().setActor(text(e.actor)); },
-                 [&](const ItemQueued& e) { body.initItemQueued().setPayload(text(e.payload)); },
+                 [&](const ItemQueued& e) {
+                   auto b = body.initItemQueued();
+                   b.setPayload(text(e.payload));
+                   b.setKind(to_wire(e.kind));
+                   b.setRef(text(e.ref));
+                   b.setHead(text(e.head));
+                   b.setAuthor(text(e.author));
+                 },
+                 [&](const ItemAssigned& e) {
+                   auto b = body.initItemAssigned();
+                   b.setSession(text(e.session));
+                   b.setFence(e.fence);
+                   b.setLeaseExpiresAt(e.lease_expires_at);
+                   b.setAttempt(e.attempt);
+                   auto actions = b.initActions(static_cast<unsigned>(e.actions.size()));
+                   for (unsigned i = 0; i < e.actions.size(); ++i) actions.set(i, text(e.actions[i]));
+                   b.setExpectedHead(text(e.expected_head));
+                 },
+                 [&](const HeadMoved& e) { body.initHeadMoved().setHead(text(e.head)); },
+                 [&](const ReviewChanged& e) {
+                   body.initReviewChanged().setReview(to_wire(e.review));
+                 },
+                 [&](const ItemClosed& e) {
+                   body.initItemClosed().setReason(e.reason == CloseReason::merged
+                                                       ? wire::CloseReason::MERGED
+                                                       : wire::CloseReason::CLOSED);
+                 },
+                 [&](const MutationRecorded& e) {
+                   auto b = body.initMutationRecorded();
+                   b.setSession(text(e.session));
+                   b.setFence(e.fence);
+                   b.setAction(text(e.action));
+                   b.setHead(text(e.head));
+                 },
+                 [&](const SessionOpened& e) {
+                   auto b = body.initSessionOpened();
+                   b.setSession(text(e.session));
+                   b.setActor(text(e.actor));
+                 },
+                 [&](const SessionSeen& e) { body.initSessionSeen().setSession(text(e.session)); },
+                 [&](const SessionClosed& e) {
+                   body.initSessionClosed().setSession(text(e.session));
+                 },
                  [&](const ItemClaimed& e) {
                    auto b = body.initItemClaimed();
                    b.setOwner(text(e.owner));
@@ -106,8 +199,45 @@ Event decode_aligned(kj::ArrayPtr<const capnp::word> words) {
     case wire::Event::Body::ACTOR_ASSIGNED:
       event.body = ActorAssigned{str(body.getActorAssigned().getActor())};
       break;
-    case wire::Event::Body::ITEM_QUEUED:
-      event.body = ItemQueued{str(body.getItemQueued().getPayload())};
+    case wire::Event::Body::ITEM_QUEUED: {
+      auto b = body.getItemQueued();
+      event.body = ItemQueued{str(b.getPayload()), from_wire(b.getKind()), str(b.getRef()),
+                              str(b.getHead()), str(b.getAuthor())};
+      break;
+    }
+    case wire::Event::Body::ITEM_ASSIGNED: {
+      auto b = body.getItemAssigned();
+      ItemAssigned e{str(b.getSession()), b.getFence(), b.getLeaseExpiresAt(), b.getAttempt(),
+                     {}, str(b.getExpectedHead())};
+      for (auto action : b.getActions()) e.actions.push_back(str(action));
+      event.body = std::move(e);
+      break;
+    }
+    case wire::Event::Body::HEAD_MOVED:
+      event.body = HeadMoved{str(body.getHeadMoved().getHead())};
+      break;
+    case wire::Event::Body::REVIEW_CHANGED:
+      event.body = ReviewChanged{from_wire(body.getReviewChanged().getReview())};
+      break;
+    case wire::Event::Body::ITEM_CLOSED:
+      event.body = ItemClosed{from_wire(body.getItemClosed().getReason())};
+      break;
+    case wire::Event::Body::MUTATION_RECORDED: {
+      auto b = body.getMutationRecorded();
+      event.body = MutationRecorded{str(b.getSession()), b.getFence(), str(b.getAction()),
+                                    str(b.getHead())};
+      break;
+    }
+    case wire::Event::Body::SESSION_OPENED: {
+      auto b = body.getSessionOpened();
+      event.body = SessionOpened{str(b.getSession()), str(b.getActor())};
+      break;
+    }
+    case wire::Event::Body::SESSION_SEEN:
+      event.body = SessionSeen{str(body.getSessionSeen().getSession())};
+      break;
+    case wire::Event::Body::SESSION_CLOSED:
+      event.body = SessionClosed{str(body.getSessionClosed().getSession())};
       break;
     case wire::Event::Body::ITEM_CLAIMED: {
       auto b = body.getItemClaimed();

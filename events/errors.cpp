@@ -28,7 +28,24 @@ const char* to_string(StorageError::Category category) noexcept {
 }
 
 const char* to_string(NotFound::Reason reason) noexcept {
-  return reason == NotFound::Reason::unknown_item ? "unknown_item" : "unknown_project";
+  switch (reason) {
+    case NotFound::Reason::unknown_item: return "unknown_item";
+    case NotFound::Reason::unknown_project: return "unknown_project";
+    case NotFound::Reason::unknown_session: return "unknown_session";
+    case NotFound::Reason::session_closed: return "session_closed";
+  }
+  return "unknown";
+}
+
+const char* to_string(GateReason reason) noexcept {
+  switch (reason) {
+    case GateReason::no_live_lease: return "no_live_lease";
+    case GateReason::stale_fence: return "stale_fence";
+    case GateReason::work_terminal: return "work_terminal";
+    case GateReason::action_not_allowed: return "action_not_allowed";
+    case GateReason::head_drift: return "head_drift";
+  }
+  return "unknown";
 }
 
 namespace {

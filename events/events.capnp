@@ -19,8 +19,10 @@
 #     leave them unset (`unspecified`) and are filed by their member.
 #   * `itemId` is empty for events of a project stream.
 #
-# Planned members (later issues): leaseExpired, itemClosed, headMoved,
-# sessionOpened, ...
+# Events of a session's stream (sessionOpened, sessionSeen, sessionClosed)
+# leave itemId and projectId empty and name the session in their body.
+#
+# Planned members (later issues): incidents, allocator decisions, ...
 
 @0xa77279471f4af3a6;
 
@@ -40,8 +42,18 @@ struct ActorAssigned {
   actor @0 :Text;      # the scoped actor that may now see the project
 }
 
+enum WorkKind {
+  task @0;             # plain work: what every item was before forge items
+  issue @1;
+  pr @2;
+}
+
 struct ItemQueued {
   payload @0 :Text;    # JSON text, validated before it was appended
+  kind @1 :WorkKind;   # task for every item queued before kinds existed
+  ref @2 :Text;        # the forge's reference, "owner/repo#123", or empty
+  head @3 :Text;       # a pr's head revision (a commit sha) when queued
+  author @4 :Text;     # a pr's author (a session id)
 }
 
 struct ItemClaimed {
@@ -61,6 +73,7 @@ enum StreamKind {
   unspecified @0;  # written before streams were recorded: filed by the body's member
   item @1;
   project @2;
+  session @3;
 }
 
 struct LeaseExtended {
@@ -79,6 +92,58 @@ struct LeaseExpired {
   leaseExpiresAt @2 :Int64;   # when the lease had ended
 }
 
+struct ItemAssigned {
+  session @0 :Text;           # the session that holds the item now
+  fence @1 :UInt64;           # one above the item's last fence (claims and assignments share it)
+  leaseExpiresAt @2 :Int64;
+  attempt @3 :UInt32;
+  actions @4 :List(Text);     # what the session may do on the forge: sorted, no duplicates
+  expectedHead @5 :Text;      # the item's head when assigned, pinned (empty: none)
+}
+
+struct HeadMoved {
+  head @0 :Text;              # the item's new head, as observed on the forge
+}
+
+enum ReviewState {
+  none @0;
+  approved @1;
+  changesRequested @2;
+}
+
+struct ReviewChanged {
+  review @0 :ReviewState;
+}
+
+enum CloseReason {
+  merged @0;
+  closed @1;
+}
+
+struct ItemClosed {
+  reason @0 :CloseReason;     # the forge closed it: terminal for everyone, no fence
+}
+
+struct MutationRecorded {
+  session @0 :Text;           # who mutated, under ...
+  fence @1 :UInt64;           # ... which assignment (the gate allowed it)
+  action @2 :Text;
+  head @3 :Text;              # the head it mutated, or empty
+}
+
+struct SessionOpened {
+  session @0 :Text;
+  actor @1 :Text;             # the scope its work comes from; empty: the control plane's
+}
+
+struct SessionSeen {
+  session @0 :Text;
+}
+
+struct SessionClosed {
+  session @0 :Text;
+}
+
 struct Event {
   at @0 :Int64;               # when the command ran, microseconds since the epoch
   actor @1 :Text;             # who asked: a scoped actor, a worker, or "" (control plane)
@@ -94,6 +159,14 @@ struct Event {
     leaseExtended @11 :LeaseExtended;
     itemReleased @12 :ItemReleased;
     leaseExpired @13 :LeaseExpired;
+    itemAssigned @14 :ItemAssigned;
+    headMoved @15 :HeadMoved;
+    reviewChanged @16 :ReviewChanged;
+    itemClosed @17 :ItemClosed;
+    mutationRecorded @18 :MutationRecorded;
+    sessionOpened @19 :SessionOpened;
+    sessionSeen @20 :SessionSeen;
+    sessionClosed @21 :SessionClosed;
   }
 
   streamKind @9 :StreamKind;  # the stream this event belongs to

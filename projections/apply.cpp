@@ -8,6 +8,7 @@ std::string_view to_string(ItemStatus status) {
     case ItemStatus::claimed: return "claimed";
     case ItemStatus::done: return "done";
     case ItemStatus::failed: return "failed";
+    case ItemStatus::closed: return "closed";
   }
   return "unknown";
 }
@@ -17,6 +18,7 @@ std::optional<ItemStatus> parse_item_status(std::string_view text) {
   if (text == "claimed") return ItemStatus::claimed;
   if (text == "done") return ItemStatus::done;
   if (text == "failed") return ItemStatus::failed;
+  if (text == "closed") return ItemStatus::closed;
   return std::nullopt;
 }
 
@@ -35,6 +37,10 @@ ItemRow apply(ItemRow row, const StoredEvent& stored) {
             row.status = ItemStatus::ready;
             row.queued_seq = stored.seq;
             row.queued_at = e.at;
+            row.kind = queued.kind;
+            row.ref = queued.ref;
+            row.head = queued.head;
+            row.author = queued.author;
             return true;
           },
           [&](const ItemClaimed& claimed) {
@@ -43,6 +49,43 @@ ItemRow apply(ItemRow row, const StoredEvent& stored) {
             row.fence = claimed.fence;
             row.attempts = claimed.attempt;
             row.lease_expires_at = claimed.lease_expires_at;
+            // A worker's claim is no session's assignment.
+            row.session.clear();
+            row.actions.clear();
+            row.expected_head.clear();
+            return true;
+          },
+          [&](const ItemAssigned& assigned) {
+            // A claim by a session: the same fence counter, plus what it
+            // may do and the head it was given.
+            row.status = ItemStatus::claimed;
+            row.owner = assigned.session;
+            row.session = assigned.session;
+            row.fence = assigned.fence;
+            row.attempts = assigned.attempt;
+            row.lease_expires_at = assigned.lease_expires_at;
+            row.actions = assigned.actions;
+            row.expected_head = assigned.expected_head;
+            return true;
+          },
+          [&](const HeadMoved& moved) {
+            row.head = moved.head;
+            return true;
+          },
+          [&](const ReviewChanged& changed) {
+            row.review = changed.review;
+            return true;
+          },
+          [&](const ItemClosed& closed) {
+            // Terminal for everyone; who held it (owner, session, fence)
+            // stays on record.
+            row.status = ItemStatus::closed;
+            row.close_reason = std::string(to_string(closed.reason));
+            row.lease_expires_at = 0;
+            return true;
+          },
+          [&](const MutationRecorded&) {
+            // A fact for the history: the assignment stands as it was.
             return true;
           },
           [&](const ItemFinished& finished) {
@@ -65,10 +108,16 @@ ItemRow apply(ItemRow row, const StoredEvent& stored) {
             // after a finish: who held it last.
             row.status = ItemStatus::ready;
             row.lease_expires_at = 0;
+            row.session.clear();
+            row.actions.clear();
+            row.expected_head.clear();
             return true;
           },
           [](const ProjectCreated&) { return false; },
           [](const ActorAssigned&) { return false; },
+          [](const SessionOpened&) { return false; },
+          [](const SessionSeen&) { return false; },
+          [](const SessionClosed&) { return false; },
       },
       e.body);
   if (changed) {
@@ -95,6 +144,14 @@ ProjectRow apply(ProjectRow row, const StoredEvent& stored) {
                  [](const LeaseExtended&) {},
                  [](const ItemReleased&) {},
                  [](const LeaseExpired&) {},
+                 [](const ItemAssigned&) {},
+                 [](const HeadMoved&) {},
+                 [](const ReviewChanged&) {},
+                 [](const ItemClosed&) {},
+                 [](const MutationRecorded&) {},
+                 [](const SessionOpened&) {},
+                 [](const SessionSeen&) {},
+                 [](const SessionClosed&) {},
              },
              e.body);
   return row;
@@ -116,8 +173,53 @@ ProjectActorRow apply(ProjectActorRow row, const StoredEvent& stored) {
                  [](const LeaseExtended&) {},
                  [](const ItemReleased&) {},
                  [](const LeaseExpired&) {},
+                 [](const ItemAssigned&) {},
+                 [](const HeadMoved&) {},
+                 [](const ReviewChanged&) {},
+                 [](const ItemClosed&) {},
+                 [](const MutationRecorded&) {},
+                 [](const SessionOpened&) {},
+                 [](const SessionSeen&) {},
+                 [](const SessionClosed&) {},
              },
              e.body);
+  return row;
+}
+
+SessionRow apply(SessionRow row, const StoredEvent& stored) {
+  const Event& e = stored.event;
+  const bool changed = std::visit(
+      Overloaded{
+          [&](const SessionOpened& opened) {
+            row.session_id = opened.session;
+            row.actor = opened.actor;
+            row.opened_at = e.at;
+            return true;
+          },
+          [](const SessionSeen&) { return true; },
+          [&](const SessionClosed&) {
+            row.closed_at = e.at;
+            return true;
+          },
+          [](const ProjectCreated&) { return false; },
+          [](const ActorAssigned&) { return false; },
+          [](const ItemQueued&) { return false; },
+          [](const ItemClaimed&) { return false; },
+          [](const ItemFinished&) { return false; },
+          [](const LeaseExtended&) { return false; },
+          [](const ItemReleased&) { return false; },
+          [](const LeaseExpired&) { return false; },
+          [](const ItemAssigned&) { return false; },
+          [](const HeadMoved&) { return false; },
+          [](const ReviewChanged&) { return false; },
+          [](const ItemClosed&) { return false; },
+          [](const MutationRecorded&) { return false; },
+      },
+      e.body);
+  if (changed) {
+    row.last_seen_at = e.at;
+    row.last_seq = stored.seq;
+  }
   return row;
 }
 

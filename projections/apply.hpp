@@ -25,6 +25,9 @@ ProjectRow apply(ProjectRow row, const StoredEvent& event);
 // Folds an actor_assigned event into the assignment row.
 ProjectActorRow apply(ProjectActorRow row, const StoredEvent& event);
 
+// Folds a session's events (opened, heartbeat, closed) into its row.
+SessionRow apply(SessionRow row, const StoredEvent& event);
+
 // The row a stream of events folds to, starting from an empty row.
 template <class Row, class Events>
 Row fold(Events&& events, Row initial = {}) {

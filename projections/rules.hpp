@@ -4,7 +4,10 @@
 // Pure: no I/O, no clock.
 #pragma once
 
+#include <algorithm>
 #include <optional>
+#include <string>
+#include <string_view>
 
 #include "events/errors.hpp"
 #include "projections/rows.hpp"
@@ -32,6 +35,38 @@ inline std::optional<FenceRejected::Reason> fence_refusal(const ItemRow* row, Fe
   if (is_terminal(row->status)) return Reason::terminal;
   if (row->status != ItemStatus::claimed) return Reason::not_claimed;
   if (fence != row->fence) return Reason::stale_fence;
+  return std::nullopt;
+}
+
+// A lease is live at `at` while it has not lapsed: it ends strictly after.
+inline bool lease_live(const ItemRow& row, Micros at) {
+  return row.status == ItemStatus::claimed && row.lease_expires_at > at;
+}
+
+// Why the mutation gate must deny `session` a mutation on `row` (null: an
+// unknown item), or nullopt to allow it. The checks go in the order of
+// GateReason, and the first that holds is the reason. `session_open` is
+// false for an unknown or closed session: it holds no lease.
+//
+// A terminal item has no lease, but its holder on record (the session of
+// its last assignment, kept by done, failed and closed) is told
+// work_terminal rather than no_live_lease: the work ended, not its lease.
+inline std::optional<GateReason> gate_refusal(const ItemRow* row, bool session_open,
+                                              std::string_view session, Fence fence,
+                                              std::string_view action,
+                                              const std::optional<std::string>& head,
+                                              Micros at) {
+  if (!session_open || row == nullptr || row->session != session) return GateReason::no_live_lease;
+  const bool terminal = is_terminal(row->status);
+  if (!terminal && !lease_live(*row, at)) return GateReason::no_live_lease;
+  if (fence != row->fence) return GateReason::stale_fence;
+  if (terminal) return GateReason::work_terminal;
+  if (!std::binary_search(row->actions.begin(), row->actions.end(), action)) {
+    return GateReason::action_not_allowed;
+  }
+  if (row->head != row->expected_head || (head && *head != row->expected_head)) {
+    return GateReason::head_drift;
+  }
   return std::nullopt;
 }
 

@@ -94,12 +94,15 @@ struct LogDigest {
 };
 
 // An item row as scanned for verify and rebuild. A row whose status column
-// holds none of the four statuses (only tampering does that) is still
-// returned, so that it can be reported and repaired: `invalid_status` holds
-// the stored text and row.status is meaningless.
+// holds none of the five statuses, or whose kind or review is none of
+// theirs (only tampering does that), is still returned, so that it can be
+// reported and repaired: `invalid_*` holds the stored text and that field
+// of the row is meaningless.
 struct ScannedItem {
   ItemRow row;
   std::string invalid_status;
+  std::string invalid_kind;
+  std::string invalid_review;
 };
 
 template <class Row>
@@ -174,6 +177,16 @@ class Backend {
   // Every item row, ordered by item_id (bytewise).
   virtual std::unique_ptr<Cursor<ScannedItem>> scan_items() = 0;
 
+  // ---- sessions -------------------------------------------------------------
+  virtual std::optional<SessionRow> find_session(std::string_view session_id) = 0;
+  virtual void put_session(const SessionRow& row) = 0;  // insert or replace
+  virtual void delete_session(std::string_view session_id) = 0;
+  // The claimed items whose assignment is this session's, by item id (an
+  // index range; lapsed leases included).
+  virtual std::vector<ItemRow> session_items(std::string_view session_id) = 0;
+  // Every session row, ordered by session id (bytewise).
+  virtual std::unique_ptr<Cursor<SessionRow>> scan_sessions() = 0;
+
   // ---- projects and scope ---------------------------------------------------
   virtual std::optional<ProjectRow> find_project(std::string_view project_id) = 0;
   virtual void put_project(const ProjectRow& row) = 0;
@@ -198,9 +211,9 @@ class Backend {
   virtual Micros now() = 0;
 
   // How many items of `project_id` (all, if null) are in each status,
-  // indexed by ItemStatus; [4] counts rows whose status is none of the four
+  // indexed by ItemStatus; [kItemStatuses] counts rows whose status is none of the five
   // (tampering). Reads every such row: for operators, not hot paths.
-  virtual std::array<std::int64_t, 5> status_counts(const std::string* project_id) = 0;
+  virtual std::array<std::int64_t, kItemStatuses + 1> status_counts(const std::string* project_id) = 0;
 };
 
 // RAII guard: rolls back unless committed.

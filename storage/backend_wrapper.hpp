@@ -55,6 +55,19 @@ class BackendWrapper : public Backend {
     return inner_->lapsed_items(now, project_id);
   }
   std::unique_ptr<Cursor<ScannedItem>> scan_items() override { return inner_->scan_items(); }
+  std::optional<SessionRow> find_session(std::string_view session_id) override {
+    return inner_->find_session(session_id);
+  }
+  void put_session(const SessionRow& row) override { inner_->put_session(row); }
+  void delete_session(std::string_view session_id) override {
+    inner_->delete_session(session_id);
+  }
+  std::vector<ItemRow> session_items(std::string_view session_id) override {
+    return inner_->session_items(session_id);
+  }
+  std::unique_ptr<Cursor<SessionRow>> scan_sessions() override {
+    return inner_->scan_sessions();
+  }
   std::optional<ProjectRow> find_project(std::string_view project_id) override {
     return inner_->find_project(project_id);
   }
@@ -77,7 +90,7 @@ class BackendWrapper : public Backend {
   Seq last_seq() override { return inner_->last_seq(); }
   bool seqs_dense() override { return inner_->seqs_dense(); }
   Micros now() override { return inner_->now(); }
-  std::array<std::int64_t, 5> status_counts(const std::string* project_id) override {
+  std::array<std::int64_t, kItemStatuses + 1> status_counts(const std::string* project_id) override {
     return inner_->status_counts(project_id);
   }
 

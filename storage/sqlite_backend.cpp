@@ -132,6 +132,62 @@ CREATE TABLE events (
 );
 CREATE INDEX events_by_stream ON events(stream_kind, stream_id, seq);
 )sql";
+// Items and sessions as of version 5 (forge fields, the assignment, the
+// closed status; sessions), created whole by a new database and by the
+// migration from 4, which copies the version-4 rows in.
+const char* const kItemsTable = R"sql(
+CREATE TABLE items (
+  item_id          TEXT PRIMARY KEY,
+  project_id       TEXT NOT NULL,
+  payload          TEXT NOT NULL,
+  status           TEXT NOT NULL CHECK (status IN ('ready', 'claimed', 'done', 'failed', 'closed')),
+  owner            TEXT,
+  fence            INTEGER NOT NULL,
+  attempts         INTEGER NOT NULL,
+  lease_expires_at INTEGER,
+  detail           TEXT,
+  queued_seq       INTEGER NOT NULL,
+  queued_at        INTEGER NOT NULL,
+  updated_at       INTEGER NOT NULL,
+  last_seq         INTEGER NOT NULL,
+  kind             TEXT NOT NULL DEFAULT 'task',
+  ref              TEXT,
+  head             TEXT,
+  review           TEXT NOT NULL DEFAULT 'none',
+  author           TEXT,
+  session          TEXT,
+  actions          TEXT,
+  expected_head    TEXT,
+  close_reason     TEXT
+) WITHOUT ROWID;
+CREATE INDEX items_ready ON items(project_id, queued_seq) WHERE status = 'ready';
+CREATE INDEX items_lease ON items(project_id, lease_expires_at, queued_seq)
+  WHERE status = 'claimed';
+CREATE INDEX items_by_session ON items(session, item_id)
+  WHERE status = 'claimed' AND session IS NOT NULL;
+)sql";
+const char* const kSessionsTable = R"sql(
+CREATE TABLE sessions (
+  session_id   TEXT PRIMARY KEY,
+  actor        TEXT,
+  opened_at    INTEGER NOT NULL,
+  last_seen_at INTEGER NOT NULL,
+  closed_at    INTEGER,
+  last_seq     INTEGER NOT NULL
+) WITHOUT ROWID;
+)sql";
+const std::string kMigration5 = std::string(R"sql(
+ALTER TABLE items RENAME TO items_v4;
+DROP INDEX items_ready;
+DROP INDEX items_lease;
+)sql") + kItemsTable + R"sql(
+INSERT INTO items (item_id, project_id, payload, status, owner, fence, attempts,
+                   lease_expires_at, detail, queued_seq, queued_at, updated_at, last_seq)
+  SELECT item_id, project_id, payload, status, owner, fence, attempts, lease_expires_at, detail,
+         queued_seq, queued_at, updated_at, last_seq FROM items_v4;
+DROP TABLE items_v4;
+)sql" + kSessionsTable;
+
 const std::string kSchemaRest = R"sql(
 CREATE TABLE projects (
   project_id TEXT PRIMARY KEY,
@@ -150,25 +206,7 @@ CREATE TABLE project_actors (
 ) WITHOUT ROWID;
 CREATE INDEX project_actors_by_actor ON project_actors(actor, project_id);
 
-CREATE TABLE items (
-  item_id          TEXT PRIMARY KEY,
-  project_id       TEXT NOT NULL,
-  payload          TEXT NOT NULL,
-  status           TEXT NOT NULL CHECK (status IN ('ready', 'claimed', 'done', 'failed')),
-  owner            TEXT,
-  fence            INTEGER NOT NULL,
-  attempts         INTEGER NOT NULL,
-  lease_expires_at INTEGER,
-  detail           TEXT,
-  queued_seq       INTEGER NOT NULL,
-  queued_at        INTEGER NOT NULL,
-  updated_at       INTEGER NOT NULL,
-  last_seq         INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX items_ready ON items(project_id, queued_seq) WHERE status = 'ready';
-CREATE INDEX items_lease ON items(project_id, lease_expires_at, queued_seq)
-  WHERE status = 'claimed';
-)sql";
+)sql" + std::string(kItemsTable) + kSessionsTable;
 const std::string kSchema =
     std::string(kSchemaTables) + kChainTables +
     "INSERT INTO log_digest (shard, events, last_seq, digest) VALUES (0, 0, 0, zeroblob(32));\n" +
@@ -187,6 +225,10 @@ ALTER TABLE events ADD COLUMN hash BLOB;
 //   3 -> 4  the hash chain: stream_rev and hash on every event, the
 //           stream_heads and log_digest tables; chain_existing_log() then
 //           computes the chain once over the log as it stands.
+//   4 -> 5  forge work items and sessions: items gains kind, ref, head,
+//           review, author, session, actions, expected_head, close_reason
+//           and the closed status (the table is copied, as SQLite cannot
+//           change a CHECK); the sessions table.
 const char* const kMigrations[] = {
     nullptr,
     nullptr,
@@ -204,11 +246,18 @@ DROP INDEX events_by_item;
 CREATE INDEX events_by_stream ON events(stream_kind, stream_id, seq);
 )sql",
     kMigration4.c_str(),
+    kMigration5.c_str(),
 };
 
 const char* const kItemColumns =
     "item_id, project_id, payload, status, owner, fence, attempts, lease_expires_at, detail, "
-    "queued_seq, queued_at, updated_at, last_seq";
+    "queued_seq, queued_at, updated_at, last_seq, kind, ref, head, review, author, session, "
+    "actions, expected_head, close_reason";
+const char* const kItemValues =
+    "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, "
+    "?21, ?22";
+const char* const kSessionColumns =
+    "session_id, actor, opened_at, last_seen_at, closed_at, last_seq";
 
 // ENOSPC, EDQUOT and EFBIG (a file size limit, with SIGXFSZ ignored) all
 // mean "no room": SQLite rolls the transaction back, so nothing was written.
@@ -374,18 +423,55 @@ class Statement {
   sqlite3_stmt* stmt_ = nullptr;
 };
 
-// Reads an item row; a status that is none of the four goes to
-// `invalid_status` (the row is then reported by verify, repaired by rebuild).
-void fill_item(const Statement& s, ItemRow& row, std::string& invalid_status) {
+std::optional<WorkKind> parse_work_kind_text(std::string_view text) {
+  if (text == "task") return WorkKind::task;
+  if (text == "issue") return WorkKind::issue;
+  if (text == "pr") return WorkKind::pr;
+  return std::nullopt;
+}
+
+std::optional<ReviewState> parse_review_text(std::string_view text) {
+  if (text == "none") return ReviewState::none;
+  if (text == "approved") return ReviewState::approved;
+  if (text == "changes_requested") return ReviewState::changes_requested;
+  return std::nullopt;
+}
+
+// The actions of an assignment, stored joined by commas (an action name
+// never holds one).
+std::string join_actions(const std::vector<std::string>& actions) {
+  std::string out;
+  for (const auto& a : actions) {
+    if (!out.empty()) out += ',';
+    out += a;
+  }
+  return out;
+}
+
+std::vector<std::string> split_actions(std::string_view text) {
+  std::vector<std::string> out;
+  while (!text.empty()) {
+    const auto comma = text.find(',');
+    out.emplace_back(text.substr(0, comma));
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+// Reads an item row; a status, kind or review that is none of theirs goes
+// to `invalid_*` (the row is then reported by verify, repaired by rebuild).
+void fill_item(const Statement& s, ScannedItem& scanned) {
+  ItemRow& row = scanned.row;
   s.text_into(0, row.item_id);
   s.text_into(1, row.project_id);
   s.text_into(2, row.payload);
-  s.text_into(3, invalid_status);
-  if (auto parsed = parse_item_status(invalid_status)) {
+  s.text_into(3, scanned.invalid_status);
+  if (auto parsed = parse_item_status(scanned.invalid_status)) {
     row.status = *parsed;
-    invalid_status.clear();
-  } else if (invalid_status.empty()) {
-    invalid_status = "(empty)";
+    scanned.invalid_status.clear();
+  } else if (scanned.invalid_status.empty()) {
+    scanned.invalid_status = "(empty)";
   }
   s.text_into(4, row.owner);
   row.fence = static_cast<Fence>(s.i64(5));
@@ -396,25 +482,46 @@ void fill_item(const Statement& s, ItemRow& row, std::string& invalid_status) {
   row.queued_at = s.i64(10);
   row.updated_at = s.i64(11);
   row.last_seq = s.i64(12);
-}
-
-ItemRow read_item(const Statement& s, std::string& invalid_status) {
-  ItemRow row;
-  fill_item(s, row, invalid_status);
-  return row;
-}
-
-// An item row a command decides on: one with an invalid status is refused.
-ItemRow read_item(const Statement& s) {
-  std::string invalid_status;
-  ItemRow row = read_item(s, invalid_status);
-  if (!invalid_status.empty()) {
-    throw StorageError(StorageError::Category::corruption,
-                       fmt::format("item {} has an unknown status '{}' (edited behind cplane's "
-                                   "back?): run cplane verify, then cplane rebuild",
-                                   quote_id(row.item_id), invalid_status));
+  s.text_into(13, scanned.invalid_kind);
+  if (auto kind = parse_work_kind_text(scanned.invalid_kind)) {
+    row.kind = *kind;
+    scanned.invalid_kind.clear();
+  } else if (scanned.invalid_kind.empty()) {
+    scanned.invalid_kind = "(empty)";
   }
-  return row;
+  s.text_into(14, row.ref);
+  s.text_into(15, row.head);
+  s.text_into(16, scanned.invalid_review);
+  if (auto review = parse_review_text(scanned.invalid_review)) {
+    row.review = *review;
+    scanned.invalid_review.clear();
+  } else if (scanned.invalid_review.empty()) {
+    scanned.invalid_review = "(empty)";
+  }
+  s.text_into(17, row.author);
+  s.text_into(18, row.session);
+  std::string actions;
+  s.text_into(19, actions);
+  row.actions = split_actions(actions);
+  s.text_into(20, row.expected_head);
+  s.text_into(21, row.close_reason);
+}
+
+// An item row a command decides on: one with an invalid status, kind or
+// review is refused.
+ItemRow read_item(const Statement& s) {
+  ScannedItem scanned;
+  fill_item(s, scanned);
+  for (const auto& [what, value] : {std::pair{"status", &scanned.invalid_status},
+                                    std::pair{"kind", &scanned.invalid_kind},
+                                    std::pair{"review state", &scanned.invalid_review}}) {
+    if (value->empty()) continue;
+    throw StorageError(StorageError::Category::corruption,
+                       fmt::format("item {} has an unknown {} '{}' (edited behind cplane's "
+                                   "back?): run cplane verify, then cplane rebuild",
+                                   quote_id(scanned.row.item_id), what, *value));
+  }
+  return std::move(scanned.row);
 }
 
 const char* const kEventColumns =
@@ -504,7 +611,24 @@ class ItemStatementCursor final : public Cursor<ScannedItem> {
   ItemStatementCursor(sqlite3* db, const std::string& sql) : stmt_(db, sql.c_str()) { stmt_.bind(); }
   bool next(ScannedItem& item) override {
     if (!stmt_.step()) return false;
-    fill_item(stmt_, item.row, item.invalid_status);
+    fill_item(stmt_, item);
+    return true;
+  }
+
+ private:
+  Statement stmt_;
+};
+
+SessionRow read_session(const Statement& s) {
+  return SessionRow{s.text(0), s.text(1), s.i64(2), s.i64(3), s.i64(4), s.i64(5)};
+}
+
+class SessionCursor final : public Cursor<SessionRow> {
+ public:
+  SessionCursor(sqlite3* db, const std::string& sql) : stmt_(db, sql.c_str()) { stmt_.bind(); }
+  bool next(SessionRow& row) override {
+    if (!stmt_.step()) return false;
+    row = read_session(stmt_);
     return true;
   }
 
@@ -990,8 +1114,11 @@ class SqliteBackend final : public Backend {
                       "SELECT stream_kind, stream_id, revision, last_seq, hash FROM stream_heads "
                       "WHERE stream_kind > ?1 AND stream_kind < ?2 UNION ALL "
                       "SELECT stream_kind, stream_id, revision, last_seq, hash FROM stream_heads "
-                      "WHERE stream_kind > ?2");
-    cursor.bind(to_string(StreamKind::item), to_string(StreamKind::project));
+                      "WHERE stream_kind > ?2 AND stream_kind < ?3 UNION ALL "
+                      "SELECT stream_kind, stream_id, revision, last_seq, hash FROM stream_heads "
+                      "WHERE stream_kind > ?3");
+    cursor.bind(to_string(StreamKind::item), to_string(StreamKind::project),
+                to_string(StreamKind::session));
     std::vector<StreamHead> out;
     StreamHead h;
     while (cursor.next(h)) out.push_back(h);
@@ -1024,15 +1151,17 @@ class SqliteBackend final : public Backend {
   }
 
   std::unique_ptr<Cursor<RawEvent>> scan_unfiled() override {
-    // Three range seeks on events_by_stream around the known kinds (a NOT
+    // Four range seeks on events_by_stream around the known kinds (a NOT
     // IN, or an ORDER BY seq, would read the whole log). Integers sort
     // before text and blobs after it, so tampered types are found too.
     auto cursor = std::make_unique<StatementCursor>(
         db_, fmt::format("SELECT {0} FROM events WHERE stream_kind < ?1 UNION ALL "
                          "SELECT {0} FROM events WHERE stream_kind > ?1 AND stream_kind < ?2 "
-                         "UNION ALL SELECT {0} FROM events WHERE stream_kind > ?2",
+                         "UNION ALL SELECT {0} FROM events WHERE stream_kind > ?2 AND "
+                         "stream_kind < ?3 UNION ALL SELECT {0} FROM events WHERE stream_kind > ?3",
                          kEventColumns));
-    cursor->bind(to_string(StreamKind::item), to_string(StreamKind::project));
+    cursor->bind(to_string(StreamKind::item), to_string(StreamKind::project),
+                 to_string(StreamKind::session));
     return cursor;
   }
 
@@ -1059,9 +1188,13 @@ class SqliteBackend final : public Backend {
   void put_item(const ItemRow& r) override { bind_item(stmts_.put_item, r).run(); }
 
   static Statement& bind_item(Statement& s, const ItemRow& r) {
+    const std::string actions = join_actions(r.actions);
     return s.bind(r.item_id, r.project_id, r.payload, to_string(r.status), NullIfEmpty{r.owner},
                   r.fence, r.attempts, NullIfZero{r.lease_expires_at}, NullIfEmpty{r.detail},
-                  r.queued_seq, r.queued_at, r.updated_at, r.last_seq);
+                  r.queued_seq, r.queued_at, r.updated_at, r.last_seq, to_string(r.kind),
+                  NullIfEmpty{r.ref}, NullIfEmpty{r.head}, to_string(r.review),
+                  NullIfEmpty{r.author}, NullIfEmpty{r.session}, NullIfEmpty{actions},
+                  NullIfEmpty{r.expected_head}, NullIfEmpty{r.close_reason});
   }
 
   void delete_item(std::string_view item_id) override { stmts_.delete_item.bind(item_id).run(); }
@@ -1089,6 +1222,38 @@ class SqliteBackend final : public Backend {
   std::unique_ptr<Cursor<ScannedItem>> scan_items() override {
     return std::make_unique<ItemStatementCursor>(
         db_, fmt::format("SELECT {} FROM items ORDER BY item_id", kItemColumns));
+  }
+
+  std::optional<SessionRow> find_session(std::string_view session_id) override {
+    auto& s = stmts_.find_session.bind(session_id);
+    std::optional<SessionRow> out;
+    if (s.step()) out = read_session(s);
+    s.reset();
+    return out;
+  }
+
+  void put_session(const SessionRow& r) override {
+    stmts_.put_session
+        .bind(r.session_id, NullIfEmpty{r.actor}, r.opened_at, r.last_seen_at,
+              NullIfZero{r.closed_at}, r.last_seq)
+        .run();
+  }
+
+  void delete_session(std::string_view session_id) override {
+    stmts_.delete_session.bind(session_id).run();
+  }
+
+  std::vector<ItemRow> session_items(std::string_view session_id) override {
+    auto& s = stmts_.session_items.bind(session_id);
+    std::vector<ItemRow> out;
+    while (s.step()) out.push_back(read_item(s));
+    s.reset();
+    return out;
+  }
+
+  std::unique_ptr<Cursor<SessionRow>> scan_sessions() override {
+    return std::make_unique<SessionCursor>(
+        db_, fmt::format("SELECT {} FROM sessions ORDER BY session_id", kSessionColumns));
   }
 
   std::optional<ProjectRow> find_project(std::string_view project_id) override {
@@ -1151,7 +1316,7 @@ class SqliteBackend final : public Backend {
     return out;
   }
 
-  std::array<std::int64_t, 5> status_counts(const std::string* project_id) override {
+  std::array<std::int64_t, kItemStatuses + 1> status_counts(const std::string* project_id) override {
     Statement s(db_, project_id == nullptr
                          ? "SELECT status, count(*) FROM items GROUP BY status"
                          : "SELECT status, count(*) FROM items WHERE project_id = ?1 GROUP BY status");
@@ -1160,12 +1325,12 @@ class SqliteBackend final : public Backend {
     } else {
       s.bind(*project_id);
     }
-    std::array<std::int64_t, 5> out{};
+    std::array<std::int64_t, kItemStatuses + 1> out{};
     while (s.step()) {
       if (auto status = parse_item_status(s.text(0))) {
         out[static_cast<int>(*status)] = s.i64(1);
       } else {
-        out[4] += s.i64(1);
+        out[kItemStatuses] += s.i64(1);
       }
     }
     return out;
@@ -1186,6 +1351,7 @@ class SqliteBackend final : public Backend {
     Statement begin_immediate, begin_deferred, commit;
     Statement append, stream_events, find_head, put_head, update_head, put_digest, load_digest;
     Statement find_item, insert_item, put_item, delete_item;
+    Statement find_session, put_session, delete_session, session_items;
     Statement oldest_ready, earliest_lapsed;
     Statement find_project, put_project, delete_project;
     Statement is_assigned, put_assignment, delete_assignment;
@@ -1499,11 +1665,17 @@ class SqliteBackend final : public Backend {
         "SELECT {} FROM events WHERE stream_kind = ?1 AND stream_id = ?2 ORDER BY seq",
         kEventColumns));
     stmts_.find_item = p(fmt::format("SELECT {} FROM items WHERE item_id = ?1", kItemColumns));
-    stmts_.insert_item = p(fmt::format(
-        "INSERT INTO items ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-        kItemColumns));
-    stmts_.put_item = p(fmt::format(
-        "INSERT OR REPLACE INTO items ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    stmts_.insert_item =
+        p(fmt::format("INSERT INTO items ({}) VALUES ({})", kItemColumns, kItemValues));
+    stmts_.put_item =
+        p(fmt::format("INSERT OR REPLACE INTO items ({}) VALUES ({})", kItemColumns, kItemValues));
+    stmts_.find_session =
+        p(fmt::format("SELECT {} FROM sessions WHERE session_id = ?1", kSessionColumns));
+    stmts_.put_session = p(fmt::format(
+        "INSERT OR REPLACE INTO sessions ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)", kSessionColumns));
+    stmts_.delete_session = p("DELETE FROM sessions WHERE session_id = ?1");
+    stmts_.session_items = p(fmt::format(
+        "SELECT {} FROM items WHERE session = ?1 AND status = 'claimed' ORDER BY item_id",
         kItemColumns));
     stmts_.delete_item = p("DELETE FROM items WHERE item_id = ?1");
     const auto claim = claim_queries();

@@ -295,7 +295,7 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
     // chain's tip as salvaged stands in (a cut tail can then no longer be
     // seen; the report says so). A head that was read is kept: it bounds
     // the stream's fences. Heads and events are merged on the stream id.
-    for (const StreamKind kind : {StreamKind::project, StreamKind::item}) {
+    for (const StreamKind kind : {StreamKind::project, StreamKind::item, StreamKind::session}) {
       std::vector<StreamHead> tips;  // written after the scans end
       {
         auto events = fresh.scan_stream(kind);
@@ -326,7 +326,7 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
     // from what it holds (and no seq it reached is handed out again).
     Hash digest{};
     std::int64_t heads = 0;
-    for (const StreamKind kind : {StreamKind::project, StreamKind::item}) {
+    for (const StreamKind kind : {StreamKind::project, StreamKind::item, StreamKind::session}) {
       auto cursor = fresh.scan_heads(kind);
       StreamHead h;
       Hash one{};
@@ -342,10 +342,20 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
   }
   // Rows as they were, where readable: rebuild keeps any that show the log
   // lost events (a fence above the log's), so no fence is handed out twice.
+  // (A database of schema 4 has no forge columns: its rows are read without.)
+  const bool forge_columns = attempt([&] {
+    Query q(db.get(), "SELECT kind, session FROM items LIMIT 0");
+  });
   report.rows_readable = attempt([&] {
     Query q(db.get(),
-            "SELECT item_id, project_id, payload, status, owner, fence, attempts, "
-            "lease_expires_at, detail, queued_seq, queued_at, updated_at, last_seq FROM items");
+            forge_columns
+                ? "SELECT item_id, project_id, payload, status, owner, fence, attempts, "
+                  "lease_expires_at, detail, queued_seq, queued_at, updated_at, last_seq, kind, "
+                  "ref, head, review, author, session, actions, expected_head, close_reason "
+                  "FROM items"
+                : "SELECT item_id, project_id, payload, status, owner, fence, attempts, "
+                  "lease_expires_at, detail, queued_seq, queued_at, updated_at, last_seq "
+                  "FROM items");
     while (q.step()) {
       ItemRow r;
       r.item_id = q.text(0);
@@ -363,12 +373,42 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
       r.queued_at = q.i64(10);
       r.updated_at = q.i64(11);
       r.last_seq = q.i64(12);
+      if (forge_columns) {
+        try {
+          r.kind = parse_work_kind(q.text(13));
+          r.review = parse_review_state(q.text(16));
+        } catch (const InvalidArgument&) {
+          continue;  // not a row cplane wrote: the fold decides
+        }
+        r.ref = q.text(14);
+        r.head = q.text(15);
+        r.author = q.text(17);
+        r.session = q.text(18);
+        const std::string actions = q.text(19);
+        for (std::string_view rest = actions; !rest.empty();) {
+          const auto comma = rest.find(',');
+          r.actions.emplace_back(rest.substr(0, comma));
+          if (comma == std::string_view::npos) break;
+          rest.remove_prefix(comma + 1);
+        }
+        r.expected_head = q.text(20);
+        r.close_reason = q.text(21);
+      }
       // Written as read (another connection: the copy is only read), so
       // that memory stays flat. A scan that fails midway keeps what it
       // copied; the rest is rebuilt from the log.
       fresh.put_item(r);
       ++report.rows;
     }
+  });
+  attempt([&] {
+    Query q(db.get(),
+            "SELECT session_id, actor, opened_at, last_seen_at, closed_at, last_seq FROM sessions");
+    std::vector<SessionRow> rows;
+    while (q.step()) {
+      rows.push_back({q.text(0), q.text(1), q.i64(2), q.i64(3), q.i64(4), q.i64(5)});
+    }
+    for (const auto& r : rows) fresh.put_session(r);
   });
   attempt([&] {
     Query q(db.get(), "SELECT project_id, title, status, created_at, last_seq FROM projects");

@@ -11,6 +11,7 @@
 #include <cplane/cplane.hpp>
 
 #include "events/codec.hpp"
+#include "storage/sqlite_backend.hpp"
 #include "tests/cli_checks.hpp"
 #include "tests/support.hpp"
 
@@ -314,7 +315,8 @@ TEST_CASE("a version-3 database is chained once by its migration", "[chain][migr
     ControlStore writer{log.db};  // a writer migrates
     CHECK(writer.claim("w", {.now = T0 + 3 * kSecond}));
   }
-  CHECK(sql_column(log.db, "PRAGMA user_version") == std::vector<std::string>{"4"});
+  CHECK(sql_column(log.db, "PRAGMA user_version") ==
+        std::vector<std::string>{std::to_string(storage::kSqliteSchemaVersion)});
   CHECK(verify_file(log.db).empty());
   CHECK(sql_column(log.db, "SELECT count(*) FROM events WHERE length(hash) = 32") ==
         std::vector<std::string>{"9"});

@@ -129,7 +129,7 @@ ExportSummary export_log(storage::Backend& backend, std::FILE* out, const Export
     if (++read % kProgressEvery == 0 && options.progress) options.progress(read, total);
   };
   // Each stream's events, then its head, merged on the stream id.
-  for (const StreamKind kind : {StreamKind::project, StreamKind::item}) {
+  for (const StreamKind kind : kStreamKinds) {
     auto events = backend.scan_stream(kind);
     auto heads = backend.scan_heads(kind);
     storage::RawEvent raw;
@@ -286,7 +286,7 @@ class Reader {
   }
 
   // Records come in the order export writes them: project streams, item
-  // streams, then kinds this build does not know; within a known kind, by
+  // streams, session streams (kStreamKinds), then kinds this build does not know; within a known kind, by
   // stream id, each stream's events by seq and then its head. Anything else
   // was not written by cplane export (whatever its hashes say).
   void check_order() {
@@ -294,13 +294,17 @@ class Reader {
     const bool is_event = kind_ == Kind::event;
     const std::string& kind = is_event ? event_.stream_kind : head_.stream_kind;
     const auto parsed = parse_stream_kind(kind);
-    const int section = !parsed ? 2 : *parsed == StreamKind::project ? 0 : 1;
+    constexpr int kUnknown = static_cast<int>(std::size(kStreamKinds));
+    int section = kUnknown;
+    for (int i = 0; parsed && i < kUnknown; ++i) {
+      if (kStreamKinds[i] == *parsed) section = i;
+    }
     const std::string& id = is_event ? event_.stream_id : head_.stream_id;
     const Seq seq = is_event ? event_.seq : 0;
     bool in_order = true;
     if (section != order_.section) {
       in_order = section > order_.section;
-    } else if (section == 2) {
+    } else if (section == kUnknown) {
       in_order = is_event ? !order_.head : true;  // unknown kinds: events, then heads
     } else if (id != order_.id) {
       in_order = id > order_.id;
@@ -517,6 +521,10 @@ class ExportLog final : public storage::Backend {
   std::vector<ProjectRow> all_projects() override {
     return rows_ != nullptr ? rows_->all_projects() : std::vector<ProjectRow>{};
   }
+  std::unique_ptr<storage::Cursor<SessionRow>> scan_sessions() override {
+    if (rows_ != nullptr) return rows_->scan_sessions();
+    return std::make_unique<None<SessionRow>>();
+  }
   std::vector<ProjectActorRow> all_assignments() override {
     return rows_ != nullptr ? rows_->all_assignments() : std::vector<ProjectActorRow>{};
   }
@@ -534,6 +542,10 @@ class ExportLog final : public storage::Backend {
   std::optional<ItemRow> oldest_ready(const std::string&) override { read_only(); }
   std::optional<ItemRow> earliest_lapsed(Micros, const std::string&) override { read_only(); }
   std::vector<ItemRow> lapsed_items(Micros, const std::string&) override { read_only(); }
+  std::optional<SessionRow> find_session(std::string_view) override { read_only(); }
+  void put_session(const SessionRow&) override { read_only(); }
+  void delete_session(std::string_view) override { read_only(); }
+  std::vector<ItemRow> session_items(std::string_view) override { read_only(); }
   std::optional<ProjectRow> find_project(std::string_view) override { read_only(); }
   void put_project(const ProjectRow&) override { read_only(); }
   void delete_project(std::string_view) override { read_only(); }
@@ -543,7 +555,7 @@ class ExportLog final : public storage::Backend {
   std::vector<std::string> project_ids(const std::string*) override { read_only(); }
   Seq last_seq() override { return reader_.header().digest ? reader_.header().digest->last_seq : 0; }
   Micros now() override { return now_micros(); }
-  std::array<std::int64_t, 5> status_counts(const std::string*) override { read_only(); }
+  std::array<std::int64_t, kItemStatuses + 1> status_counts(const std::string*) override { read_only(); }
 
   // Records of stream kind `kind` ("" for kinds this build does not know),
   // in file order: events of it wait in events_, heads in heads_, until

@@ -51,7 +51,9 @@ const std::vector<std::string> kProblemKinds = {
     "event_before_project", "grant_without_project", "invalid_payload",
     "event_edited", "event_missing", "event_inserted", "event_reordered", "tail_missing",
     "stream_missing", "head_missing", "head_disagrees", "digest_disagrees", "seq_gap",
-    "expired_while_leased",
+    "expired_while_leased", "forge_disagrees", "assignment_disagrees",
+    "mutation_without_assignment", "session_row_missing", "session_row_without_event",
+    "session_row_disagrees",
 };
 
 RebuildRefused::RebuildRefused(std::vector<LedgerProblem> problems, std::int64_t total)
@@ -140,6 +142,8 @@ struct StreamAudit {
   bool reported_no_creation = false;
   bool reported_before_project = false;
   int terminals = 0;
+  // Session streams.
+  std::optional<SessionRow> session;
   // Project streams.
   std::optional<ProjectRow> project;
   std::map<std::string, ProjectActorRow> grants;  // by actor
@@ -219,6 +223,59 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
                           type_name(e.body), a.stream.id));
     }
   };
+  // A claim, by a worker or by a session: the same fence counter and rules.
+  auto audit_claim = [&](const std::string& owner, Fence fence, std::uint32_t attempt,
+                         Micros lease_expires_at) {
+    item_created_first();
+    // After an unreadable event the fold no longer knows the fence,
+    // status or lease it left: checks against them would only
+    // restate that fault as another.
+    if (a.unreadable) return;
+    // Exactly one worker at a time: a claim takes a ready item or
+    // one whose lease had lapsed when the claim was made.
+    if (a.item.status == ItemStatus::claimed && !claimable(a.item, e.at)) {
+      problem("claim_while_leased",
+              fmt::format("claim seq {} by {} at {} took the item while {}'s lease ran "
+                          "until {}",
+                          seq, owner, e.at, a.item.owner, a.item.lease_expires_at));
+    }
+    if (!fence_rises(a.item.fence, fence)) {
+      problem("fence_not_monotonic",
+              fmt::format("claim seq {} has fence {}, not above the earlier fence {}", seq,
+                          fence, a.item.fence));
+    } else if (fence != a.item.fence + 1) {
+      // Every claim takes the next fence: a jump means claims are
+      // missing from the log (or a fence was forged).
+      problem("fence_skipped",
+              fmt::format("claim seq {} has fence {}, but the fence before it was {}: "
+                          "claims are missing",
+                          seq, fence, a.item.fence));
+    }
+    // (A fence that does not rise already names this claim's fault.)
+    if (fence == a.item.fence + 1 && attempt != a.item.attempts + 1) {
+      problem("attempt_not_rising",
+              fmt::format("claim seq {} is attempt {}, after {} earlier claim(s)", seq,
+                          attempt, a.item.attempts));
+    }
+    if (lease_expires_at <= e.at) {
+      problem("lease_before_claim",
+              fmt::format("claim seq {} at {} has a lease that ends at {}, not after it",
+                          seq, e.at, lease_expires_at));
+    }
+  };
+  auto session_open_first = [&] {
+    if (!a.session && !a.reported_no_creation) {
+      a.reported_no_creation = true;
+      problem("no_creation_event",
+              fmt::format("session {} has a {} event (seq {}) before session_opened",
+                          quoted(a.stream.id), type_name(e.body), seq));
+    }
+    if (a.session && !a.session->is_open()) {
+      problem("event_after_terminal",
+              fmt::format("event seq {} ({}) follows the close of session {}", seq,
+                          type_name(e.body), quoted(a.stream.id)));
+    }
+  };
   if (stream_of(e) != a.stream) return;  // filed here by its columns only
   // What the log must say on its own, whatever the rows: an item's events
   // come after its project's creation.
@@ -255,43 +312,48 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
             a.created = true;
           },
           [&](const ItemClaimed& claimed) {
+            audit_claim(claimed.owner, claimed.fence, claimed.attempt, claimed.lease_expires_at);
+          },
+          [&](const ItemAssigned& assigned) {
+            audit_claim(assigned.session, assigned.fence, assigned.attempt,
+                        assigned.lease_expires_at);
+          },
+          [&](const HeadMoved&) { item_created_first(); },
+          [&](const ReviewChanged&) { item_created_first(); },
+          [&](const ItemClosed&) {
             item_created_first();
-            // After an unreadable event the fold no longer knows the fence,
-            // status or lease it left: checks against them would only
-            // restate that fault as another.
-            if (a.unreadable) return;
-            // Exactly one worker at a time: a claim takes a ready item or
-            // one whose lease had lapsed when the claim was made.
-            if (a.item.status == ItemStatus::claimed && !claimable(a.item, e.at)) {
-              problem("claim_while_leased",
-                      fmt::format("claim seq {} by {} at {} took the item while {}'s lease ran "
-                                  "until {}",
-                                  seq, claimed.owner, e.at, a.item.owner, a.item.lease_expires_at));
-            }
-            if (!fence_rises(a.item.fence, claimed.fence)) {
-              problem("fence_not_monotonic",
-                      fmt::format("claim seq {} has fence {}, not above the earlier fence {}", seq,
-                                  claimed.fence, a.item.fence));
-            } else if (claimed.fence != a.item.fence + 1) {
-              // Every claim takes the next fence: a jump means claims are
-              // missing from the log (or a fence was forged).
-              problem("fence_skipped",
-                      fmt::format("claim seq {} has fence {}, but the fence before it was {}: "
-                                  "claims are missing",
-                                  seq, claimed.fence, a.item.fence));
-            }
-            // (A fence that does not rise already names this claim's fault.)
-            if (claimed.fence == a.item.fence + 1 && claimed.attempt != a.item.attempts + 1) {
-              problem("attempt_not_rising",
-                      fmt::format("claim seq {} is attempt {}, after {} earlier claim(s)", seq,
-                                  claimed.attempt, a.item.attempts));
-            }
-            if (claimed.lease_expires_at <= e.at) {
-              problem("lease_before_claim",
-                      fmt::format("claim seq {} at {} has a lease that ends at {}, not after it",
-                                  seq, e.at, claimed.lease_expires_at));
+            ++a.terminals;
+            if (a.terminals == 2) {
+              problem("two_terminal_events",
+                      fmt::format("item {} has a second terminal event (closed at seq {})",
+                                  a.stream.id, seq));
             }
           },
+          [&](const MutationRecorded& m) {
+            item_created_first();
+            if (a.unreadable) return;
+            // The gate records a mutation only under the live assignment
+            // that allowed it: the same rule judges it here.
+            const std::optional<std::string> head =
+                m.head.empty() ? std::nullopt : std::optional<std::string>(m.head);
+            if (auto why = gate_refusal(&a.item, true, m.session, m.fence, m.action, head, e.at)) {
+              problem("mutation_without_assignment",
+                      fmt::format("mutation_recorded seq {} by {} ({}) would be denied: {} (the "
+                                  "item was {}, held by {} under fence {} until {})",
+                                  seq, quoted(m.session), quoted(m.action), to_string(*why),
+                                  to_string(a.item.status), quoted(a.item.session), a.item.fence,
+                                  a.item.lease_expires_at));
+            }
+          },
+          [&](const SessionOpened&) {
+            if (a.session) {
+              problem("duplicate_creation_event",
+                      fmt::format("session {} is opened again by event seq {}", quoted(a.stream.id),
+                                  seq));
+            }
+          },
+          [&](const SessionSeen&) { session_open_first(); },
+          [&](const SessionClosed&) { session_open_first(); },
           [&](const ItemFinished& finished) {
             item_created_first();
             ++a.terminals;
@@ -372,6 +434,11 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
   switch (a.stream.kind) {
     case StreamKind::item:
       a.item = apply(std::move(a.item), stored);
+      break;
+    case StreamKind::session:
+      if (a.session || std::holds_alternative<SessionOpened>(e.body)) {
+        a.session = apply(a.session.value_or(SessionRow{}), stored);
+      }
       break;
     case StreamKind::project:
       if (std::holds_alternative<ProjectCreated>(e.body)) {
@@ -481,7 +548,34 @@ struct ItemsProjection {
     d.add("queued_at", stored.queued_at, folded.queued_at);
     d.add("updated_at", stored.updated_at, folded.updated_at);
     d.add("last_seq", stored.last_seq, folded.last_seq);
+    if (!scanned.invalid_kind.empty()) {
+      d.add("kind", quoted(scanned.invalid_kind) + " (not a kind)", std::string(to_string(folded.kind)));
+    } else {
+      d.add("kind", to_string(stored.kind), to_string(folded.kind));
+    }
+    d.text("ref", stored.ref, folded.ref);
+    d.text("head", stored.head, folded.head);
+    if (!scanned.invalid_review.empty()) {
+      d.add("review", quoted(scanned.invalid_review) + " (not a review state)",
+            std::string(to_string(folded.review)));
+    } else {
+      d.add("review", to_string(stored.review), to_string(folded.review));
+    }
+    d.text("author", stored.author, folded.author);
+    d.text("session", stored.session, folded.session);
+    d.text("actions", join(stored.actions), join(folded.actions));
+    d.text("expected_head", stored.expected_head, folded.expected_head);
+    d.text("close_reason", stored.close_reason, folded.close_reason);
     return d.done();
+  }
+
+  static std::string join(const std::vector<std::string>& list) {
+    std::string out;
+    for (const auto& a : list) {
+      if (!out.empty()) out += ',';
+      out += a;
+    }
+    return out;
   }
 
   static std::vector<LedgerProblem> disagree(const Stored& stored, const Row& folded,
@@ -501,6 +595,11 @@ struct ItemsProjection {
         kind = "queued_disagrees";
       } else if (d.field == "updated_at" || d.field == "last_seq") {
         kind = "last_seq_disagrees";
+      } else if (d.field == "kind" || d.field == "ref" || d.field == "head" ||
+                 d.field == "review" || d.field == "author" || d.field == "close_reason") {
+        kind = "forge_disagrees";
+      } else if (d.field == "session" || d.field == "actions" || d.field == "expected_head") {
+        kind = "assignment_disagrees";
       } else {
         kind = d.field + "_disagrees";
       }
@@ -692,6 +791,71 @@ struct GrantsProjection : ProjectStreamProjection {
   static void put(storage::Backend& b, const Row& r) { b.put_assignment(r); }
   static void erase(storage::Backend& b, const Stored& s) {
     b.delete_assignment(s.project_id, s.actor);
+  }
+};
+
+// sessions: one row per session stream.
+struct SessionsProjection {
+  using Stored = SessionRow;
+  using Row = SessionRow;
+  static constexpr const char* table = "sessions";
+  static constexpr StreamKind stream = StreamKind::session;
+  static constexpr const char* no_creation = "no session_opened event in the log";
+
+  static std::unique_ptr<storage::Cursor<Stored>> scan(storage::Backend& b) {
+    return b.scan_sessions();
+  }
+  static const std::string& stream_id(const Stored& s) { return s.session_id; }
+  static bool same(const Stored& s, const Row& r) { return s.session_id == r.session_id; }
+  static std::string key(const Row& r) { return r.session_id; }
+  static std::string stored_key(const Stored& s) { return s.session_id; }
+  static std::vector<Row> folded(StreamAudit& a) {
+    if (!a.session) return {};
+    return {*a.session};
+  }
+  static bool creates(const StreamAudit& a) { return a.session.has_value(); }
+  static bool comparable(const StreamAudit& a) { return !a.unreadable; }
+  static void cross_check(const StreamAudit&, const LogFacts&, std::vector<LedgerProblem>&) {}
+  static std::vector<FieldDiff> diff(const Stored& stored, const Row& folded) {
+    return Differ()
+        .text("actor", stored.actor, folded.actor)
+        .add("opened_at", stored.opened_at, folded.opened_at)
+        .add("last_seen_at", stored.last_seen_at, folded.last_seen_at)
+        .add("closed_at", stored.closed_at, folded.closed_at)
+        .add("last_seq", stored.last_seq, folded.last_seq)
+        .done();
+  }
+  static std::vector<LedgerProblem> disagree(const Stored& stored, const Row& folded,
+                                             const StreamAudit&) {
+    std::vector<LedgerProblem> out;
+    for (const auto& d : diff(stored, folded)) {
+      out.push_back({"session_row_disagrees", "", "",
+                     fmt::format("session {}: {} is {} in the row but {} in the log",
+                                 quoted(stored.session_id), d.field, d.stored, d.folded)});
+    }
+    return out;
+  }
+  static std::optional<LedgerProblem> missing(const Row& folded, const StreamAudit&) {
+    return LedgerProblem{"session_row_missing", "", "",
+                         fmt::format("session {} was opened (last event seq {}) but has no row",
+                                     quoted(folded.session_id), folded.last_seq)};
+  }
+  static std::optional<LedgerProblem> unexplained(const Stored& stored, const StreamAudit& a) {
+    if (a.unreadable) return std::nullopt;
+    return LedgerProblem{"session_row_without_event", "", "",
+                         fmt::format("session {} has a row but no session_opened event",
+                                     quoted(stored.session_id))};
+  }
+  static void put(storage::Backend& b, const Row& r) { b.put_session(r); }
+  static void erase(storage::Backend& b, const Stored& s) { b.delete_session(s.session_id); }
+  // A row newer than the log's fold was made by events the log lost.
+  static std::string evidence_of_loss(const Stored& stored, const Row& folded) {
+    if (stored.last_seq > folded.last_seq) {
+      return fmt::format("last_seq {} in the row is newer than the log's {}: the log lost "
+                         "events; left alone",
+                         stored.last_seq, folded.last_seq);
+    }
+    return {};
   }
 };
 
@@ -925,8 +1089,8 @@ void audit_unfiled(storage::Backend& backend, StreamAudit& audit, LogFacts& fact
   for (const auto& head : backend.unfiled_heads()) facts.chain.head(head);
 }
 
-// Every stream kind, projects first (items check their project against
-// them). `on_stream(audit)` sees each stream's audit (its log problems)
+// Every stream kind in kStreamKinds' order: projects first (items check
+// their project against them), then items, then sessions. `on_stream(audit)` sees each stream's audit (its log problems)
 // before its rows are reconciled.
 template <class OnStream>
 void replay_all(storage::Backend& backend, const Reconcile& r, LogFacts& facts,
@@ -951,6 +1115,8 @@ void replay_all(storage::Backend& backend, const Reconcile& r, LogFacts& facts,
   }
   replay<ItemsProjection>(backend, StreamKind::item, facts, r, events_read, total, progress,
                           on_stream);
+  replay<SessionsProjection>(backend, StreamKind::session, facts, r, events_read, total,
+                             progress, on_stream);
   StreamAudit unfiled;
   audit_unfiled(backend, unfiled, facts, events_read);
   // What no stream could show: a stream removed with its head, a head

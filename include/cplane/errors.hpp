@@ -69,7 +69,12 @@ class InternalError : public Error {
 // scoped actors get ScopeDenied instead.
 class NotFound : public Error {
  public:
-  enum class Reason { unknown_item, unknown_project };
+  enum class Reason {
+    unknown_item,
+    unknown_project,
+    unknown_session,  // no session was opened under this id
+    session_closed,   // the session was closed: open a new one
+  };
   NotFound(Reason reason, const std::string& message) : Error(message), reason_(reason) {}
   Reason reason() const noexcept { return reason_; }
 
@@ -77,8 +82,32 @@ class NotFound : public Error {
   Reason reason_;
 };
 
-// "unknown_item" or "unknown_project".
+// "unknown_item", "unknown_project", "unknown_session", "session_closed".
 const char* to_string(NotFound::Reason reason) noexcept;
+
+// Why the mutation gate denies (require_valid_assignment), in the order it
+// checks: the first that holds is the one reported.
+enum class GateReason {
+  no_live_lease,       // no lease, lapsed, held by another session; or an unknown session or item
+  stale_fence,         // the fence is not the current one
+  work_terminal,       // the item was closed, merged, done or failed since
+  action_not_allowed,  // not among the assignment's allowed actions
+  head_drift,          // the head moved since it was pinned, or the caller's differs
+};
+
+// "no_live_lease", "stale_fence", "work_terminal", "action_not_allowed", "head_drift".
+const char* to_string(GateReason reason) noexcept;
+
+// The gate denied a mutation (thrown by require() on a GateVerdict, for
+// callers that want an exception). Nothing was recorded.
+class MutationDenied : public Error {
+ public:
+  MutationDenied(GateReason reason, const std::string& message) : Error(message), reason_(reason) {}
+  GateReason reason() const noexcept { return reason_; }
+
+ private:
+  GateReason reason_;
+};
 
 // The storage layer failed. The category says what the caller may do.
 class StorageError : public Error {

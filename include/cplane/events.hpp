@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 namespace cplane {
 
@@ -21,6 +22,25 @@ enum class Outcome { done, failed };
 std::string_view to_string(Outcome outcome);
 // "done" or "failed"; anything else throws InvalidArgument.
 Outcome parse_outcome(std::string_view text);
+
+// What a work item is: plain work (task), or an issue or pull request on a
+// code forge, whose state the control plane observes.
+enum class WorkKind { task, issue, pr };
+// A pull request's review state, as last observed on the forge.
+enum class ReviewState { none, approved, changes_requested };
+// How the forge closed an item.
+enum class CloseReason { merged, closed };
+
+// "task", "issue", "pr"; parse_* throws InvalidArgument for anything else,
+// naming what it expected.
+std::string_view to_string(WorkKind kind);
+WorkKind parse_work_kind(std::string_view text);
+// "none", "approved", "changes_requested".
+std::string_view to_string(ReviewState review);
+ReviewState parse_review_state(std::string_view text);
+// "merged", "closed".
+std::string_view to_string(CloseReason reason);
+CloseReason parse_close_reason(std::string_view text);
 
 struct ProjectCreated {
   std::string title;
@@ -35,6 +55,10 @@ struct ActorAssigned {
 
 struct ItemQueued {
   std::string payload;  // JSON text
+  WorkKind kind = WorkKind::task;
+  std::string ref;      // the forge's reference ("owner/repo#123"), or ""
+  std::string head;     // a pr's head revision when queued, or ""
+  std::string author;   // a pr's author (a session id), or ""
   bool operator==(const ItemQueued&) const = default;
 };
 
@@ -79,8 +103,67 @@ struct LeaseExpired {
   bool operator==(const LeaseExpired&) const = default;
 };
 
+// A session took the item (assign_and_lease): a claim under the next fence,
+// with the actions it may take and the head it was given, pinned (R4).
+struct ItemAssigned {
+  std::string session;
+  Fence fence = 0;
+  Micros lease_expires_at = 0;
+  std::uint32_t attempt = 0;
+  std::vector<std::string> actions;  // sorted, no duplicates
+  std::string expected_head;         // the item's head when assigned ("" for none)
+  bool operator==(const ItemAssigned&) const = default;
+};
+
+// What the control plane observed on the forge: facts of the world, not a
+// worker's report, so they carry no fence.
+struct HeadMoved {
+  std::string head;
+  bool operator==(const HeadMoved&) const = default;
+};
+struct ReviewChanged {
+  ReviewState review = ReviewState::none;
+  bool operator==(const ReviewChanged&) const = default;
+};
+// The item is terminal for everyone; the row keeps who held it.
+struct ItemClosed {
+  CloseReason reason = CloseReason::closed;
+  bool operator==(const ItemClosed&) const = default;
+};
+
+// A mutation on the forge made under an assignment, recorded after the
+// gate allowed it, in the same transaction.
+struct MutationRecorded {
+  std::string session;
+  Fence fence = 0;
+  std::string action;
+  std::string head;  // the head the caller mutated, or "" if it named none
+  bool operator==(const MutationRecorded&) const = default;
+};
+
+// A session's own stream (its id is the stream id).
+struct SessionOpened {
+  std::string session;
+  std::string actor;  // the scope its work comes from; "" for the control plane's
+  bool operator==(const SessionOpened&) const = default;
+};
+// The session said it is alive (session_heartbeat); each live lease it held
+// was extended by its own lease_extended event, in the same transaction.
+struct SessionSeen {
+  std::string session;
+  bool operator==(const SessionSeen&) const = default;
+};
+// The session ended; each lease it held was released by its own released
+// event, in the same transaction.
+struct SessionClosed {
+  std::string session;
+  bool operator==(const SessionClosed&) const = default;
+};
+
 using EventBody = std::variant<ProjectCreated, ActorAssigned, ItemQueued, ItemClaimed,
-                               ItemFinished, LeaseExtended, ItemReleased, LeaseExpired>;
+                               ItemFinished, LeaseExtended, ItemReleased, LeaseExpired,
+                               ItemAssigned, HeadMoved, ReviewChanged, ItemClosed,
+                               MutationRecorded, SessionOpened, SessionSeen, SessionClosed>;
 
 // ---- streams ----------------------------------------------------------------
 // Every event belongs to exactly one stream: a kind and an id. Replays,
@@ -88,9 +171,15 @@ using EventBody = std::variant<ProjectCreated, ActorAssigned, ItemQueued, ItemCl
 enum class StreamKind : std::uint8_t {
   item,     // id: the item id. queued, claimed, done, failed
   project,  // id: the project id. project_created, actor_assigned
+  session,  // id: the session id. session_opened, session_heartbeat, session_closed
 };
 
-// "item", "project": the stored names (the events table's stream_kind).
+// Every kind, in the order replays and exports go: projects first (items
+// are checked against them), then items, then sessions.
+inline constexpr StreamKind kStreamKinds[] = {StreamKind::project, StreamKind::item,
+                                              StreamKind::session};
+
+// "item", "project", "session": the stored names (the events table's stream_kind).
 std::string_view to_string(StreamKind kind);
 std::optional<StreamKind> parse_stream_kind(std::string_view text);
 
@@ -159,6 +248,55 @@ struct EventTraits<LeaseExpired> {
   static constexpr StreamKind stream = StreamKind::item;
   static std::string_view name(const LeaseExpired&) { return "lease_expired"; }
   static std::optional<Fence> fence(const LeaseExpired& e) { return e.fence; }
+};
+
+template <>
+struct EventTraits<ItemAssigned> {
+  static constexpr StreamKind stream = StreamKind::item;
+  static std::string_view name(const ItemAssigned&) { return "assigned"; }
+  static std::optional<Fence> fence(const ItemAssigned& e) { return e.fence; }
+};
+template <>
+struct EventTraits<HeadMoved> {
+  static constexpr StreamKind stream = StreamKind::item;
+  static std::string_view name(const HeadMoved&) { return "head_moved"; }
+  static std::optional<Fence> fence(const HeadMoved&) { return std::nullopt; }
+};
+template <>
+struct EventTraits<ReviewChanged> {
+  static constexpr StreamKind stream = StreamKind::item;
+  static std::string_view name(const ReviewChanged&) { return "review_changed"; }
+  static std::optional<Fence> fence(const ReviewChanged&) { return std::nullopt; }
+};
+template <>
+struct EventTraits<ItemClosed> {
+  static constexpr StreamKind stream = StreamKind::item;
+  static std::string_view name(const ItemClosed&) { return "closed"; }
+  static std::optional<Fence> fence(const ItemClosed&) { return std::nullopt; }
+};
+template <>
+struct EventTraits<MutationRecorded> {
+  static constexpr StreamKind stream = StreamKind::item;
+  static std::string_view name(const MutationRecorded&) { return "mutation_recorded"; }
+  static std::optional<Fence> fence(const MutationRecorded& e) { return e.fence; }
+};
+template <>
+struct EventTraits<SessionOpened> {
+  static constexpr StreamKind stream = StreamKind::session;
+  static std::string_view name(const SessionOpened&) { return "session_opened"; }
+  static std::optional<Fence> fence(const SessionOpened&) { return std::nullopt; }
+};
+template <>
+struct EventTraits<SessionSeen> {
+  static constexpr StreamKind stream = StreamKind::session;
+  static std::string_view name(const SessionSeen&) { return "session_heartbeat"; }
+  static std::optional<Fence> fence(const SessionSeen&) { return std::nullopt; }
+};
+template <>
+struct EventTraits<SessionClosed> {
+  static constexpr StreamKind stream = StreamKind::session;
+  static std::string_view name(const SessionClosed&) { return "session_closed"; }
+  static std::optional<Fence> fence(const SessionClosed&) { return std::nullopt; }
 };
 
 // A kind with a complete traits entry.

@@ -11,6 +11,7 @@
 
 #include <cplane/errors.hpp>
 #include <cplane/events.hpp>
+#include <cplane/rows.hpp>
 
 namespace cplane {
 
@@ -122,7 +123,7 @@ struct LogSummary {
   std::int64_t events = 0;
   std::int64_t heads = 0;
   std::int64_t projects = 0;
-  std::array<std::int64_t, 4> items_by_status{};  // by ItemStatus
+  std::array<std::int64_t, kItemStatuses> items_by_status{};  // by ItemStatus
   Micros first_at = 0, last_at = 0;
   Seq first_seq = 0, last_seq = 0;
   std::string chain_head;       // the log's digest, hex, as the file's header gives it

@@ -2,20 +2,27 @@
 // Each is a cache of the fold of its stream of events (see apply.hpp).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <cplane/events.hpp>
 
 namespace cplane {
 
-enum class ItemStatus { ready, claimed, done, failed };
+// closed: the forge closed the item (merged or closed): terminal, like done
+// and failed, but the world's fact rather than a worker's report.
+enum class ItemStatus { ready, claimed, done, failed, closed };
+inline constexpr std::size_t kItemStatuses = 5;
 
 std::string_view to_string(ItemStatus status);
 std::optional<ItemStatus> parse_item_status(std::string_view text);
-inline bool is_terminal(ItemStatus s) { return s == ItemStatus::done || s == ItemStatus::failed; }
+inline bool is_terminal(ItemStatus s) {
+  return s == ItemStatus::done || s == ItemStatus::failed || s == ItemStatus::closed;
+}
 
 struct ItemRow {
   std::string item_id;
@@ -31,7 +38,34 @@ struct ItemRow {
   Micros queued_at = 0;
   Micros updated_at = 0;          // `at` of the last event applied
   Seq last_seq = 0;               // seq of the last event applied
+  // What the forge knows (kind, ref; a pr's head, review and author).
+  WorkKind kind = WorkKind::task;
+  std::string ref;
+  std::string head;               // the head as last observed
+  ReviewState review = ReviewState::none;
+  std::string author;
+  // The assignment (assign_and_lease): the session holding it, the actions
+  // it may take and the head pinned when it was assigned. Kept once the
+  // item is terminal, so that its holder is told work_terminal; cleared by
+  // a release and by a plain claim.
+  std::string session;
+  std::vector<std::string> actions;  // sorted, no duplicates
+  std::string expected_head;
+  std::string close_reason;       // "merged" or "closed" once closed, else ""
   bool operator==(const ItemRow&) const = default;
+};
+
+// One session: an agent at work. Its leases are the items whose `session`
+// is its id.
+struct SessionRow {
+  std::string session_id;
+  std::string actor;              // its scope; "" for the control plane's
+  Micros opened_at = 0;
+  Micros last_seen_at = 0;        // the last session event (open, heartbeat, close)
+  Micros closed_at = 0;           // 0 while open
+  Seq last_seq = 0;
+  bool is_open() const { return closed_at == 0; }
+  bool operator==(const SessionRow&) const = default;
 };
 
 struct ProjectRow {

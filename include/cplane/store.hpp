@@ -104,6 +104,40 @@ struct ClaimedItem {
   Micros lease_expires_at = 0;
 };
 
+// What a session learns from assign_and_lease.
+enum class AssignOutcome {
+  assigned,      // it holds the item's lease under `fence`
+  wait,          // another holds a live lease on it, until `until`
+  no_safe_work,  // terminal, not visible to the session's actor, or no such item
+};
+// "assigned", "wait", "no_safe_work".
+std::string_view to_string(AssignOutcome outcome);
+
+struct Assignment {
+  AssignOutcome outcome = AssignOutcome::no_safe_work;
+  std::string item_id;
+  // assigned:
+  Fence fence = 0;
+  Micros lease_expires_at = 0;
+  std::string expected_head;         // the head pinned for the gate ("" for none)
+  std::vector<std::string> actions;  // sorted
+  // wait: when the holder's lease lapses (it may be renewed before then).
+  Micros until = 0;
+  bool is_assigned() const { return outcome == AssignOutcome::assigned; }
+  explicit operator bool() const { return is_assigned(); }
+};
+
+// A session as `sessions()` lists it: its row and the items it holds a
+// live lease on.
+struct SessionInfo {
+  SessionRow row;
+  std::vector<std::string> items;  // by item id
+};
+
+// Action names (assign's allowed actions, the gate's action): names as
+// require_name takes them, without commas. Throws InvalidArgument.
+void require_action(std::string_view action);
+
 struct ClaimOptions {
   std::optional<std::string> actor;   // scope: claim only from this actor's projects
   std::optional<Seconds> lease;       // else StoreOptions::lease
@@ -145,12 +179,26 @@ class ControlStore {
   // Sorted project ids: all of them, or only those assigned to `actor`.
   std::vector<std::string> visible_projects(const std::optional<std::string>& actor = {});
 
+  // A work item as the forge knows it (enqueue with options).
+  struct EnqueueOptions {
+    WorkKind kind = WorkKind::task;
+    std::string ref;     // "owner/repo#123": any name, or "" for none
+    std::string head;    // a pr's head revision; only for a pr
+    std::string author;  // a pr's author (a session id); only for a pr
+    std::optional<std::string> actor;
+    std::optional<Micros> now;
+  };
+
   // Appends queued and returns the new item id. InvalidArgument for a payload
   // that is not JSON or is over 1 MiB. An unknown project is NotFound for the control plane
   // and ScopeDenied for a scoped actor, exactly as a project not theirs.
   std::string enqueue(const std::string& project_id, const std::string& payload_json,
                       const std::optional<std::string>& actor = {},
                       std::optional<Micros> now = {});
+  // The same, for an issue or pull request: InvalidArgument also for a
+  // head or author on an item that is not a pr, and for a bad name.
+  std::string enqueue(const std::string& project_id, const std::string& payload_json,
+                      const EnqueueOptions& options);
 
   // Claims an available item for `owner` and appends claimed with a fence
   // one above the item's last. Per project in scope the candidates are the
@@ -225,6 +273,93 @@ class ControlStore {
   // many it recorded. One write transaction.
   std::int64_t expire_leases(std::optional<Micros> now = {});
 
+  // ---- sessions ------------------------------------------------------------
+  // A session is one agent at work: it is given items by assign_and_lease,
+  // keeps their leases alive with session_heartbeat, and passes the gate
+  // before each mutation. Each call is one write transaction.
+
+  // Opens `session` (appends session_opened). `actor` scopes its work to
+  // that actor's projects (none: every project). Opening an open session
+  // with the same actor changes nothing; with another actor, or after it
+  // was closed (ids are not reused), InvalidArgument.
+  void open_session(const std::string& session, const std::optional<std::string>& actor = {},
+                    std::optional<Micros> now = {});
+
+  // The session is alive: extends every live lease it holds to now + lease
+  // (one lease_extended event per item, so each item's history shows it)
+  // and appends session_heartbeat. A lapsed lease stays lapsed. Returns the
+  // items extended with their new ends. NotFound (unknown_session,
+  // session_closed) otherwise.
+  std::vector<std::pair<std::string, Micros>> session_heartbeat(
+      const std::string& session, std::optional<Seconds> lease = {},
+      std::optional<Micros> now = {});
+
+  // Closes the session (appends session_closed) and releases every item it
+  // holds (one released event each, reason "session closed"), lapsed or
+  // not. Returns the items released. Closing a closed session changes
+  // nothing; NotFound (unknown_session) for one never opened.
+  std::vector<std::string> close_session(const std::string& session,
+                                         std::optional<Micros> now = {});
+
+  // Every session, by id, with the items it holds a live
+  // lease on at `now`. Reads one snapshot.
+  std::vector<SessionInfo> sessions(std::optional<Micros> now = {});
+
+  // ---- the forge, as observed -----------------------------------------------
+  // What the control plane saw on the forge. None needs a fence: they are
+  // the world's facts, not a worker's reports. Each returns whether it
+  // changed anything (an unchanged value, or an item already terminal,
+  // records nothing). NotFound for an unknown item; InvalidArgument for a
+  // head or review on an item that is not a pr.
+  bool observe_head(const std::string& item_id, const std::string& head,
+                    std::optional<Micros> now = {});
+  bool observe_review(const std::string& item_id, ReviewState review,
+                      std::optional<Micros> now = {});
+  // Closes the item (merged or closed): terminal for everyone, whoever
+  // held it (who did stays in the row, for the gate).
+  bool observe_close(const std::string& item_id, CloseReason reason,
+                     std::optional<Micros> now = {});
+
+  // ---- atomic assign + lease (R2, R3, R4) ----------------------------------
+  // In one write transaction: gives `item_id` to `session` under a fresh
+  // fence (one above every fence the item had: claim and assign share the
+  // counter), with `allowed_actions` and the item's head pinned (R4); or
+  // says `wait` while another holds a live lease on it (R2: never two live
+  // assignments on one item), or `no_safe_work` for an item that is
+  // terminal, invisible to the session's actor, or missing (R3: the same
+  // answer for all three). The session asking again for an item it holds
+  // gets `assigned` with its current fence and a renewed lease (a retry
+  // after a lost reply is safe). A lapsed lease is taken over, whoever held
+  // it. NotFound for an unknown or closed session; InvalidArgument for no
+  // actions or a bad one, and a bad lease.
+  Assignment assign_and_lease(const std::string& session, const std::string& item_id,
+                              const std::vector<std::string>& allowed_actions,
+                              std::optional<Seconds> lease = {},
+                              std::optional<Micros> now = {});
+
+  // ---- the mutation gate ---------------------------------------------------
+  // Before each mutation on the forge: allowed, or denied with exactly one
+  // reason, checked in this order: no_live_lease (no lease, lapsed, held by
+  // another session, or an unknown session or item), stale_fence,
+  // work_terminal, action_not_allowed, head_drift (the item's head moved
+  // since it was pinned, or `head`, the one the caller is about to mutate,
+  // is not the pinned one). It fails closed: what it cannot establish is a
+  // denial, and a malformed session or item name is no_live_lease (no such
+  // session or item can exist). Reads one snapshot; writes nothing.
+  // require(verdict) throws MutationDenied.
+  GateVerdict require_valid_assignment(const std::string& session, const std::string& item_id,
+                                       Fence fence, const std::string& action,
+                                       const std::optional<std::string>& head = {},
+                                       std::optional<Micros> now = {});
+
+  // The gate, and when it allows, a mutation_recorded event in the same
+  // write transaction: the ledger shows every mutation made under every
+  // assignment. A denial records nothing.
+  GateVerdict record_mutation(const std::string& session, const std::string& item_id,
+                              Fence fence, const std::string& action,
+                              const std::optional<std::string>& head = {},
+                              std::optional<Micros> now = {});
+
   // Whether a report under `fence` would be accepted now, as a value: a
   // worker can ask before a costly step whether its claim still stands.
   // Reads one snapshot; writes nothing. With an actor, an item outside its
@@ -293,8 +428,8 @@ class ControlStore {
   // How many items of `project_id` (all projects if nullopt) are in each
   // status. Reads every such row: a report for operators and probes.
   struct StatusCounts {
-    std::int64_t ready = 0, claimed = 0, done = 0, failed = 0;
-    std::int64_t invalid = 0;  // rows whose status is none of the four (verify names them)
+    std::int64_t ready = 0, claimed = 0, done = 0, failed = 0, closed = 0;
+    std::int64_t invalid = 0;  // rows whose status is none of the five (verify names them)
   };
   StatusCounts status_counts(const std::optional<std::string>& project_id = {});
 
@@ -331,7 +466,15 @@ class ControlStore {
   void finish_in_tx(const std::string& item_id, Fence fence, Outcome outcome,
                     const std::string& detail, Micros at, const std::optional<std::string>& actor);
   std::string enqueue_in_tx(const ProjectRow& project, const std::string& payload_json,
-                            const std::optional<std::string>& actor, Micros at);
+                            const std::optional<std::string>& actor, Micros at,
+                            const EnqueueOptions* forge = nullptr);
+  SessionRow open_session_row(const std::string& session);
+  GateVerdict gate_in_tx(const std::string& session, const std::string& item_id, Fence fence,
+                         const std::string& action, const std::optional<std::string>& head,
+                         Micros at, std::optional<ItemRow>* row_out,
+                         std::optional<SessionRow>* session_out);
+  template <class Observe>
+  bool observe_in_tx(const std::string& item_id, Micros at, Observe&& observe);
   ProjectRow visible_project(const std::string& project_id, const std::optional<std::string>& actor);
   Micros clock(std::optional<Micros> now) const;
   storage::Sync sync_for_claims() const;

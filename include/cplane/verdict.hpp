@@ -52,4 +52,12 @@ inline void require(const FenceVerdict& verdict) {
   if (!verdict) throw FenceRejected(verdict.reason(), verdict.message());
 }
 
+// The mutation gate's verdict: allowed, or denied with exactly one reason.
+using GateVerdict = Verdict<GateReason>;
+
+// Throws MutationDenied (with the verdict's reason) unless it allows.
+inline void require(const GateVerdict& verdict) {
+  if (!verdict) throw MutationDenied(verdict.reason(), verdict.message());
+}
+
 }  // namespace cplane

@@ -12,6 +12,14 @@ int main() {
                         [](const cplane::LeaseExtended&) { return 0; },
                         [](const cplane::ItemReleased&) { return 0; },
                         [](const cplane::LeaseExpired&) { return 0; },
+                        [](const cplane::ItemAssigned&) { return 0; },
+                        [](const cplane::HeadMoved&) { return 0; },
+                        [](const cplane::ReviewChanged&) { return 0; },
+                        [](const cplane::ItemClosed&) { return 0; },
+                        [](const cplane::MutationRecorded&) { return 0; },
+                        [](const cplane::SessionOpened&) { return 0; },
+                        [](const cplane::SessionSeen&) { return 0; },
+                        [](const cplane::SessionClosed&) { return 0; },
                         // ItemFinished is not handled
                     },
                     body);
