@@ -4,7 +4,8 @@
 // the argument helpers they share (cli/args.cpp). Exit codes:
 //   0 done, 1 failure (storage, corruption, I/O), 2 usage or invalid input,
 //   3 nothing to claim, 4 FenceRejected, 5 ScopeDenied, 6 verify found
-//   problems, 7 no such item or project.
+//   problems, 7 no such item, project or session, 8 the gate denied, 9 wait
+//   (another session holds the item).
 #pragma once
 
 #include <signal.h>
@@ -50,6 +51,8 @@ enum ExitCode : int {
   kScopeDenied = 5,
   kProblemsFound = 6,
   kNotFound = 7,
+  kDenied = 8,
+  kWait = 9,
 };
 
 // Thrown to leave the command with an exit status; caught in main().
@@ -253,6 +256,33 @@ class Cli {
   Validity set_reason(kj::StringPtr text);
   Validity run_release();
 
+  // ---- sessions, the forge, assign, gate (cli/sessions.cpp) ------------------
+  kj::MainFunc session_command();
+  kj::MainFunc session_open_command();
+  Validity run_session_open();
+  kj::MainFunc session_heartbeat_command();
+  Validity run_session_heartbeat();
+  kj::MainFunc session_close_command();
+  Validity run_session_close();
+  kj::MainFunc sessions_command();
+  Validity run_sessions();
+  kj::MainFunc observe_command();
+  kj::MainFunc observe_head_command();
+  kj::MainFunc observe_review_command();
+  kj::MainFunc observe_close_command();
+  Validity run_observe(const char* what);
+  kj::MainFunc assign_command();
+  Validity set_actions(kj::StringPtr text);
+  Validity run_assign();
+  kj::MainFunc gate_command();
+  Validity set_action(kj::StringPtr text);
+  Validity set_head(kj::StringPtr text);
+  Validity set_record();
+  Validity run_gate();
+  Validity set_kind(kj::StringPtr text);
+  Validity set_ref(kj::StringPtr text);
+  Validity set_author(kj::StringPtr text);
+
   // ---- item / events --------------------------------------------------------
   kj::MainFunc item_command();
   Validity run_item();
@@ -388,6 +418,14 @@ class Cli {
   bool status_set_ = false;
   std::string detail_;
   std::string reason_;
+  // enqueue's forge fields; assign's actions; the gate's action, head, --record.
+  std::optional<WorkKind> kind_;
+  std::optional<std::string> ref_;
+  std::optional<std::string> head_;
+  std::optional<std::string> author_;
+  std::vector<std::string> actions_;
+  std::optional<std::string> action_;
+  bool record_ = false;
   bool dry_run_ = false;
   // rebuild, restore, recover: one transaction over the whole database,
   // with a larger page cache (SqliteOptions::cache_mib).

@@ -15,6 +15,14 @@ kj::MainFunc Cli::enqueue_command() {
                         "enqueue as this scoped actor")
       .addOptionWithArg({"batch"}, KJ_BIND_METHOD(*this, set_batch), "<file|->",
                         "one JSON payload per line, queued in one transaction")
+      .addOptionWithArg({"kind"}, KJ_BIND_METHOD(*this, set_kind), "<task|issue|pr>",
+                        "what the item is (default task)")
+      .addOptionWithArg({"ref"}, KJ_BIND_METHOD(*this, set_ref), "<ref>",
+                        "the forge's reference, such as owner/repo#123")
+      .addOptionWithArg({"head"}, KJ_BIND_METHOD(*this, set_head), "<sha>",
+                        "a pr's head revision")
+      .addOptionWithArg({"author"}, KJ_BIND_METHOD(*this, set_author), "<session>",
+                        "a pr's author")
       .expectArg("PROJECT", KJ_BIND_METHOD(*this, set_positional))
       .expectOptionalArg("PAYLOAD_JSON", KJ_BIND_METHOD(*this, set_positional))
       .callAfterParsing(KJ_BIND_METHOD(*this, run_enqueue))
@@ -78,6 +86,10 @@ Validity Cli::run_enqueue() {
   if (!batch_ && args_.size() < 2) {
     return "enqueue needs PAYLOAD_JSON (JSON text, - for standard input, @FILE), or --batch";
   }
+  if (batch_ && (kind_ || ref_ || head_ || author_)) {
+    return "enqueue --batch queues plain tasks: --kind, --ref, --head and --author are for one "
+           "item";
+  }
   return run([&] {
     require_name(args_[0], "project id");
     if (batch_) {
@@ -96,8 +108,19 @@ Validity Cli::run_enqueue() {
     }
     const std::string payload = read_payload_argument(args_[1]);
     require_payload(payload);
+    const ControlStore::EnqueueOptions options{.kind = kind_.value_or(WorkKind::task),
+                                               .ref = ref_.value_or(""),
+                                               .head = head_.value_or(""),
+                                               .author = author_.value_or(""),
+                                               .actor = actor_,
+                                               .now = now_};
+    if (options.kind != WorkKind::pr && (head_ || author_)) {
+      throw InvalidArgument(fmt::format("only a pr has a {}: add --kind pr",
+                                        head_ ? "head" : "author"));
+    }
+    if (head_) require_name(*head_, "head");
     auto store = open();
-    auto id = store.enqueue(args_[0], payload, actor_, now_);
+    auto id = store.enqueue(args_[0], payload, options);
     changed_ = true;
     print(json_ ? JsonObject().str("item_id", id).str("project_id", args_[0]).done() : id);
   });
@@ -328,13 +351,31 @@ Validity Cli::run_item() {
                 .num("queued_at", row.queued_at)
                 .num("updated_at", row.updated_at)
                 .num("last_seq", row.last_seq)
+                .str("kind", to_string(row.kind))
+                .str_or_null("ref", row.ref)
+                .str_or_null("head", row.head)
+                .str("review", to_string(row.review))
+                .str_or_null("author", row.author)
+                .str_or_null("session", row.session)
+                .str_or_null("expected_head", row.expected_head)
+                .raw("actions", json_strings(row.actions))
+                .str_or_null("close_reason", row.close_reason)
                 .done());
     } else {
+      std::string actions;
+      for (const auto& a : row.actions) actions += (actions.empty() ? "" : ",") + a;
       print(fmt::format("item_id: {}\nproject_id: {}\nstatus: {}\nowner: {}\nfence: {}\n"
                         "attempts: {}\nlease_expires_at: {}\npayload: {}\ndetail: {}",
                         row.item_id, row.project_id, to_string(row.status), row.owner,
                         row.fence, row.attempts, row.lease_expires_at, row.payload,
                         row.detail));
+      if (row.kind != WorkKind::task || !row.session.empty()) {
+        print(fmt::format("kind: {}\nref: {}\nhead: {}\nreview: {}\nauthor: {}\nsession: {}\n"
+                          "expected_head: {}\nactions: {}\nclose_reason: {}",
+                          to_string(row.kind), row.ref, row.head, to_string(row.review),
+                          row.author, row.session, row.expected_head, actions,
+                          row.close_reason));
+      }
     }
   });
 }
@@ -378,6 +419,20 @@ Validity Cli::run_events() {
           o.str("reason", r->reason);
         } else if (auto* x = std::get_if<LeaseExpired>(&e.body)) {
           o.str("owner", x->owner).num("lease_expires_at", x->lease_expires_at);
+        } else if (auto* a = std::get_if<ItemAssigned>(&e.body)) {
+          o.str("session", a->session)
+              .num("lease_expires_at", a->lease_expires_at)
+              .num("attempt", a->attempt)
+              .raw("actions", json_strings(a->actions))
+              .str("expected_head", a->expected_head);
+        } else if (auto* h = std::get_if<HeadMoved>(&e.body)) {
+          o.str("head", h->head);
+        } else if (auto* r = std::get_if<ReviewChanged>(&e.body)) {
+          o.str("review", to_string(r->review));
+        } else if (auto* c = std::get_if<ItemClosed>(&e.body)) {
+          o.str("reason", to_string(c->reason));
+        } else if (auto* m = std::get_if<MutationRecorded>(&e.body)) {
+          o.str("session", m->session).str("action", m->action).str("head", m->head);
         }
         out += (first ? "" : ",") + o.done();
       } else {

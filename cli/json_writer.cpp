@@ -97,4 +97,13 @@ JsonObject& JsonObject::raw(std::string_view k, std::string_view json) {
   return *this;
 }
 
+std::string json_strings(const std::vector<std::string>& list) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    if (i > 0) out += ',';
+    out += json_string(list[i]);
+  }
+  return out + "]";
+}
+
 }  // namespace cplane::cli

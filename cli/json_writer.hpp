@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cplane::cli {
 
@@ -13,6 +14,9 @@ std::string json_string(std::string_view text);
 
 // `text` as it is if it is one valid JSON value, else as a JSON string.
 std::string json_raw_or_string(std::string_view text);
+
+// A JSON array of strings.
+std::string json_strings(const std::vector<std::string>& list);
 
 // Builds one JSON object, field by field, in order.
 class JsonObject {

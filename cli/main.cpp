@@ -13,8 +13,9 @@ kj::MainFunc Cli::main() {
       "with fenced leases, and an append-only ledger of every transition.",
       "The database is --db PATH, else $CPLANE_DB, else control.db under the user's cache "
       "directory. Exit status: 0 done, 1 failure, 2 usage or invalid input, 3 nothing to "
-      "claim, 4 fence rejected, 5 scope denied, 6 verify found problems, 7 no such item or "
-      "project.");
+      "claim (assign: no safe work), 4 fence rejected, 5 scope denied, 6 verify found problems, 7 "
+      "no such item, project or session, 8 the gate denied, 9 wait (another session holds the "
+      "item).");
   globals(builder);
   return builder
       .addSubCommand("project", KJ_BIND_METHOD(*this, project_command),
@@ -33,6 +34,16 @@ kj::MainFunc Cli::main() {
                      "give a claimed item back to the queue")
       .addSubCommand("expire", KJ_BIND_METHOD(*this, expire_command),
                      "record the leases that have lapsed (lease_expired events)")
+      .addSubCommand("session", KJ_BIND_METHOD(*this, session_command),
+                     "open a session, keep its leases alive, close it")
+      .addSubCommand("sessions", KJ_BIND_METHOD(*this, sessions_command),
+                     "list the sessions and the items they hold")
+      .addSubCommand("observe", KJ_BIND_METHOD(*this, observe_command),
+                     "record what the forge shows: a head moved, a review, a close")
+      .addSubCommand("assign", KJ_BIND_METHOD(*this, assign_command),
+                     "give a session an item with a lease, atomically (exit 9: wait)")
+      .addSubCommand("gate", KJ_BIND_METHOD(*this, gate_command),
+                     "may this session mutate this item now? (exit 8: denied)")
       .addSubCommand("item", KJ_BIND_METHOD(*this, item_command), "show an item's row")
       .addSubCommand("events", KJ_BIND_METHOD(*this, events_command),
                      "show an item's events, oldest first")
