@@ -1,4 +1,4 @@
-// The SQLite schema (version 3)
+// The SQLite schema (version 5)
 // =============================
 //
 //   events          the log. One row per event, never updated or deleted.
@@ -14,8 +14,8 @@
 //     body          the Cap'n Proto encoded event (events/events.capnp): the
 //                   canonical copy. Every other column is an index of it;
 //                   `verify` checks that they agree.
-//     stream_kind   the stream the event belongs to: "item" or "project"
-//     stream_id     (the item id, the project id). Scans and replays go by
+//     stream_kind   the stream the event belongs to: "item", "project" or
+//     stream_id     "session" (the item id, the project id, the session id). Scans and replays go by
 //                   stream: events_by_stream (stream_kind, stream_id, seq).
 //                   (Added by version 3, hence last; version-2 rows are
 //                   filed by their item_id column when migrated.)
@@ -33,8 +33,16 @@
 //                   cost every claim two more page writes, to spare a loop
 //                   over the (few) projects.
 //
+//                   Since version 5 a row also holds what the forge knows
+//                   (kind, ref, head, review, author, close_reason) and the
+//                   assignment (session, actions joined by commas,
+//                   expected_head); items_by_session (session, item_id),
+//                   partial on claimed rows with a session, finds a
+//                   session's leases.
+//
 //   projects        one row per project_created event.
 //   project_actors  one row per (project, actor) assignment.
+//   sessions        one row per session stream (stream_kind 'session').
 //
 // Invariants: every change to items, projects or project_actors is made in
 // the same transaction as the event(s) that explain it; a row equals the fold

@@ -669,6 +669,27 @@ TEST_CASE("sessions in separate processes never both hold an item (R2)", "[assig
   CHECK(verify_ledger(store).empty());
 }
 
+TEST_CASE("the README's agent loop in C++ runs as written", "[session][readme]") {
+  TempDir dir;
+  Forge f(dir);
+  const std::string pr = f.pr;
+  int pushes = 0;
+  cplane::ControlStore store{f.db};
+  store.open_session("agent-1");
+  const cplane::Assignment a =
+      store.assign_and_lease("agent-1", pr, {"push", "comment"}, cplane::Seconds{300});
+  REQUIRE(a.outcome != cplane::AssignOutcome::wait);
+  REQUIRE(a);
+  store.session_heartbeat("agent-1", cplane::Seconds{300});
+  const auto verdict = store.record_mutation("agent-1", pr, a.fence, "push", a.expected_head);
+  if (verdict) ++pushes;
+  store.finish(pr, a.fence, cplane::Outcome::done);
+  store.close_session("agent-1");
+  CHECK(pushes == 1);
+  CHECK(types(store, pr) == std::vector<std::string>{"queued", "assigned", "lease_extended",
+                                                     "mutation_recorded", "done"});
+}
+
 // ---- the CLI contract ---------------------------------------------------------
 
 TEST_CASE("cplane session, assign, gate and observe keep their exit codes and JSON",
