@@ -36,6 +36,30 @@ done
 echo "the ledger of $item:"
 "$CPLANE" events "$item"
 "$CPLANE" verify
+# Two coding agents and one pull request: only one holds it (the other
+# waits), every mutation passes the gate, and a head moved on the forge
+# stops the holder's next push.
+pr=$("$CPLANE" enqueue alpha '{"title": "fix the flaky test"}' --kind pr --ref acme/api#42 \
+       --head 3f2a9c1 --now $((T + 40000000)))
+"$CPLANE" session open agent-1 --now $((T + 40000000)) >/dev/null
+"$CPLANE" session open agent-2 --now $((T + 40000000)) >/dev/null
+"$CPLANE" assign agent-1 "$pr" --actions push,comment --lease 300 --now $((T + 41000000))
+set +e
+"$CPLANE" assign agent-2 "$pr" --actions push --now $((T + 42000000))
+echo "agent-2 was told to wait (exit $?)"
+set -e
+"$CPLANE" gate agent-1 "$pr" --fence 1 --action push --head 3f2a9c1 --record \
+  --now $((T + 43000000)) >/dev/null
+echo "agent-1 passed the gate and its push is in the ledger"
+"$CPLANE" observe head "$pr" 77bd0e4 --now $((T + 44000000)) >/dev/null
+set +e
+reason=$("$CPLANE" gate agent-1 "$pr" --fence 1 --action push --now $((T + 45000000)) 2>/dev/null)
+echo "after the head moved on the forge, agent-1's next push was denied: $reason (exit $?)"
+set -e
+"$CPLANE" finish "$pr" --fence 1 --status done --now $((T + 46000000)) >/dev/null
+"$CPLANE" session close agent-1 --now $((T + 47000000)) >/dev/null
+"$CPLANE" session close agent-2 --now $((T + 47000000)) >/dev/null
+"$CPLANE" verify
 # The log leaves the database whole: an export, audited with no database,
 # then restored into a fresh one that verifies clean.
 rm -f "$DB.cpx" "$DB.restored" "$DB.restored-wal" "$DB.restored-shm" "$DB.restored-lock"
