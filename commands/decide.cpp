@@ -104,9 +104,9 @@ GateVerdict judge_gate(const ItemRow* row, bool session_open, std::string_view s
     case GateReason::no_live_lease:
       if (!session_open) {
         message = fmt::format("session {} is not open", quote_id(session));
-      } else if (row == nullptr) {
-        message = fmt::format("item {} does not exist", quote_id(item_id));
-      } else if (row->session != session) {
+      } else if (row == nullptr || row->session != session) {
+        // One sentence for a missing item and another's: a scoped session
+        // learns nothing of items outside its scope (R3).
         message = fmt::format("session {} holds no lease on item {}", quote_id(session),
                               quote_id(item_id));
       } else if (row->status == ItemStatus::claimed) {
@@ -130,8 +130,9 @@ GateVerdict judge_gate(const ItemRow* row, bool session_open, std::string_view s
                             quote_id(action), quote_id(item_id));
       break;
     case GateReason::head_drift:
-      message = row->head != row->expected_head
-                    ? fmt::format("the head of item {} moved from {} (pinned) to {}",
+      message = row->head_moved || row->head != row->expected_head
+                    ? fmt::format("the head of item {} moved since {} was pinned (now {}): "
+                                  "release it and assign it again to work on the new head",
                                   quote_id(item_id), quote_id(row->expected_head),
                                   quote_id(row->head))
                     : fmt::format("head {} is not the pinned head {} of item {}", quote_id(*head),

@@ -53,6 +53,7 @@ ItemRow apply(ItemRow row, const StoredEvent& stored) {
             row.session.clear();
             row.actions.clear();
             row.expected_head.clear();
+            row.head_moved = false;
             return true;
           },
           [&](const ItemAssigned& assigned) {
@@ -66,10 +67,12 @@ ItemRow apply(ItemRow row, const StoredEvent& stored) {
             row.lease_expires_at = assigned.lease_expires_at;
             row.actions = assigned.actions;
             row.expected_head = assigned.expected_head;
+            row.head_moved = false;
             return true;
           },
           [&](const HeadMoved& moved) {
             row.head = moved.head;
+            if (!row.session.empty()) row.head_moved = true;  // a pinned head no longer holds
             return true;
           },
           [&](const ReviewChanged& changed) {
@@ -111,6 +114,7 @@ ItemRow apply(ItemRow row, const StoredEvent& stored) {
             row.session.clear();
             row.actions.clear();
             row.expected_head.clear();
+            row.head_moved = false;
             return true;
           },
           [](const ProjectCreated&) { return false; },

@@ -64,7 +64,8 @@ inline std::optional<GateReason> gate_refusal(const ItemRow* row, bool session_o
   if (!std::binary_search(row->actions.begin(), row->actions.end(), action)) {
     return GateReason::action_not_allowed;
   }
-  if (row->head != row->expected_head || (head && *head != row->expected_head)) {
+  if (row->head_moved || row->head != row->expected_head ||
+      (head && *head != row->expected_head)) {
     return GateReason::head_drift;
   }
   return std::nullopt;

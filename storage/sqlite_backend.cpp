@@ -36,7 +36,8 @@
 //                   Since version 5 a row also holds what the forge knows
 //                   (kind, ref, head, review, author, close_reason) and the
 //                   assignment (session, actions joined by commas,
-//                   expected_head); items_by_session (session, item_id),
+//                   expected_head, head_moved: 1 once the head moved after
+//                   it was pinned); items_by_session (session, item_id),
 //                   partial on claimed rows with a session, finds a
 //                   session's leases.
 //
@@ -166,7 +167,8 @@ CREATE TABLE items (
   session          TEXT,
   actions          TEXT,
   expected_head    TEXT,
-  close_reason     TEXT
+  close_reason     TEXT,
+  head_moved       INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 CREATE INDEX items_ready ON items(project_id, queued_seq) WHERE status = 'ready';
 CREATE INDEX items_lease ON items(project_id, lease_expires_at, queued_seq)
@@ -260,10 +262,10 @@ CREATE INDEX events_by_stream ON events(stream_kind, stream_id, seq);
 const char* const kItemColumns =
     "item_id, project_id, payload, status, owner, fence, attempts, lease_expires_at, detail, "
     "queued_seq, queued_at, updated_at, last_seq, kind, ref, head, review, author, session, "
-    "actions, expected_head, close_reason";
+    "actions, expected_head, close_reason, head_moved";
 const char* const kItemValues =
     "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, "
-    "?21, ?22";
+    "?21, ?22, ?23";
 const char* const kSessionColumns =
     "session_id, actor, opened_at, last_seen_at, closed_at, last_seq";
 
@@ -456,9 +458,12 @@ std::string join_actions(const std::vector<std::string>& actions) {
   return out;
 }
 
+// Every part, empty ones too: a stored list edited to "a,b," reads back as
+// three actions, and verify names the difference.
 std::vector<std::string> split_actions(std::string_view text) {
   std::vector<std::string> out;
-  while (!text.empty()) {
+  if (text.empty()) return out;
+  for (;;) {
     const auto comma = text.find(',');
     out.emplace_back(text.substr(0, comma));
     if (comma == std::string_view::npos) break;
@@ -513,6 +518,7 @@ void fill_item(const Statement& s, ScannedItem& scanned) {
   row.actions = split_actions(actions);
   s.text_into(20, row.expected_head);
   s.text_into(21, row.close_reason);
+  row.head_moved = s.i64(22) != 0;
 }
 
 // An item row a command decides on: one with an invalid status, kind or
@@ -1202,7 +1208,8 @@ class SqliteBackend final : public Backend {
                   r.queued_seq, r.queued_at, r.updated_at, r.last_seq, to_string(r.kind),
                   NullIfEmpty{r.ref}, NullIfEmpty{r.head}, to_string(r.review),
                   NullIfEmpty{r.author}, NullIfEmpty{r.session}, NullIfEmpty{actions},
-                  NullIfEmpty{r.expected_head}, NullIfEmpty{r.close_reason});
+                  NullIfEmpty{r.expected_head}, NullIfEmpty{r.close_reason},
+                  static_cast<std::int64_t>(r.head_moved ? 1 : 0));
   }
 
   void delete_item(std::string_view item_id) override { stmts_.delete_item.bind(item_id).run(); }

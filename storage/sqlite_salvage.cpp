@@ -344,15 +344,15 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
   // lost events (a fence above the log's), so no fence is handed out twice.
   // (A database of schema 4 has no forge columns: its rows are read without.)
   const bool forge_columns = attempt([&] {
-    Query q(db.get(), "SELECT kind, session FROM items LIMIT 0");
+    Query q(db.get(), "SELECT kind, session, head_moved FROM items LIMIT 0");
   });
   report.rows_readable = attempt([&] {
     Query q(db.get(),
             forge_columns
                 ? "SELECT item_id, project_id, payload, status, owner, fence, attempts, "
                   "lease_expires_at, detail, queued_seq, queued_at, updated_at, last_seq, kind, "
-                  "ref, head, review, author, session, actions, expected_head, close_reason "
-                  "FROM items"
+                  "ref, head, review, author, session, actions, expected_head, close_reason, "
+                  "head_moved FROM items"
                 : "SELECT item_id, project_id, payload, status, owner, fence, attempts, "
                   "lease_expires_at, detail, queued_seq, queued_at, updated_at, last_seq "
                   "FROM items");
@@ -391,6 +391,7 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
           if (comma == std::string_view::npos) break;
           rest.remove_prefix(comma + 1);
         }
+        r.head_moved = q.i64(22) != 0;
         r.expected_head = q.text(20);
         r.close_reason = q.text(21);
       }

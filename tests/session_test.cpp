@@ -315,6 +315,69 @@ TEST_CASE("the gate denies with exactly one reason, checked in order, and fails 
   }
 }
 
+TEST_CASE("a head that moved away and back is still drift: the pin is broken until reassigned",
+          "[gate][R4]") {
+  TempDir dir;
+  Forge f(dir);
+  ControlStore store{f.db};
+  const Fence fence = store.assign_and_lease("s1", f.pr, kPushComment, {}, T0).fence;
+  store.observe_head(f.pr, "bbb", T0 + 1);
+  store.observe_head(f.pr, "aaa", T0 + 2);
+  CHECK(store.item(f.pr).head == "aaa");
+  CHECK(store.require_valid_assignment("s1", f.pr, fence, "push", std::string("aaa"), T0 + 3)
+            .reason() == GateReason::head_drift);
+  CHECK(store.record_mutation("s1", f.pr, fence, "push", {}, T0 + 3).reason() ==
+        GateReason::head_drift);
+  // A renewal keeps the broken pin; a new assignment pins the head afresh.
+  store.assign_and_lease("s1", f.pr, kPushComment, {}, T0 + 4);
+  CHECK(store.require_valid_assignment("s1", f.pr, fence, "push", {}, T0 + 5).reason() ==
+        GateReason::head_drift);
+  store.release(f.pr, fence, "re-pin", {.now = T0 + 6});
+  const auto again = store.assign_and_lease("s1", f.pr, kPushComment, {}, T0 + 7);
+  CHECK(again.fence == fence + 1);
+  CHECK(store.record_mutation("s1", f.pr, again.fence, "push", std::string("aaa"), T0 + 8));
+  CHECK(verify_file(f.db).empty());
+}
+
+TEST_CASE("the gate tells a scoped session nothing about items outside its scope (R3)",
+          "[gate][R3]") {
+  TempDir dir;
+  Forge f(dir);
+  ControlStore store{f.db};
+  store.open_session("scoped", std::string("alice"), T0);  // sees alpha only
+  const auto hidden = store.enqueue("beta", "{}", {}, T0);
+  REQUIRE(store.assign_and_lease("s1", hidden, {"push"}, {}, T0));
+  const auto held = store.require_valid_assignment("scoped", hidden, 1, "push", {}, T0 + 1);
+  const auto missing = store.require_valid_assignment("scoped", "01a00000-0000-7000-8000-"
+                                                      "000000000000", 1, "push", {}, T0 + 1);
+  CHECK(held.reason() == missing.reason());
+  auto without_id = [](std::string message, const std::string& id) {
+    return message.replace(message.find(id), id.size(), "ID");
+  };
+  CHECK(without_id(held.message(), hidden) ==
+        without_id(missing.message(), "01a00000-0000-7000-8000-000000000000"));
+}
+
+TEST_CASE("a holder's own heartbeat renews a lapsed lease nobody took, and a session heartbeat "
+          "does not",
+          "[session][lease]") {
+  // The fence, not the clock, decides a fenced report (as for finish): the
+  // holder of the current fence may renew a lease that lapsed while nobody
+  // took the item. A session heartbeat extends only live leases.
+  TempDir dir;
+  Forge f(dir);
+  ControlStore store{f.db};
+  const Fence fence = store.assign_and_lease("s1", f.pr, {"push"}, Seconds{10}, T0).fence;
+  CHECK(store.session_heartbeat("s1", Seconds{60}, T0 + 20 * kSecond).empty());
+  CHECK(store.require_valid_assignment("s1", f.pr, fence, "push", {}, T0 + 20 * kSecond)
+            .reason() == GateReason::no_live_lease);
+  CHECK(store.expire_leases(T0 + 21 * kSecond) == 1);
+  CHECK(store.heartbeat(f.pr, fence, {.lease = Seconds{60}, .now = T0 + 22 * kSecond}) ==
+        T0 + 82 * kSecond);
+  CHECK(store.require_valid_assignment("s1", f.pr, fence, "push", {}, T0 + 23 * kSecond));
+  CHECK(verify_file(f.db).empty());
+}
+
 TEST_CASE("work finished by its holder is work_terminal to it at the gate", "[gate][R3]") {
   TempDir dir;
   Forge f(dir);
@@ -423,6 +486,10 @@ TEST_CASE("verify names sessions and forge fields edited behind the engine's bac
        "assignment_disagrees"},
       {"pinned head moved", "UPDATE items SET expected_head = 'bbb' WHERE session = 's1'",
        "assignment_disagrees"},
+      {"an empty action added", "UPDATE items SET actions = 'comment,push,' WHERE session = 's1'",
+       "assignment_disagrees"},
+      {"a drift forgotten", "UPDATE items SET head_moved = 1 WHERE session = 's1'",
+       "assignment_disagrees"},
       {"head edited", "UPDATE items SET head = 'bbb' WHERE kind = 'pr'", "forge_disagrees"},
       {"kind edited", "UPDATE items SET kind = 'issue' WHERE kind = 'pr'", "forge_disagrees"},
       {"kind made up", "UPDATE items SET kind = 'incident' WHERE kind = 'pr'", "forge_disagrees"},
@@ -465,17 +532,62 @@ TEST_CASE("a mutation recorded outside the gate, or an assignment over a live le
   Forge f(dir);
   {
     ControlStore store{f.db};
+    store.open_session("scoped", std::string("alice"), T0);
     store.assign_and_lease("s1", f.pr, kPushComment, Seconds{60}, T0);
   }
+  // Appended with raw SQL and the chain recomputed: what a writer with a
+  // bug leaves, which only verify's own checks can catch.
   auto forge_event = [&](const Event& event) {
     const std::string body = encode(event);
     std::string hex;
     for (unsigned char ch : body) hex += fmt::format("{:02x}", ch);
+    const StreamRef stream = stream_of(event);
     test::forged_sql(f.db, fmt::format("INSERT INTO events (item_id, project_id, type, at, body, "
-                                       "stream_kind, stream_id) VALUES ('{0}', 'alpha', '{1}', "
-                                       "{2}, x'{3}', 'item', '{0}')",
-                                       event.item_id, type_name(event.body), event.at, hex));
+                                       "stream_kind, stream_id) VALUES ({0}, '{1}', '{2}', "
+                                       "{3}, x'{4}', '{5}', '{6}')",
+                                       event.item_id.empty() ? "NULL" : "'" + event.item_id + "'",
+                                       event.project_id, type_name(event.body), event.at, hex,
+                                       to_string(stream.kind), stream.id));
   };
+  auto forged_problems = [&] { return kinds_of(verify_file(f.db)); };
+  SECTION("an assignment to a session never opened") {
+    forge_event({T0 + 61 * kSecond, "ghost", "alpha", f.pr,
+                 ItemAssigned{"ghost", 2, T0 + 100 * kSecond, 2, {"push"}, "aaa"}});
+    CHECK(forged_problems().contains("assignment_not_allowed"));
+  }
+  SECTION("an assignment to a closed session") {
+    forge_event({T0 + 61 * kSecond, "", "", "", SessionClosed{"s2"}});
+    forge_event({T0 + 62 * kSecond, "s2", "alpha", f.pr,
+                 ItemAssigned{"s2", 2, T0 + 100 * kSecond, 2, {"push"}, "aaa"}});
+    CHECK(forged_problems().contains("assignment_not_allowed"));
+  }
+  SECTION("an assignment that pins another head than the item's (R4)") {
+    forge_event({T0 + 61 * kSecond, "s2", "alpha", f.pr,
+                 ItemAssigned{"s2", 2, T0 + 100 * kSecond, 2, {"push"}, "zzz"}});
+    CHECK(forged_problems().contains("assignment_not_allowed"));
+  }
+  SECTION("an assignment with no actions") {
+    forge_event({T0 + 61 * kSecond, "s2", "alpha", f.pr,
+                 ItemAssigned{"s2", 2, T0 + 100 * kSecond, 2, {}, "aaa"}});
+    CHECK(forged_problems().contains("assignment_not_allowed"));
+  }
+  SECTION("an assignment to a session whose actor may not see the project (R3)") {
+    const auto hidden = ControlStore{f.db}.enqueue("beta", "{}", {}, T0);
+    forge_event({T0 + 1, "alice", "beta", hidden,
+                 ItemAssigned{"scoped", 1, T0 + 100 * kSecond, 1, {"push"}, ""}});
+    CHECK(forged_problems().contains("assignment_not_allowed"));
+  }
+  SECTION("a head or a review on an item that is not a pr") {
+    const auto task = ControlStore{f.db}.enqueue("alpha", "{}", {}, T0);
+    forge_event({T0 + 1, "", "alpha", task, HeadMoved{"x"}});
+    CHECK(forged_problems().contains("forge_fact_invalid"));
+  }
+  SECTION("a session closed while it still holds an item, then mutating") {
+    forge_event({T0 + 1, "", "", "", SessionClosed{"s1"}});
+    CHECK(forged_problems().contains("session_closed_while_holding"));
+    forge_event({T0 + 2, "s1", "alpha", f.pr, MutationRecorded{"s1", 1, "push", ""}});
+    CHECK(forged_problems().contains("mutation_without_assignment"));
+  }
   SECTION("a mutation by a session that holds nothing") {
     forge_event({T0 + 1, "s2", "alpha", f.pr, MutationRecorded{"s2", 1, "push", ""}});
     CHECK(kinds_of(verify_file(f.db)).contains("mutation_without_assignment"));

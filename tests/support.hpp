@@ -73,7 +73,7 @@ std::vector<std::string> sql_column(const std::string& db, const std::string& qu
   "ALTER TABLE items DROP COLUMN head; ALTER TABLE items DROP COLUMN review; "              \
   "ALTER TABLE items DROP COLUMN author; ALTER TABLE items DROP COLUMN session; "           \
   "ALTER TABLE items DROP COLUMN actions; ALTER TABLE items DROP COLUMN expected_head; "    \
-  "ALTER TABLE items DROP COLUMN close_reason; "
+  "ALTER TABLE items DROP COLUMN close_reason; ALTER TABLE items DROP COLUMN head_moved; "
 inline constexpr const char* kBackToVersion4 = CPLANE_BACK_TO_4 "PRAGMA user_version = 4; ";
 inline constexpr const char* kBackToVersion3 =
     CPLANE_BACK_TO_4

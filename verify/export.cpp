@@ -286,7 +286,8 @@ class Reader {
   }
 
   // Records come in the order export writes them: project streams, item
-  // streams, session streams (kStreamKinds), then kinds this build does not know; within a known kind, by
+  // streams, session streams, item streams (kStreamKinds), then kinds this build does not
+  // know; within a known kind, by
   // stream id, each stream's events by seq and then its head. Anything else
   // was not written by cplane export (whatever its hashes say).
   void check_order() {

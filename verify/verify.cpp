@@ -53,7 +53,8 @@ const std::vector<std::string> kProblemKinds = {
     "stream_missing", "head_missing", "head_disagrees", "digest_disagrees", "seq_gap",
     "expired_while_leased", "forge_disagrees", "assignment_disagrees",
     "mutation_without_assignment", "session_row_missing", "session_row_without_event",
-    "session_row_disagrees",
+    "session_row_disagrees", "assignment_not_allowed", "forge_fact_invalid",
+    "session_closed_while_holding",
 };
 
 RebuildRefused::RebuildRefused(std::vector<LedgerProblem> problems, std::int64_t total)
@@ -120,6 +121,31 @@ struct LogFacts {
   bool project_log_unreadable = false;
   std::set<std::pair<StreamKind, std::string>> incomplete;
   LogChain chain;  // the log as a whole, against its digest
+  // What items are checked against, from the streams replayed before them:
+  // when each grant was made, and each session's life.
+  std::map<std::pair<std::string, std::string>, Seq> grants;  // (project, actor) -> seq
+  struct SessionLife {
+    Seq opened = 0, closed = 0;  // seqs of session_opened, session_closed (0: open)
+    std::string actor;
+  };
+  std::map<std::string, SessionLife> sessions;
+  bool session_log_unreadable = false;
+
+  // Why `session` was not open at `seq`, or "" when it was (or the session
+  // log cannot say).
+  std::string not_open(const std::string& session, Seq seq) const {
+    if (session_log_unreadable) return {};
+    const auto life = sessions.find(session);
+    if (life == sessions.end()) return fmt::format("session {} was never opened", quoted(session));
+    if (life->second.opened > seq) {
+      return fmt::format("session {} was opened later (seq {})", quoted(session),
+                         life->second.opened);
+    }
+    if (life->second.closed != 0 && life->second.closed < seq) {
+      return fmt::format("session {} was closed at seq {}", quoted(session), life->second.closed);
+    }
+    return {};
+  }
 };
 
 // The fold of one stream, plus what the fold saw that no row can show.
@@ -144,6 +170,8 @@ struct StreamAudit {
   int terminals = 0;
   // Session streams.
   std::optional<SessionRow> session;
+  Seq opened_seq = 0, closed_seq = 0;
+  bool reported_outlived = false;  // an item held past its session's close
   // Project streams.
   std::optional<ProjectRow> project;
   std::map<std::string, ProjectActorRow> grants;  // by actor
@@ -277,6 +305,32 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
     }
   };
   if (stream_of(e) != a.stream) return;  // filed here by its columns only
+  // An item still held by a session after that session closed: closing
+  // releases every item first.
+  auto outlived = [&](const char* when) {
+    if (a.unreadable || a.reported_outlived || a.item.status != ItemStatus::claimed ||
+        a.item.session.empty()) {
+      return;
+    }
+    const auto life = facts.sessions.find(a.item.session);
+    if (life == facts.sessions.end() || life->second.closed == 0 || life->second.closed > seq) {
+      return;
+    }
+    a.reported_outlived = true;
+    problem("session_closed_while_holding",
+            fmt::format("item {} was still held by session {} {} (the session closed at seq {})",
+                        a.stream.id, quoted(a.item.session), when, life->second.closed));
+  };
+  if (a.stream.kind == StreamKind::item) outlived(fmt::format("at seq {}", seq).c_str());
+  auto forge_fact = [&] {
+    if (!a.unreadable && a.created && a.item.kind != WorkKind::pr) {
+      problem("forge_fact_invalid", fmt::format("{} seq {} on item {}, which is {} {}: only a pr "
+                                                "has one",
+                                                type_name(e.body), seq, a.stream.id,
+                                                a.item.kind == WorkKind::issue ? "an" : "a",
+                                                to_string(a.item.kind)));
+    }
+  };
   // What the log must say on its own, whatever the rows: an item's events
   // come after its project's creation.
   if (a.stream.kind == StreamKind::item) {
@@ -310,6 +364,12 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
                                   seq, a.stream.id));
             }
             a.created = true;
+            if (queued.kind != WorkKind::pr && (!queued.head.empty() || !queued.author.empty())) {
+              problem("forge_fact_invalid",
+                      fmt::format("queued seq {} gives {} {} a head or an author: only a pr has "
+                                  "them",
+                                  seq, to_string(queued.kind), a.stream.id));
+            }
           },
           [&](const ItemClaimed& claimed) {
             audit_claim(claimed.owner, claimed.fence, claimed.attempt, claimed.lease_expires_at);
@@ -317,9 +377,42 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
           [&](const ItemAssigned& assigned) {
             audit_claim(assigned.session, assigned.fence, assigned.attempt,
                         assigned.lease_expires_at);
+            // What assign_and_lease checks before it appends one.
+            std::string why = facts.not_open(assigned.session, seq);
+            const auto life = facts.sessions.find(assigned.session);
+            if (why.empty() && life != facts.sessions.end() && !life->second.actor.empty() &&
+                !facts.project_log_unreadable) {
+              const auto grant = facts.grants.find({e.project_id, life->second.actor});
+              if (grant == facts.grants.end() || grant->second > seq) {
+                why = fmt::format("session {} works for {}, who may not see project {} (R3)",
+                                  quoted(assigned.session), quoted(life->second.actor),
+                                  quoted(e.project_id));
+              }
+            }
+            if (why.empty() && (assigned.actions.empty() ||
+                                std::adjacent_find(assigned.actions.begin(), assigned.actions.end(),
+                                                   std::greater_equal<>()) !=
+                                    assigned.actions.end())) {
+              why = "its actions are empty, unsorted or repeated";
+            }
+            if (why.empty() && !a.unreadable && assigned.expected_head != a.item.head) {
+              why = fmt::format("it pins head {} while the item's head was {} (R4)",
+                                quoted(assigned.expected_head), quoted(a.item.head));
+            }
+            if (!why.empty()) {
+              problem("assignment_not_allowed",
+                      fmt::format("assigned seq {} of item {} to {}: {}", seq, a.stream.id,
+                                  quoted(assigned.session), why));
+            }
           },
-          [&](const HeadMoved&) { item_created_first(); },
-          [&](const ReviewChanged&) { item_created_first(); },
+          [&](const HeadMoved&) {
+            item_created_first();
+            forge_fact();
+          },
+          [&](const ReviewChanged&) {
+            item_created_first();
+            forge_fact();
+          },
           [&](const ItemClosed&) {
             item_created_first();
             ++a.terminals;
@@ -336,7 +429,12 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
             // that allowed it: the same rule judges it here.
             const std::optional<std::string> head =
                 m.head.empty() ? std::nullopt : std::optional<std::string>(m.head);
-            if (auto why = gate_refusal(&a.item, true, m.session, m.fence, m.action, head, e.at)) {
+            if (const auto closed = facts.not_open(m.session, seq); !closed.empty()) {
+              problem("mutation_without_assignment",
+                      fmt::format("mutation_recorded seq {} by {} ({}): {}", seq,
+                                  quoted(m.session), quoted(m.action), closed));
+            } else if (auto why =
+                           gate_refusal(&a.item, true, m.session, m.fence, m.action, head, e.at)) {
               problem("mutation_without_assignment",
                       fmt::format("mutation_recorded seq {} by {} ({}) would be denied: {} (the "
                                   "item was {}, held by {} under fence {} until {})",
@@ -346,6 +444,7 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
             }
           },
           [&](const SessionOpened&) {
+            if (!a.session) a.opened_seq = seq;
             if (a.session) {
               problem("duplicate_creation_event",
                       fmt::format("session {} is opened again by event seq {}", quoted(a.stream.id),
@@ -353,7 +452,10 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
             }
           },
           [&](const SessionSeen&) { session_open_first(); },
-          [&](const SessionClosed&) { session_open_first(); },
+          [&](const SessionClosed&) {
+            session_open_first();
+            if (a.session && a.session->is_open()) a.closed_seq = seq;
+          },
           [&](const ItemFinished& finished) {
             item_created_first();
             ++a.terminals;
@@ -449,6 +551,23 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
       }
       break;
   }
+}
+
+// After an item stream's last event: it must not still be held by a
+// session that has closed.
+void audit_end(StreamAudit& a, const LogFacts& facts) {
+  if (a.unreadable || a.reported_outlived || a.item.status != ItemStatus::claimed ||
+      a.item.session.empty()) {
+    return;
+  }
+  const auto life = facts.sessions.find(a.item.session);
+  if (life == facts.sessions.end() || life->second.closed == 0) return;
+  a.reported_outlived = true;
+  a.problems.push_back(a.problem(
+      "session_closed_while_holding", a.item.project_id,
+      fmt::format("item {} is still held by session {}, which closed at seq {} without "
+                  "releasing it",
+                  a.stream.id, quoted(a.item.session), life->second.closed)));
 }
 
 void fold_event(StreamAudit& audit, const storage::RawEvent& raw, LogFacts& facts) {
@@ -565,6 +684,7 @@ struct ItemsProjection {
     d.text("session", stored.session, folded.session);
     d.text("actions", join(stored.actions), join(folded.actions));
     d.text("expected_head", stored.expected_head, folded.expected_head);
+    d.add("head_moved", stored.head_moved, folded.head_moved);
     d.text("close_reason", stored.close_reason, folded.close_reason);
     return d.done();
   }
@@ -598,7 +718,8 @@ struct ItemsProjection {
       } else if (d.field == "kind" || d.field == "ref" || d.field == "head" ||
                  d.field == "review" || d.field == "author" || d.field == "close_reason") {
         kind = "forge_disagrees";
-      } else if (d.field == "session" || d.field == "actions" || d.field == "expected_head") {
+      } else if (d.field == "session" || d.field == "actions" || d.field == "expected_head" ||
+                 d.field == "head_moved") {
         kind = "assignment_disagrees";
       } else {
         kind = d.field + "_disagrees";
@@ -1069,6 +1190,7 @@ void replay(storage::Backend& backend, StreamKind kind, LogFacts& facts,
     }
     if (headed) have_head = heads->next(head);
     if (chain.broken()) facts.chain.stream_broken();
+    if (kind == StreamKind::item) audit_end(audit, facts);
     on_stream(audit);
     std::apply([&](auto&... side) { (reconcile(side, audit, facts, r), ...); }, sides);
   }
@@ -1089,8 +1211,8 @@ void audit_unfiled(storage::Backend& backend, StreamAudit& audit, LogFacts& fact
   for (const auto& head : backend.unfiled_heads()) facts.chain.head(head);
 }
 
-// Every stream kind in kStreamKinds' order: projects first (items check
-// their project against them), then items, then sessions. `on_stream(audit)` sees each stream's audit (its log problems)
+// Every stream kind in kStreamKinds' order: projects and sessions first
+// (items are checked against their grants and lives), then items. `on_stream(audit)` sees each stream's audit (its log problems)
 // before its rows are reconciled.
 template <class OnStream>
 void replay_all(storage::Backend& backend, const Reconcile& r, LogFacts& facts,
@@ -1105,18 +1227,30 @@ void replay_all(storage::Backend& backend, const Reconcile& r, LogFacts& facts,
           facts.projects.insert(audit.stream.id);
           facts.project_created_at.emplace(audit.stream.id, audit.project->last_seq);
         }
+        for (const auto& [actor, grant] : audit.grants) {
+          facts.grants.emplace(std::pair{audit.stream.id, actor}, grant.last_seq);
+        }
         if (audit.unreadable) facts.project_log_unreadable = true;
         on_stream(audit);
       });
-  // A project event filed under another project by its columns: which
-  // projects the log created is no longer known for sure.
+  replay<SessionsProjection>(backend, StreamKind::session, facts, r, events_read, total,
+                             progress, [&](StreamAudit& audit) {
+                               if (audit.session) {
+                                 facts.sessions[audit.stream.id] = {
+                                     audit.opened_seq, audit.closed_seq, audit.session->actor};
+                               }
+                               if (audit.unreadable) facts.session_log_unreadable = true;
+                               on_stream(audit);
+                             });
+  // An event filed under another project or session by its columns: which
+  // projects the log created, or when sessions lived, is no longer known
+  // for sure.
   for (const auto& [kind, id] : facts.incomplete) {
     if (kind == StreamKind::project) facts.project_log_unreadable = true;
+    if (kind == StreamKind::session) facts.session_log_unreadable = true;
   }
   replay<ItemsProjection>(backend, StreamKind::item, facts, r, events_read, total, progress,
                           on_stream);
-  replay<SessionsProjection>(backend, StreamKind::session, facts, r, events_read, total,
-                             progress, on_stream);
   StreamAudit unfiled;
   audit_unfiled(backend, unfiled, facts, events_read);
   // What no stream could show: a stream removed with its head, a head

@@ -174,10 +174,10 @@ enum class StreamKind : std::uint8_t {
   session,  // id: the session id. session_opened, session_heartbeat, session_closed
 };
 
-// Every kind, in the order replays and exports go: projects first (items
-// are checked against them), then items, then sessions.
-inline constexpr StreamKind kStreamKinds[] = {StreamKind::project, StreamKind::item,
-                                              StreamKind::session};
+// Every kind, in the order replays and exports go: projects and sessions
+// first (items are checked against them), then items.
+inline constexpr StreamKind kStreamKinds[] = {StreamKind::project, StreamKind::session,
+                                              StreamKind::item};
 
 // "item", "project", "session": the stored names (the events table's stream_kind).
 std::string_view to_string(StreamKind kind);

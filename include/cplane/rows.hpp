@@ -51,6 +51,9 @@ struct ItemRow {
   std::string session;
   std::vector<std::string> actions;  // sorted, no duplicates
   std::string expected_head;
+  // The head moved after the assignment pinned it, even if it moved back
+  // since (R4: the gate says head_drift until the item is assigned again).
+  bool head_moved = false;
   std::string close_reason;       // "merged" or "closed" once closed, else ""
   bool operator==(const ItemRow&) const = default;
 };
