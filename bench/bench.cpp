@@ -9,6 +9,7 @@
 //   cplane-bench --scenario latency   [--workers 16] [--items N]
 //   cplane-bench --scenario depth     [--max-depth 1000000]
 //   cplane-bench --scenario verify    [--max-items 1000000]
+//   cplane-bench --scenario assign-gate [--items 2000] [--durability D]
 //   cplane-bench --plot DIR           (drain-matrix + depth, as PNG charts; needs gnuplot)
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -223,9 +224,10 @@ class Bench {
     return kj::MainBuilder(context_, "cplane-bench 0.1.0",
                            "Benchmarks of cplane on SQLite; one JSON object per result line.")
         .addOptionWithArg({"scenario"}, KJ_BIND_METHOD(*this, set_scenario), "<name>",
-                          "enqueue, single, drain, drain-matrix, latency, depth, verify")
+                          "enqueue, single, drain, drain-matrix, latency, depth, verify, "
+                          "assign-gate")
         .addOptionWithArg({"items"}, KJ_BIND_METHOD(*this, set_items), "<n>",
-                          "items to drain (default 10000)")
+                          "items to drain (default 10000; assign-gate 2000)")
         .addOptionWithArg({"workers"}, KJ_BIND_METHOD(*this, set_workers), "<n>",
                           "worker processes (default 16)")
         .addOptionWithArg({"batch"}, KJ_BIND_METHOD(*this, set_batch), "<n>",
@@ -254,7 +256,10 @@ class Bench {
     scenario_ = s.cStr();
     return true;
   }
-  Validity set_items(kj::StringPtr s) { return positive(s, items_); }
+  Validity set_items(kj::StringPtr s) {
+    items_given_ = true;
+    return positive(s, items_);
+  }
   Validity set_workers(kj::StringPtr s) { return positive(s, workers_); }
   Validity set_batch(kj::StringPtr s) { return positive(s, batch_); }
   Validity set_max(kj::StringPtr s) { return positive(s, max_); }
@@ -312,9 +317,11 @@ class Bench {
         depth();
       } else if (scenario_ == "verify") {
         verify();
+      } else if (scenario_ == "assign-gate") {
+        assign_gate();
       } else {
         return "--scenario is one of enqueue, single, drain, drain-matrix, latency, depth, "
-               "verify (or use --plot DIR)";
+               "verify, assign-gate (or use --plot DIR)";
       }
     } catch (const std::exception& e) {
       std::cerr << "cplane-bench: " << e.what() << '\n';
@@ -456,6 +463,78 @@ class Bench {
     }
   }
 
+  // One agent's round trip on one store, item after item: assign_and_lease,
+  // then record_mutation (the gate that records), then the read-only gate;
+  // the item then finishes. Each item is first taken the plain way, as the
+  // baseline with as many write transactions: claim, heartbeat, release.
+  // Interleaving the two keeps the store's size and the disk's state alike
+  // for both.
+  void assign_gate() {
+    const std::int64_t items = items_given_ ? items_ : 2'000;
+    ScratchDir dir;
+    ControlStore store{dir.file("bench.db"), {.durability = durability_}};
+    store.create_project("bench", "Benchmark");
+    std::vector<std::string> ids;
+    for (std::int64_t i = 0; i < items; ++i) {
+      ids.push_back(store.enqueue("bench", R"({"task":"benchmark item"})",
+                                  ControlStore::EnqueueOptions{.kind = WorkKind::pr,
+                                                               .ref = fmt::format("bench/pr#{}", i),
+                                                               .head = "head-1",
+                                                               .author = "bench-author"}));
+    }
+    const std::string session = "bench-session";
+    store.open_session(session);
+    const std::vector<std::string> actions = {"comment", "push"};
+    std::vector<double> assign, record, gate, assign_record, claim, heartbeat, claim_heartbeat;
+    std::int64_t exact = 0;
+    for (const auto& id : ids) {
+      // The baseline: the oldest ready item is this one.
+      const double b0 = seconds_now();
+      const auto claimed = store.claim("bench-worker");
+      const double b1 = seconds_now();
+      if (!claimed || claimed->item_id != id) throw std::runtime_error("assign-gate: claim took another item");
+      store.heartbeat(id, claimed->fence);
+      const double b2 = seconds_now();
+      store.release(id, claimed->fence);
+      claim.push_back(b1 - b0);
+      heartbeat.push_back(b2 - b1);
+      claim_heartbeat.push_back(b2 - b0);
+
+      const double t0 = seconds_now();
+      const Assignment a = store.assign_and_lease(session, id, actions);
+      const double t1 = seconds_now();
+      const GateVerdict recorded =
+          store.record_mutation(session, id, a.fence, "push", a.expected_head);
+      const double t2 = seconds_now();
+      const GateVerdict checked =
+          store.require_valid_assignment(session, id, a.fence, "push", a.expected_head);
+      const double t3 = seconds_now();
+      store.finish(id, a.fence, Outcome::done);
+      assign.push_back(t1 - t0);
+      record.push_back(t2 - t1);
+      assign_record.push_back(t2 - t0);
+      gate.push_back(t3 - t2);
+      if (a.is_assigned() && a.fence == claimed->fence + 1 && recorded && checked) ++exact;
+    }
+    const bool clean = verify_ledger(store).empty();
+    if (exact != items || !clean) {
+      throw std::runtime_error(fmt::format(
+          "assign-gate: {} of {} round trips came out exact; verify {}", exact, items,
+          clean ? "clean" : "found problems"));
+    }
+    auto ms = [](const std::vector<double>& samples, double p) {
+      return 1e3 * fleet::percentile(samples, p);
+    };
+    emit(fmt::format(
+        R"({{"scenario":"assign-gate","durability":"{}","items":{},"assign_p50_ms":{:.3f},"assign_p99_ms":{:.3f},"gate_p50_ms":{:.3f},"gate_p99_ms":{:.3f},"record_p50_ms":{:.3f},"record_p99_ms":{:.3f},"assign_record_p50_ms":{:.3f},"assign_record_p99_ms":{:.3f},"claim_p50_ms":{:.3f},"claim_p99_ms":{:.3f},"heartbeat_p50_ms":{:.3f},"heartbeat_p99_ms":{:.3f},"claim_heartbeat_p50_ms":{:.3f},"claim_heartbeat_p99_ms":{:.3f},"ratio_p50":{:.2f},"ratio_p99":{:.2f}}})",
+        cplane::to_string(durability_), items, ms(assign, 50), ms(assign, 99), ms(gate, 50),
+        ms(gate, 99), ms(record, 50), ms(record, 99), ms(assign_record, 50),
+        ms(assign_record, 99), ms(claim, 50), ms(claim, 99), ms(heartbeat, 50),
+        ms(heartbeat, 99), ms(claim_heartbeat, 50), ms(claim_heartbeat, 99),
+        ms(assign_record, 50) / ms(claim_heartbeat, 50),
+        ms(assign_record, 99) / ms(claim_heartbeat, 99)));
+  }
+
   void plot(const std::string& dir) {
     std::filesystem::create_directories(dir);
     std::ofstream drains(dir + "/drain.dat");
@@ -500,6 +579,7 @@ class Bench {
   kj::ProcessContext& context_;
   std::string scenario_;
   std::int64_t items_ = 10'000;
+  bool items_given_ = false;
   int workers_ = 16;
   std::int64_t batch_ = 1;
   std::int64_t max_ = 1'000'000;

@@ -208,14 +208,17 @@ Sync ControlStore::sync_for_finish() const {
   return options_.durability == Durability::full ? Sync::full : Sync::normal;
 }
 
-// Validates a claim's input before any lock is taken: its lease and its clock.
-std::pair<Micros, Micros> ControlStore::check_claim(const std::string& owner,
+// Validates a claim's input before any lock is taken: its lease (returned,
+// in microseconds) and its clock. The time itself is read once the lock is
+// held.
+Micros ControlStore::check_claim(const std::string& owner,
                                                    const ClaimOptions& options) const {
   const Micros lease = require_lease(options.lease.value_or(options_.lease));
   if (owner.empty()) throw InvalidArgument("a claim needs a non-empty owner");
   require_name(owner, "owner");
   require_actor(options.actor);
-  return {lease, clock(options.now)};
+  if (options.now) require_now(*options.now);
+  return lease;
 }
 
 void ControlStore::create_project(const std::string& id, const std::string& title,
@@ -226,6 +229,7 @@ void ControlStore::create_project(const std::string& id, const std::string& titl
   require_size(title, kMaxTextBytes, "title");
   require_size(status, kMaxTextBytes, "status");
   if (status.empty()) throw InvalidArgument("a project status must not be empty");
+  if (now) require_now(*now);
   auto tx = Transaction::write(*backend_, sync_for_claims());
   const Event event =
       decide_create_project(backend_->find_project(id), id, title, status, clock(now));
@@ -239,8 +243,10 @@ void ControlStore::grant(const std::string& project_id, const std::string& actor
   const InUse in_use(*this);
   require_name(project_id, "project id");
   require_name(actor, "actor");
-  const Micros at = clock(now);
+  if (now) require_now(*now);
   auto tx = Transaction::write(*backend_, sync_for_claims());
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = clock(now);
   auto project = backend_->find_project(project_id);
   if (!project) throw NotFound(NotFound::Reason::unknown_project, fmt::format("no such project: {}", quote_id(project_id)));
   auto event = decide_grant(*project, backend_->is_assigned(project_id, actor), actor, at);
@@ -297,8 +303,10 @@ std::string ControlStore::enqueue(const std::string& project_id, const std::stri
   require_name(project_id, "project id");
   require_actor(actor);
   require_payload(payload_json);
-  const Micros at = clock(now);
+  if (now) require_now(*now);
   auto tx = Transaction::write(*backend_, sync_for_claims());
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = clock(now);
   const ProjectRow project = visible_project(project_id, actor);
   std::string id = enqueue_in_tx(project, payload_json, actor, at);
   tx.commit();
@@ -327,8 +335,10 @@ std::string ControlStore::enqueue(const std::string& project_id, const std::stri
     }
     require_name(*value, what);
   }
-  const Micros at = clock(options.now);
+  if (options.now) require_now(*options.now);
   auto tx = Transaction::write(*backend_, sync_for_claims());
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = clock(options.now);
   const ProjectRow project = visible_project(project_id, options.actor);
   std::string id = enqueue_in_tx(project, payload_json, options.actor, at, &options);
   tx.commit();
@@ -350,8 +360,10 @@ std::vector<std::string> ControlStore::enqueue_batch(const std::string& project_
       throw InvalidArgument(fmt::format("payload {} of {}: {}", i + 1, payloads_json.size(), e.what()));
     }
   }
-  const Micros at = clock(now);
+  if (now) require_now(*now);
   auto tx = Transaction::write(*backend_, sync_for_claims());
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = clock(now);
   const ProjectRow project = visible_project(project_id, actor);
   std::vector<std::string> ids;
   ids.reserve(payloads_json.size());
@@ -386,8 +398,9 @@ std::optional<ClaimedItem> ControlStore::claim_in_tx(const std::string& owner,
 std::optional<ClaimedItem> ControlStore::claim(const std::string& owner,
                                                const ClaimOptions& options) {
   const InUse in_use(*this);
-  const auto [lease, at] = check_claim(owner, options);
+  const Micros lease = check_claim(owner, options);
   auto tx = Transaction::write(*backend_, sync_for_claims());
+  const Micros at = clock(options.now);
   auto claimed = claim_in_tx(owner, options, lease, at);
   if (claimed) tx.commit();
   return claimed;
@@ -396,9 +409,10 @@ std::optional<ClaimedItem> ControlStore::claim(const std::string& owner,
 std::vector<ClaimedItem> ControlStore::claim_batch(const std::string& owner, std::size_t max_items,
                                                    const ClaimOptions& options) {
   const InUse in_use(*this);
-  const auto [lease, at] = check_claim(owner, options);
+  const Micros lease = check_claim(owner, options);
   if (max_items == 0) throw InvalidArgument("a batch claim needs max_items of at least 1");
   auto tx = Transaction::write(*backend_, sync_for_claims());
+  const Micros at = clock(options.now);
   std::vector<ClaimedItem> out;
   while (out.size() < max_items) {
     auto claimed = claim_in_tx(owner, options, lease, at);
@@ -446,8 +460,10 @@ void ControlStore::finish(const std::string& item_id, Fence fence, Outcome outco
   const InUse in_use(*this);
   check_report(item_id, outcome, options.detail);
   require_actor(options.actor);
-  const Micros at = clock(options.now);
+  if (options.now) require_now(*options.now);
   auto tx = Transaction::write(*backend_, sync_for_finish());
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = clock(options.now);
   finish_in_tx(item_id, fence, outcome, options.detail, at, options.actor);
   tx.commit();
 }
@@ -458,9 +474,11 @@ Micros ControlStore::heartbeat(const std::string& item_id, Fence fence,
   require_name(item_id, "item id");
   require_actor(options.actor);
   const Micros lease = require_lease(options.lease.value_or(options_.lease));
-  const Micros at = clock(options.now);
+  if (options.now) require_now(*options.now);
   // A lease extended is a promise to a worker, like a claim: as durable.
   auto tx = Transaction::write(*backend_, sync_for_claims());
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = clock(options.now);
   const ItemRow next = report_in_tx(item_id, options.actor, [&](const std::optional<ItemRow>& row) {
     return decide_heartbeat(row, item_id, fence, lease, kControlPlane, at);
   });
@@ -470,9 +488,11 @@ Micros ControlStore::heartbeat(const std::string& item_id, Fence fence,
 
 std::int64_t ControlStore::expire_leases(std::optional<Micros> now) {
   const InUse in_use(*this);
-  const Micros at = clock(now);
+  if (now) require_now(*now);
   // A lost expiry record loses nothing but history: finish durability.
   auto tx = Transaction::write(*backend_, sync_for_finish());
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = clock(now);
   std::int64_t expired = 0;
   for (const auto& project : backend_->project_ids(nullptr)) {
     for (auto& row : backend_->lapsed_items(at, project)) {
@@ -501,8 +521,10 @@ void ControlStore::release(const std::string& item_id, Fence fence, const std::s
   require_name(item_id, "item id");
   require_actor(options.actor);
   require_size(reason, kMaxTextBytes, "reason");
-  const Micros at = clock(options.now);
+  if (options.now) require_now(*options.now);
   auto tx = Transaction::write(*backend_, sync_for_finish());
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = clock(options.now);
   report_in_tx(item_id, options.actor, [&](const std::optional<ItemRow>& row) {
     return decide_release(row, item_id, fence, reason, kControlPlane, at);
   });
@@ -548,8 +570,10 @@ void ControlStore::open_session(const std::string& session, const std::optional<
   const InUse in_use(*this);
   require_name(session, "session id");
   require_actor(actor);
-  const Micros at = clock(now);
+  if (now) require_now(*now);
   auto tx = Transaction::write(*backend_, sync_for_claims());
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = clock(now);
   const std::string scope = actor.value_or("");
   if (auto existing = backend_->find_session(session)) {
     if (!existing->is_open()) {
@@ -576,9 +600,11 @@ std::vector<std::pair<std::string, Micros>> ControlStore::session_heartbeat(
   const InUse in_use(*this);
   require_name(session, "session id");
   const Micros lease_us = require_lease(lease.value_or(options_.lease));
-  const Micros at = clock(now);
+  if (now) require_now(*now);
   // Leases extended are promises, as durable as a claim.
   auto tx = Transaction::write(*backend_, sync_for_claims());
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = clock(now);
   const SessionRow row = open_session_row(session);
   std::vector<std::pair<std::string, Micros>> extended;
   for (auto& item : backend_->session_items(session)) {
@@ -600,8 +626,10 @@ std::vector<std::string> ControlStore::close_session(const std::string& session,
                                                      std::optional<Micros> now) {
   const InUse in_use(*this);
   require_name(session, "session id");
-  const Micros at = clock(now);
+  if (now) require_now(*now);
   auto tx = Transaction::write(*backend_, sync_for_finish());
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = clock(now);
   auto row = backend_->find_session(session);
   if (!row) {
     throw NotFound(NotFound::Reason::unknown_session,
@@ -625,8 +653,9 @@ std::vector<std::string> ControlStore::close_session(const std::string& session,
 
 std::vector<SessionInfo> ControlStore::sessions(std::optional<Micros> now) {
   const InUse in_use(*this);
-  const Micros at = clock(now);
+  if (now) require_now(*now);
   auto tx = Transaction::read(*backend_);
+  const Micros at = clock(now);
   std::vector<SessionInfo> out;
   auto cursor = backend_->scan_sessions();
   SessionRow row;
@@ -675,8 +704,10 @@ bool ControlStore::observe_head(const std::string& item_id, const std::string& h
   const InUse in_use(*this);
   require_name(item_id, "item id");
   require_name(head, "head");
-  const Micros at = clock(now);
+  if (now) require_now(*now);
   auto tx = Transaction::write(*backend_, sync_for_claims());
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = clock(now);
   const bool changed = observe_in_tx(item_id, at, [&](const ItemRow& row) -> std::optional<EventBody> {
     require_pr(row, "head");
     if (is_terminal(row.status) || row.head == head) return std::nullopt;
@@ -694,8 +725,10 @@ bool ControlStore::observe_review(const std::string& item_id, ReviewState review
       review != ReviewState::changes_requested) {
     throw InvalidArgument(fmt::format("unknown review state {}", static_cast<int>(review)));
   }
-  const Micros at = clock(now);
+  if (now) require_now(*now);
   auto tx = Transaction::write(*backend_, sync_for_claims());
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = clock(now);
   const bool changed = observe_in_tx(item_id, at, [&](const ItemRow& row) -> std::optional<EventBody> {
     require_pr(row, "review state");
     if (is_terminal(row.status) || row.review == review) return std::nullopt;
@@ -712,8 +745,10 @@ bool ControlStore::observe_close(const std::string& item_id, CloseReason reason,
   if (reason != CloseReason::merged && reason != CloseReason::closed) {
     throw InvalidArgument(fmt::format("unknown close reason {}", static_cast<int>(reason)));
   }
-  const Micros at = clock(now);
+  if (now) require_now(*now);
   auto tx = Transaction::write(*backend_, sync_for_claims());
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = clock(now);
   const bool changed = observe_in_tx(item_id, at, [&](const ItemRow& row) -> std::optional<EventBody> {
     if (is_terminal(row.status)) return std::nullopt;
     return ItemClosed{reason};
@@ -732,8 +767,10 @@ Assignment ControlStore::assign_and_lease(const std::string& session, const std:
   require_name(item_id, "item id");
   const auto actions = checked_actions(allowed_actions);
   const Micros lease_us = require_lease(lease.value_or(options_.lease));
-  const Micros at = clock(now);
+  if (now) require_now(*now);
   auto tx = Transaction::write(*backend_, sync_for_claims());
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = clock(now);
   const SessionRow holder = open_session_row(session);
   auto row = backend_->find_item(item_id);
   const bool visible =
@@ -787,8 +824,9 @@ GateVerdict ControlStore::require_valid_assignment(const std::string& session,
                                                    const std::optional<std::string>& head,
                                                    std::optional<Micros> now) {
   const InUse in_use(*this);
-  const Micros at = clock(now);
+  if (now) require_now(*now);
   auto tx = Transaction::read(*backend_);
+  const Micros at = clock(now);
   auto verdict = gate_in_tx(session, item_id, fence, action, head, at, nullptr, nullptr);
   tx.commit();
   return verdict;
@@ -799,10 +837,12 @@ GateVerdict ControlStore::record_mutation(const std::string& session, const std:
                                           const std::optional<std::string>& head,
                                           std::optional<Micros> now) {
   const InUse in_use(*this);
-  const Micros at = clock(now);
+  if (now) require_now(*now);
   // The record of a mutation made is as durable as the assignment it was
   // made under.
   auto tx = Transaction::write(*backend_, sync_for_claims());
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = clock(now);
   std::optional<ItemRow> row;
   std::optional<SessionRow> holder;
   auto verdict = gate_in_tx(session, item_id, fence, action, head, at, &row, &holder);
@@ -840,8 +880,10 @@ void ControlStore::finish_batch(const std::vector<Report>& reports, std::optiona
                                         quote_id(r.item_id)));
     }
   }
-  const Micros at = clock(now);
+  if (now) require_now(*now);
   auto tx = Transaction::write(*backend_, sync_for_finish());
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = clock(now);
   for (const auto& r : reports) finish_in_tx(r.item_id, r.fence, r.outcome, r.detail, at, actor);
   tx.commit();
 }
@@ -852,8 +894,9 @@ std::optional<ClaimedItem> ControlStore::finish_and_claim(const std::string& ite
                                                           const std::string& detail) {
   const InUse in_use(*this);
   check_report(item_id, outcome, detail);
-  const auto [lease, at] = check_claim(owner, options);
+  const Micros lease = check_claim(owner, options);
   auto tx = Transaction::write(*backend_, sync_for_claims());
+  const Micros at = clock(options.now);
   finish_in_tx(item_id, fence, outcome, detail, at, options.actor);
   auto next = claim_in_tx(owner, options, lease, at);
   tx.commit();

@@ -6,12 +6,13 @@
 //   cplane-probe --store PATH --scenario NAME [--workers N] [--items M]
 //                [--timeout S] [--json]
 //
-// Scenarios: concurrent-queue, kill-and-reclaim, lease-storm, crash-writes
-// (see README.md, "The probe"). Each run works in a project of its own
-// (probe-<scenario>-<pid>-<time>) claimed through a scoped actor, so an
-// existing store is never disturbed; verify still checks the whole store.
+// Scenarios: concurrent-queue, kill-and-reclaim, lease-storm, crash-writes,
+// assign-race (see README.md, "The probe"). Each run works in a project of
+// its own (probe-<scenario>-<pid>-<time>) claimed through a scoped actor, so
+// an existing store is never disturbed; verify still checks the whole store.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,6 +41,7 @@
 #include "events/clock.hpp"
 #include "projections/apply.hpp"
 #include "projections/rules.hpp"
+#include "probe/assign_race.hpp"
 #include "probe/fleet.hpp"
 
 namespace cplane::probe {
@@ -55,7 +57,7 @@ void sleep_for(double seconds) {
 // Worker side: the same binary, started with --worker ROLE.
 
 struct WorkerConfig {
-  std::string role;  // "drain" or "hold"
+  std::string role;  // "drain", "hold" or "assign"
   std::string store;
   std::string project;
   std::string owner;
@@ -66,6 +68,12 @@ struct WorkerConfig {
   double stall = 0;
   std::string flags;  // shared flag file: byte `slot` is 1 while inside a command
   int slot = -1;
+  // assign: the session's id, the file naming the items to ask for (one id
+  // a line, rewritten as the control plane replaces closed ones), and how
+  // long to keep asking.
+  std::string session;
+  std::string slots;
+  double duration = 0;
 };
 
 class CommandFlag {
@@ -151,6 +159,265 @@ int run_worker(const WorkerConfig& c) {
   return 0;
 }
 
+// ---- assign-race: one session per process -----------------------------------
+// The session asks for one of a few items over and over. Given one, it makes
+// a few mutations through the gate, then gives the item back, keeps it for a
+// while (its heartbeats renew the lease), or stalls past its lease and
+// presents the old fence, which must be refused. Every answer goes to its
+// journal (probe/assign_race.hpp), which the probe holds to the ledger.
+
+const std::vector<std::string> kRaceActions = {"comment", "push"};
+
+std::vector<std::string> read_slots(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> ids;
+  for (std::string id; in >> id;) ids.push_back(id);
+  if (ids.empty()) throw std::runtime_error("no items in " + path);
+  return ids;
+}
+
+class RaceSession {
+ public:
+  explicit RaceSession(const WorkerConfig& c)
+      : c_(c),
+        store_(c.store),
+        lease_us_(static_cast<Micros>(c.lease * 1e6)),
+        rng_(std::random_device{}() ^ static_cast<std::uint64_t>(::getpid())) {
+    journal_.session = c.session;
+  }
+
+  // 0 when every call went through; the journal is written either way.
+  int run() {
+    int code = 0;
+    try {
+      store_.open_session(c_.session, c_.project);
+      if (c_.gate_fd >= 0) fleet::StartGate::wait_on(c_.gate_fd);
+      slots_ = read_slots(c_.slots);
+      ask_until(seconds_now() + c_.duration);
+      race::Entry e;
+      e.t0 = now_micros();
+      const auto released = store_.close_session(c_.session);
+      e.t1 = now_micros();
+      e.kind = race::EntryKind::session_closed;
+      for (const auto& item : released) {
+        e.item = item;
+        journal_.entries.push_back(e);
+      }
+    } catch (const std::exception& e) {
+      std::cerr << "cplane-probe: session " << c_.session << ": " << e.what() << '\n';
+      code = 1;
+    }
+    race::write_journal(c_.record, journal_);
+    return code;
+  }
+
+ private:
+  struct Held {
+    Fence fence = 0;
+    std::string head;  // pinned when it was assigned
+    Micros lease_end = 0;
+    double since = 0;  // seconds_now() when assigned
+  };
+
+  double uniform(double low, double high) {
+    return std::uniform_real_distribution<double>(low, high)(rng_);
+  }
+
+  void ask_until(double end) {
+    double last_heartbeat = seconds_now();
+    std::int64_t round = 0;
+    while (seconds_now() < end) {
+      if (!held_.empty() && seconds_now() - last_heartbeat > c_.lease / 3) {
+        heartbeat();
+        last_heartbeat = seconds_now();
+      }
+      give_back_kept();
+      if (++round % 16 == 0) slots_ = read_slots(c_.slots);
+      const std::string item = slots_[rng_() % slots_.size()];
+      const Assignment a = ask(item);
+      if (a.outcome == AssignOutcome::no_safe_work) {
+        slots_ = read_slots(c_.slots);  // closed: the control plane has replaced it
+        continue;
+      }
+      if (a.outcome == AssignOutcome::wait) {
+        sleep_for(uniform(0.0005, 0.002));
+        continue;
+      }
+      const auto it = held_.find(item);
+      const bool renewal = it != held_.end() && it->second.fence == a.fence;
+      held_[item] = {a.fence, a.expected_head, a.lease_expires_at,
+                     renewal ? it->second.since : seconds_now()};
+      if (!renewal) ++fresh_;
+      if (!work(item)) continue;
+      const double r = uniform(0, 1);
+      // Every session stalls on its second fresh assignment, and now and then.
+      if ((!renewal && fresh_ == 2) || r < c_.stall_probability) {
+        stall(item);
+      } else if (r < 0.6) {
+        give_back(item);
+      }  // else keep it: heartbeats renew it until give_back_kept
+    }
+  }
+
+  Assignment ask(const std::string& item) {
+    race::Entry e;
+    e.kind = race::EntryKind::answer;
+    e.item = item;
+    e.t0 = now_micros();
+    const Assignment a = store_.assign_and_lease(c_.session, item, kRaceActions, Seconds{c_.lease});
+    e.t1 = now_micros();
+    e.result = std::string(to_string(a.outcome));
+    e.fence = a.fence;
+    e.lease_end = a.lease_expires_at;
+    e.until = a.until;
+    e.head = a.expected_head;
+    journal_.entries.push_back(std::move(e));
+    return a;
+  }
+
+  // The gate: record_mutation when `write`, else require_valid_assignment.
+  // `head` "" presents none.
+  GateVerdict present(bool write, const char* purpose, const std::string& item, Fence fence,
+                      const std::string& action, const std::string& head) {
+    race::Entry e;
+    e.kind = race::EntryKind::gate;
+    e.item = item;
+    e.fence = fence;
+    e.head = head;
+    e.write = write;
+    e.purpose = purpose;
+    e.action = action;
+    e.seen_seq = store_.item(item).last_seq;
+    const std::optional<std::string> presented =
+        head.empty() ? std::nullopt : std::optional<std::string>(head);
+    e.t0 = now_micros();
+    const GateVerdict v =
+        write ? store_.record_mutation(c_.session, item, fence, action, presented)
+              : store_.require_valid_assignment(c_.session, item, fence, action, presented);
+    e.t1 = now_micros();
+    e.result = v ? "allowed" : to_string(v.reason());
+    journal_.entries.push_back(std::move(e));
+    return v;
+  }
+
+  // A few mutations under the item's assignment; false (and the item given
+  // up) at the first denial.
+  bool work(const std::string& item) {
+    const Held h = held_.at(item);
+    if (fresh_ % 4 == 0) present(false, "merge", item, h.fence, "merge", h.head);
+    if (uniform(0, 1) < 0.3) present(false, "check", item, h.fence, "push", h.head);
+    const int mutations = 1 + static_cast<int>(rng_() % 3);
+    for (int i = 0; i < mutations; ++i) {
+      const std::string head = rng_() % 5 == 0 ? "" : h.head;
+      const GateVerdict v = present(true, "work", item, h.fence, kRaceActions[i % 2], head);
+      if (!v) {
+        // The head moved under a live lease: give the item back for a new
+        // assignment to pin the new head. Otherwise it is gone already.
+        if (v.reason() == GateReason::head_drift) {
+          give_back(item);
+        } else {
+          held_.erase(item);
+        }
+        return false;
+      }
+      sleep_for(uniform(0.001, 0.003));
+    }
+    return true;
+  }
+
+  void give_back(const std::string& item) {
+    const Fence fence = held_.at(item).fence;
+    held_.erase(item);
+    race::Entry e;
+    e.kind = race::EntryKind::released;
+    e.item = item;
+    e.fence = fence;
+    e.t0 = now_micros();
+    try {
+      store_.release(item, fence, "probe gives it back");
+      e.result = "ok";
+    } catch (const FenceRejected& x) {
+      e.result = std::string(to_string(x.reason()));
+    }
+    e.t1 = now_micros();
+    journal_.entries.push_back(std::move(e));
+  }
+
+  // Kept items go back after half a lease, with one last mutation first.
+  void give_back_kept() {
+    std::vector<std::string> due;
+    for (const auto& [item, h] : held_) {
+      if (seconds_now() - h.since > c_.lease / 2) due.push_back(item);
+    }
+    for (const auto& item : due) {
+      const Held h = held_.at(item);
+      present(true, "final", item, h.fence, "comment", h.head);
+      give_back(item);
+    }
+  }
+
+  void heartbeat() {
+    race::Entry e;
+    e.kind = race::EntryKind::extended;
+    e.t0 = now_micros();
+    const auto extended = store_.session_heartbeat(c_.session, Seconds{c_.lease});
+    e.t1 = now_micros();
+    std::set<std::string> live;
+    for (const auto& [item, end] : extended) {
+      e.item = item;
+      e.lease_end = end;
+      journal_.entries.push_back(e);
+      live.insert(item);
+      if (auto it = held_.find(item); it != held_.end()) it->second.lease_end = end;
+    }
+    // What it did not extend was lapsed, taken over or closed: the old
+    // fence, presented once more, must be refused.
+    std::vector<std::string> lost;
+    for (const auto& [item, h] : held_) {
+      if (live.count(item) == 0) lost.push_back(item);
+    }
+    for (const auto& item : lost) {
+      const Held h = held_.at(item);
+      held_.erase(item);
+      present(true, "lost", item, h.fence, "push", h.head);
+    }
+  }
+
+  // Sleeps until half a lease past the lease's end (by the store's clock),
+  // presents the old fence, then asks for the item again: under a fresh
+  // fence of its own the old one is stale.
+  void stall(const std::string& item) {
+    const Held h = held_.at(item);
+    held_.erase(item);
+    const Micros wake = h.lease_end + lease_us_ / 2;
+    for (Micros now = now_micros(); now < wake; now = now_micros()) sleep_for((wake - now) / 1e6);
+    present(true, "stall", item, h.fence, "push", h.head);
+    const double give_up = seconds_now() + 2 * c_.lease;
+    while (seconds_now() < give_up) {
+      const Assignment a = ask(item);
+      if (a.outcome == AssignOutcome::no_safe_work) return;
+      if (a.outcome == AssignOutcome::wait) {
+        sleep_for(std::clamp((a.until - now_micros()) / 1e6, 0.001, 0.02));
+        continue;
+      }
+      held_[item] = {a.fence, a.expected_head, a.lease_expires_at, seconds_now()};
+      ++fresh_;
+      if (a.fence != h.fence) present(true, "stale", item, h.fence, "push", h.head);
+      if (work(item)) give_back(item);
+      return;
+    }
+  }
+
+  const WorkerConfig& c_;
+  ControlStore store_;
+  Micros lease_us_;
+  std::mt19937_64 rng_;
+  std::vector<std::string> slots_;
+  std::map<std::string, Held> held_;
+  std::int64_t fresh_ = 0;  // fresh assignments so far
+  race::Journal journal_;
+};
+
 // ---------------------------------------------------------------------------
 // Probe side.
 
@@ -230,9 +497,12 @@ class Probe {
       lease_storm(report);
     } else if (config_.scenario == "crash-writes") {
       crash_writes(report);
+    } else if (config_.scenario == "assign-race") {
+      assign_race(report);
     } else {
       std::cerr << "cplane-probe: unknown scenario '" << config_.scenario
-                << "': expected concurrent-queue, kill-and-reclaim, lease-storm or crash-writes\n";
+                << "': expected concurrent-queue, kill-and-reclaim, lease-storm, crash-writes "
+                   "or assign-race\n";
       return 2;
     }
     report.print(config_.json, config_.scenario);
@@ -261,7 +531,8 @@ class Probe {
   std::string record_path(int id) const { return fmt::format("{}/worker-{}", scratch_, id); }
 
   pid_t spawn(const std::string& role, int id, fleet::StartGate* gate, double lease,
-              double stall_probability = 0, double stall = 0, int slot = -1) {
+              double stall_probability = 0, double stall = 0, int slot = -1,
+              const std::vector<std::string>& extra = {}) {
     std::vector<std::string> args = {
         "cplane-probe", "--worker", role, "--store", config_.store, "--project", project_,
         "--owner", fmt::format("probe-worker-{}", id), "--record", record_path(id),
@@ -274,6 +545,7 @@ class Probe {
     if (slot >= 0) {
       args.insert(args.end(), {"--flags", flags_path(), "--slot", std::to_string(slot)});
     }
+    args.insert(args.end(), extra.begin(), extra.end());
     pid_t pid = ::fork();
     if (pid < 0) throw std::runtime_error("fork failed");
     if (pid == 0) {
@@ -290,24 +562,33 @@ class Probe {
 
   std::string flags_path() const { return scratch_ + "/flags"; }
 
+  // Reaps the workers that have exited (counting those that failed); true
+  // while any is still running.
+  bool any_running(int& failures) {
+    for (auto it = live_.begin(); it != live_.end();) {
+      int status = 0;
+      pid_t done = ::waitpid(*it, &status, WNOHANG);
+      if (done == *it) {
+        if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) ++failures;
+        it = live_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return !live_.empty();
+  }
+
+  void kill_all() {
+    for (pid_t pid : live_) ::kill(pid, SIGKILL);
+    for (pid_t pid : live_) fleet::wait_exit(pid);
+    live_.clear();
+  }
+
   // Waits for every live worker; false on timeout (all are then killed).
   bool wait_all(double deadline, int& failures) {
-    while (!live_.empty()) {
-      for (auto it = live_.begin(); it != live_.end();) {
-        int status = 0;
-        pid_t done = ::waitpid(*it, &status, WNOHANG);
-        if (done == *it) {
-          if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) ++failures;
-          it = live_.erase(it);
-        } else {
-          ++it;
-        }
-      }
-      if (live_.empty()) break;
+    while (any_running(failures)) {
       if (seconds_now() > deadline) {
-        for (pid_t pid : live_) ::kill(pid, SIGKILL);
-        for (pid_t pid : live_) fleet::wait_exit(pid);
-        live_.clear();
+        kill_all();
         return false;
       }
       sleep_for(0.005);
@@ -360,13 +641,6 @@ class Probe {
         ++lost;
       }
     }
-    const double t0 = seconds_now();
-    const auto problems = verify_ledger(store);
-    const double verify_seconds = seconds_now() - t0;
-    for (std::size_t i = 0; i < std::min<std::size_t>(problems.size(), 10); ++i) {
-      std::cerr << "cplane-probe: verify: " << problems[i].kind << ' ' << problems[i].item_id
-                << ": " << problems[i].detail << '\n';
-    }
     report.count("done", done);
     report.count("lost", lost);
     report.count("claim_events", claim_events);
@@ -375,13 +649,25 @@ class Probe {
     report.count("items_with_two_terminal_events", multiple_terminals);
     report.count("fence_violations", fence_violations);
     report.count("claims_while_leased", claims_while_leased);
-    report.count("verify_problems", problems.size());
-    report.fixed("verify_seconds", verify_seconds);
     report.check(done == static_cast<std::int64_t>(ids.size()), "done == items");
     report.check(lost == 0, "lost == 0");
     report.check(multiple_terminals == 0, "no item has two terminal events");
     report.check(fence_violations == 0, "fences rise strictly per item");
     report.check(claims_while_leased == 0, "no item was claimed while another lease held it");
+    check_verify(report, store);
+  }
+
+  // Verifies the whole store: its rows against the fold of its log.
+  void check_verify(Report& report, ControlStore& store) {
+    const double t0 = seconds_now();
+    const auto problems = verify_ledger(store);
+    const double verify_seconds = seconds_now() - t0;
+    for (std::size_t i = 0; i < std::min<std::size_t>(problems.size(), 10); ++i) {
+      std::cerr << "cplane-probe: verify: " << problems[i].kind << ' ' << problems[i].item_id
+                << ": " << problems[i].detail << '\n';
+    }
+    report.count("verify_problems", problems.size());
+    report.fixed("verify_seconds", verify_seconds);
     report.check(problems.empty(), "verify finds no problems");
   }
 
@@ -632,6 +918,282 @@ class Probe {
     check_ledger(report, ids);
   }
 
+  // S sessions, each in its own process, race for a few pr items with
+  // assign_and_lease while the control plane (this process) moves heads,
+  // closes held items (replacing each with a new item) and three times holds
+  // the write lock past a lease's length. R2: no two sessions ever hold one
+  // item at one moment. See probe/assign_race.hpp for the journals and every
+  // check made of them.
+  void assign_race(Report& report) {
+    const int workers = workers_or(16);
+    const auto slot_count = static_cast<std::size_t>(items_or(4));
+    const double lease = 0.3, stall_probability = 0.03;
+    const auto lease_us = static_cast<Micros>(lease * 1e6);
+    const double run_s = workers <= 4 ? 3.0 : 6.0;
+    const int closes_planned = 10;
+
+    ControlStore store{config_.store};
+    store.create_project(project_, "cplane probe assign-race");
+    store.grant(project_, project_);
+    std::int64_t prs = 0, heads = 0;
+    auto enqueue_pr = [&] {
+      ++prs;
+      return store.enqueue(project_, fmt::format(R"({{"pr":{}}})", prs),
+                           ControlStore::EnqueueOptions{.kind = WorkKind::pr,
+                                                        .ref = fmt::format("probe/race#{}", prs),
+                                                        .head = fmt::format("h{}", ++heads),
+                                                        .author = "probe-author"});
+    };
+    std::vector<std::string> slots, items;
+    for (std::size_t k = 0; k < slot_count; ++k) {
+      slots.push_back(enqueue_pr());
+      items.push_back(slots.back());
+    }
+    const std::string slots_path = scratch_ + "/slots";
+    auto publish = [&] {
+      {
+        std::ofstream out(slots_path + ".tmp", std::ios::trunc);
+        for (const auto& id : slots) out << id << '\n';
+      }
+      std::filesystem::rename(slots_path + ".tmp", slots_path);
+    };
+    publish();
+
+    auto session_of = [&](int w) { return fmt::format("{}-s{}", project_, w); };
+    fleet::StartGate gate;
+    for (int w = 0; w < workers; ++w) {
+      spawn("assign", w, &gate, lease, stall_probability, 0, -1,
+            {"--session", session_of(w), "--slots", slots_path, "--duration",
+             fmt::format("{}", run_s)});
+    }
+    sleep_for(0.3);  // let every session open
+    const double t0 = seconds_now();
+    const double stop = t0 + run_s;
+    gate.release();
+
+    // The control plane: moves heads (mostly of held items, so that their
+    // holders meet head_drift), closes a held item every run_s / 10 and
+    // stalls the writers.
+    std::vector<race::Observation> observations;
+    auto observe = [&](race::Observation::Kind kind, const std::string& item, auto&& call) {
+      race::Observation o{kind, item, false, now_micros(), 0};
+      o.changed = call();
+      o.t1 = now_micros();
+      observations.push_back(o);
+    };
+    std::mt19937 rng(std::random_device{}());
+    auto uniform = [&](double low, double high) {
+      return std::uniform_real_distribution<double>(low, high)(rng);
+    };
+    double next_close = t0 + run_s / closes_planned;
+    // The writer lock every write transaction queues on (StoreOptions: a
+    // flock on the store's "-lock" file), held as a writer stopped inside
+    // a transaction would hold it. Each is taken, once due, as soon as an
+    // item was just assigned: its holder is then at work.
+    std::vector<race::WriterStall> writer_stalls;
+    std::vector<double> writer_stall_at = {t0 + 0.25 * run_s, t0 + 0.5 * run_s, t0 + 0.75 * run_s};
+    const std::string lock_path =
+        (config_.store.rfind("sqlite:", 0) == 0 ? config_.store.substr(7) : config_.store) + "-lock";
+    auto stall_writers = [&] {
+      const int fd = ::open(lock_path.c_str(), O_RDWR | O_CLOEXEC);
+      if (fd < 0) throw std::runtime_error("cannot open the store's writer lock " + lock_path);
+      if (::flock(fd, LOCK_EX) != 0) {
+        ::close(fd);
+        throw std::runtime_error("cannot take the store's writer lock " + lock_path);
+      }
+      race::WriterStall stall{now_micros(), 0};
+      sleep_for(1.5 * lease);
+      stall.letting_go = now_micros();
+      ::close(fd);  // lets go
+      writer_stalls.push_back(stall);
+    };
+    bool merge = true;
+    int failures = 0;
+    bool timed_out = false;
+    while (any_running(failures)) {
+      if (seconds_now() > deadline()) {
+        kill_all();
+        timed_out = true;
+        break;
+      }
+      if (seconds_now() < stop) {
+        const std::size_t slot = rng() % slots.size();
+        const std::string item = slots[slot];
+        const ItemRow row = store.item(item);
+        const Micros now = now_micros();
+        const bool held = row.status == ItemStatus::claimed && row.lease_expires_at > now;
+        const bool just_assigned = held && row.lease_expires_at - now > lease_us - 20'000;
+        const bool stall_due = !writer_stall_at.empty() && seconds_now() >= writer_stall_at.front();
+        if (stall_due && (just_assigned || seconds_now() >= writer_stall_at.front() + 0.5)) {
+          writer_stall_at.erase(writer_stall_at.begin());
+          stall_writers();
+        } else if (held && seconds_now() >= next_close) {
+          const CloseReason reason = merge ? CloseReason::merged : CloseReason::closed;
+          merge = !merge;
+          observe(race::Observation::Kind::close, item,
+                  [&] { return store.observe_close(item, reason); });
+          slots[slot] = enqueue_pr();
+          items.push_back(slots[slot]);
+          publish();
+          next_close += run_s / closes_planned;
+        } else if (uniform(0, 1) < (held ? 0.35 : 0.05)) {
+          const std::string head = fmt::format("h{}", ++heads);
+          observe(race::Observation::Kind::head, item,
+                  [&] { return store.observe_head(item, head); });
+          // Now and then it moves straight back (a force-push undone): the
+          // head moved since it was pinned all the same.
+          if (uniform(0, 1) < 0.2) {
+            observe(race::Observation::Kind::head, item,
+                    [&] { return store.observe_head(item, row.head); });
+          }
+        }
+      }
+      sleep_for(uniform(0.003, 0.012));
+    }
+    const double elapsed = seconds_now() - t0;
+
+    std::vector<race::Journal> journals;
+    for (int w = 0; w < workers; ++w) {
+      if (std::filesystem::exists(record_path(w))) {
+        journals.push_back(race::read_journal(record_path(w)));
+      }
+    }
+    std::map<std::string, std::vector<StoredEvent>> ledger;
+    for (const auto& id : items) ledger[id] = store.events(id);
+    const race::Findings f = race::judge(journals, ledger, observations, writer_stalls);
+
+    // Every session closed, holding nothing.
+    std::int64_t sessions_open = 0, sessions_holding = 0, sessions_seen = 0;
+    for (const auto& info : store.sessions()) {
+      if (info.row.session_id.rfind(project_ + "-s", 0) != 0) continue;
+      ++sessions_seen;
+      if (info.row.is_open()) ++sessions_open;
+      if (!info.items.empty()) ++sessions_holding;
+    }
+
+    report.count("workers", workers);
+    report.count("items", slot_count);
+    report.count("items_created", f.items);
+    report.fixed("lease_s", lease);
+    report.fixed("run_s", run_s);
+    report.fixed("elapsed_s", elapsed);
+    report.count("worker_failures", failures);
+    report.count("timed_out", timed_out ? 1 : 0);
+    report.count("rounds", f.rounds);
+    report.count("assigned", f.assigned);
+    report.count("renewals", f.renewals);
+    report.count("wait", f.wait);
+    report.count("no_safe_work", f.no_safe_work);
+    report.count("extensions", f.extensions_told);
+    report.count("releases", f.releases_ok);
+    report.count("releases_refused", f.releases_refused);
+    report.count("released_by_session_close", f.released_by_close);
+    report.count("gate_calls", f.gate_calls);
+    report.count("allowed", f.allowed);
+    for (const auto& [reason, n] : f.denials) report.count("denied_" + reason, n);
+    report.count("mutations_allowed", f.allowed_writes);
+    report.count("mutations_recorded", f.mutations_recorded);
+    report.count("stall_presentations", f.stall_presentations);
+    report.count("stall_allowed", f.stall_allowed);
+    report.count("stale_presentations", f.stale_presentations);
+    report.count("stale_denied_as_stale_fence", f.stale_denied_as_stale_fence);
+    report.count("lost_presentations", f.lost_presentations);
+    report.count("lost_allowed", f.lost_allowed);
+    report.count("head_moves", f.head_moves);
+    report.count("closes", f.closes);
+    report.count("handovers_by_lapse", f.handovers_by_lapse);
+    report.count("handovers_after_release", f.handovers_after_release);
+    report.count("handovers_observed", f.handovers_observed);
+    report.fixed("tightest_handover_ms", f.tightest_handover_ms);
+    report.count("writer_stalls", writer_stalls.size());
+    report.count("gates_behind_writer_stall", f.gates_behind_writer_stall);
+    report.count("allowed_on_lapsed_lease", f.allowed_on_lapsed_lease);
+    report.count("renewed_after_lapse", f.renewed_after_lapse);
+    report.count("allowed_after_lease_end", f.allowed_after_lease_end);
+    report.count("allowed_during_other_hold", f.allowed_during_other_hold);
+    report.fixed("latest_allowed_after_lease_end_ms", f.latest_allowed_ms);
+    report.count("stamps_out_of_order", f.stamps_out_of_order);
+    report.count("max_concurrent_holders", f.max_concurrent_holders);
+    report.count("max_concurrent_believers", f.max_concurrent_believers);
+    report.count("fence_violations", f.fence_violations);
+    report.count("assigned_over_live_lease", f.assigned_over_live_lease);
+    report.count("assigned_after_terminal", f.assigned_after_terminal);
+    report.count("extensions_of_dead_leases", f.extensions_of_dead_leases);
+    report.count("lease_shortened", f.lease_shortened);
+    report.count("unledgered_answers", f.unledgered_answers);
+    report.count("untold_assignments", f.untold_assignments);
+    report.count("unledgered_extensions", f.unledgered_extensions);
+    report.count("untold_extensions", f.untold_extensions);
+    report.count("release_mismatches", f.release_mismatches);
+    report.count("mutation_mismatches", f.mutation_mismatches);
+    report.count("mutations_against_rules", f.mutations_against_rules);
+    report.count("observation_mismatches", f.observation_mismatches);
+    report.count("foreign_events", f.foreign_events);
+    report.count("verdicts_exact", f.verdicts_exact);
+    report.count("verdicts_ambiguous", f.verdicts_ambiguous);
+    report.count("verdict_mismatches", f.verdict_mismatches);
+    report.count("unplaced_verdicts", f.unplaced_verdicts);
+    report.count("verdicts_on_head_moved_back", f.verdicts_on_head_moved_back);
+    report.count("waits_unbacked", f.waits_unbacked);
+    report.count("no_safe_work_unbacked", f.no_safe_work_unbacked);
+    report.count("answered_after_close", f.answered_after_close);
+    report.count("sessions_open_after", sessions_open);
+    report.count("sessions_holding_after", sessions_holding);
+
+    report.check(!timed_out && failures == 0, "every session process exited cleanly before --timeout");
+    report.check(static_cast<int>(journals.size()) == workers && sessions_seen == workers,
+                 "every session left a journal and a session row");
+    // R2, by the ledger and by the sessions' own clocks.
+    report.check(f.max_concurrent_holders == 1, "the ledger never has two live holders of one item");
+    report.check(f.max_concurrent_believers == 1,
+                 "no two sessions were told they held one item at one moment");
+    report.check(f.assigned_over_live_lease == 0 && f.assigned_after_terminal == 0,
+                 "no assignment took a live or terminal item");
+    report.check(f.fence_violations == 0, "each assignment's fence is one above the item's last");
+    report.check(f.extensions_of_dead_leases == 0 && f.lease_shortened == 0,
+                 "only live leases were extended, and never shortened");
+    // The journals and the ledger, one to one.
+    report.check(f.unledgered_answers == 0 && f.untold_assignments == 0 &&
+                     f.assigned == f.assigned_events,
+                 "every assignment told is in the ledger with its fence, and every one there was told");
+    report.check(f.unledgered_extensions == 0 && f.untold_extensions == 0,
+                 "every renewal and heartbeat extension told is in the ledger, and only those");
+    report.check(f.release_mismatches == 0, "every release told is in the ledger, and only those");
+    report.check(f.mutation_mismatches == 0 && f.allowed_writes == f.mutations_recorded,
+                 "each allowed record_mutation is exactly one mutation_recorded; no denial is");
+    report.check(f.mutations_against_rules == 0, "every recorded mutation passes the gate's rules");
+    report.check(f.observation_mismatches == 0 && f.foreign_events == 0,
+                 "the ledger holds the control plane's observations and nothing else");
+    // Every answer and verdict is one the rules give.
+    report.check(f.verdict_mismatches == 0 && f.unplaced_verdicts == 0,
+                 "every gate verdict is the rules' for a state the item was in meanwhile");
+    report.check(f.stall_allowed == 0 && f.lost_allowed == 0,
+                 "an old fence presented after its lease lapsed is always denied");
+    report.check(f.allowed_on_lapsed_lease == 0,
+                 "no record_mutation is allowed under a lease that ended before it decided");
+    report.check(f.waits_unbacked == 0, "every wait names another session's live lease end");
+    report.check(f.no_safe_work_unbacked == 0 && f.answered_after_close == 0,
+                 "no_safe_work exactly for closed items");
+    report.check(sessions_open == 0 && sessions_holding == 0,
+                 "every session closed and holds nothing");
+    // Not vacuous: the race, the stalls and the control plane all happened.
+    report.check(f.assigned > 0 && f.renewals > 0 && f.allowed_writes > 0,
+                 "sessions were assigned, renewed and mutated");
+    report.check(workers <= static_cast<int>(slot_count) || f.wait > 0,
+                 "sessions were told to wait (more sessions than items)");
+    report.check(f.no_safe_work > 0 && f.closes > 0 && f.head_moves > 0,
+                 "the control plane closed items and moved heads, and closed items were no_safe_work");
+    report.check(f.handovers_by_lapse > 0 && f.handovers_after_release > 0,
+                 "items changed hands both by lapse and after a release");
+    report.check(f.stall_presentations > 0 && f.stale_denied_as_stale_fence > 0,
+                 "stalled sessions presented old fences, some as stale_fence");
+    report.check(f.gates_behind_writer_stall > 0, "mutations queued behind a stalled writer");
+    for (const auto& [reason, n] : f.denials) {
+      report.check(n > 0, "some gate call was denied " + reason);
+    }
+    check_verify(report, store);
+  }
+
   Config config_;
   std::string project_;
   std::string scratch_;
@@ -644,7 +1206,7 @@ class Probe {
 // ---------------------------------------------------------------------------
 
 constexpr const char* kScenarios[] = {"concurrent-queue", "kill-and-reclaim", "lease-storm",
-                                      "crash-writes"};
+                                      "crash-writes", "assign-race"};
 
 // Thrown to leave with an exit status; caught in main().
 struct Exit {
@@ -690,7 +1252,8 @@ class Main {
                "database file. Prints one name=value per line, then PASS or FAIL; exits 0 only "
                "when every count is exactly right. A usage error exits 2.",
                "Scenarios: concurrent-queue (default 16 workers, 10000 items), "
-               "kill-and-reclaim (4, 500), lease-storm (16, 2000), crash-writes (8, 2000).")
+               "kill-and-reclaim (4, 500), lease-storm (16, 2000), crash-writes (8, 2000), "
+               "assign-race (16 sessions racing for 4 items).")
         .addOptionWithArg({"store"}, [this](kj::StringPtr s) -> V {
                             if (s.size() == 0) return "--store takes a non-empty path";
                             config_.store = s.cStr();
@@ -706,9 +1269,11 @@ class Main {
                               }
                             }
                             return "no such scenario: expected concurrent-queue, "
-                                   "kill-and-reclaim, lease-storm or crash-writes";
+                                   "kill-and-reclaim, lease-storm, crash-writes or assign-race";
                           },
-                          "<name>", "concurrent-queue, kill-and-reclaim, lease-storm, crash-writes")
+                          "<name>",
+                          "concurrent-queue, kill-and-reclaim, lease-storm, crash-writes, "
+                          "assign-race")
         .addOptionWithArg({"workers"}, [this](kj::StringPtr s) -> V {
                             auto v = integer<int>(s);
                             if (!v || *v <= 0) return "--workers takes a positive integer";
@@ -726,7 +1291,7 @@ class Main {
                             config_.items = *v;
                             return true;
                           },
-                          "<m>", "work items")
+                          "<m>", "work items (assign-race: the items raced for at once)")
         .addOptionWithArg({"timeout"}, [this](kj::StringPtr s) -> V {
                             auto v = number(s);
                             if (!v || *v <= 0) return "--timeout takes a positive number of seconds";
@@ -738,7 +1303,9 @@ class Main {
                    "print one JSON object instead of name=value lines")
         // Internal: how the probe starts its workers.
         .addOptionWithArg({"worker"}, [this](kj::StringPtr s) -> V {
-                            if (s != "drain" && s != "hold") return "--worker takes drain or hold";
+                            if (s != "drain" && s != "hold" && s != "assign") {
+                              return "--worker takes drain, hold or assign";
+                            }
                             worker_.role = s.cStr();
                             return true;
                           },
@@ -775,6 +1342,15 @@ class Main {
                           },
                           "<s>", "(internal)")
         .addOptionWithArg({"flags"}, [this](kj::StringPtr s) -> V { worker_.flags = s.cStr(); return true; }, "<path>", "(internal)")
+        .addOptionWithArg({"session"}, [this](kj::StringPtr s) -> V { worker_.session = s.cStr(); return true; }, "<id>", "(internal)")
+        .addOptionWithArg({"slots"}, [this](kj::StringPtr s) -> V { worker_.slots = s.cStr(); return true; }, "<path>", "(internal)")
+        .addOptionWithArg({"duration"}, [this](kj::StringPtr s) -> V {
+                            auto v = number(s);
+                            if (!v || *v <= 0) return "--duration takes a positive number of seconds";
+                            worker_.duration = *v;
+                            return true;
+                          },
+                          "<s>", "(internal)")
         .addOptionWithArg({"slot"}, [this](kj::StringPtr s) -> V {
                             auto v = integer<int>(s);
                             if (!v || *v < 0 || *v >= 4096) return "--slot takes an integer from 0 to 4095";
@@ -792,6 +1368,7 @@ class Main {
 
   int run() {
     try {
+      if (worker_.role == "assign") return RaceSession(worker_).run();
       if (!worker_.role.empty()) return run_worker(worker_);
       Probe probe(config_);
       return probe.run();

@@ -16,6 +16,7 @@
 
 #include <cplane/cplane.hpp>
 
+#include "commands/backend_access.hpp"
 #include "events/codec.hpp"
 #include "storage/sqlite_backend.hpp"
 #include "tests/cli_checks.hpp"
@@ -337,6 +338,30 @@ TEST_CASE("a head that moved away and back is still drift: the pin is broken unt
   CHECK(again.fence == fence + 1);
   CHECK(store.record_mutation("s1", f.pr, again.fence, "push", std::string("aaa"), T0 + 8));
   CHECK(verify_file(f.db).empty());
+}
+
+TEST_CASE("a mutation that waited for the write lock past its lease is denied: the gate judges "
+          "when it decides",
+          "[gate][lock]") {
+  // Found by the assign-race probe: the clock was read before the wait for
+  // the lock, so a holder whose lease lapsed meanwhile was allowed, while
+  // another session could take the item the moment the lock came free.
+  TempDir dir;
+  Forge f(dir);
+  ControlStore store{f.db};
+  const auto a = store.assign_and_lease("s1", f.pr, {"push"}, Seconds{0.3});
+  REQUIRE(a);
+  ControlStore holder{f.db};
+  auto& backend = BackendAccess::backend(holder);
+  backend.begin_write(storage::Sync::normal);  // a writer holding the lock
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    backend.rollback();
+  });
+  const auto verdict = store.record_mutation("s1", f.pr, a.fence, "push");
+  release.join();
+  CHECK(verdict.reason() == GateReason::no_live_lease);
+  CHECK(types(store, f.pr) == std::vector<std::string>{"queued", "assigned"});
 }
 
 TEST_CASE("the gate tells a scoped session nothing about items outside its scope (R3)",

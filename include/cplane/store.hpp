@@ -479,8 +479,8 @@ class ControlStore {
   Micros clock(std::optional<Micros> now) const;
   storage::Sync sync_for_claims() const;
   storage::Sync sync_for_finish() const;
-  std::pair<Micros, Micros> check_claim(const std::string& owner,
-                                       const ClaimOptions& options) const;
+  Micros check_claim(const std::string& owner,
+                     const ClaimOptions& options) const;
 
   std::unique_ptr<storage::Backend> backend_;
   StoreOptions options_;
