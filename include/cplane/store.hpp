@@ -341,9 +341,12 @@ class ControlStore {
   // Before each mutation on the forge: allowed, or denied with exactly one
   // reason, checked in this order: no_live_lease (no lease, lapsed, held by
   // another session, or an unknown session or item), stale_fence,
-  // work_terminal, action_not_allowed, head_drift (the item's head moved
-  // since it was pinned, or `head`, the one the caller is about to mutate,
-  // is not the pinned one). It fails closed: what it cannot establish is a
+  // work_terminal (the item was closed, merged, done or failed: told to its
+  // holder on record, whose lease ended with the work, lapsed or not),
+  // action_not_allowed, head_drift (the item's head moved since it was
+  // pinned, even if it moved back, or `head`, the one the caller is about
+  // to mutate, is not the pinned one). The time is read once the lock or
+  // snapshot is held. It fails closed: what it cannot establish is a
   // denial, and a malformed session or item name is no_live_lease (no such
   // session or item can exist). Reads one snapshot; writes nothing.
   // require(verdict) throws MutationDenied.
