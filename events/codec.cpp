@@ -20,6 +20,7 @@ wire::StreamKind to_wire(StreamKind kind) {
     case StreamKind::item: return wire::StreamKind::ITEM;
     case StreamKind::project: return wire::StreamKind::PROJECT;
     case StreamKind::session: return wire::StreamKind::SESSION;
+    case StreamKind::incident: return wire::StreamKind::INCIDENT;
   }
   return wire::StreamKind::UNSPECIFIED;
 }
@@ -101,6 +102,29 @@ std::string encode(const Event& event) {
                    b.setRef(text(e.ref));
                    b.setHead(text(e.head));
                    b.setAuthor(text(e.author));
+                   b.setPriority(e.priority);
+                 },
+                 [&](const TerminalPathEntered& e) {
+                   body.initTerminalPathEntered().setReason(text(e.reason));
+                 },
+                 [&](const TerminalPathLeft&) { body.initTerminalPathLeft(); },
+                 [&](const IncidentLinked& e) {
+                   auto b = body.initIncidentLinked();
+                   b.setProvider(text(e.provider));
+                   b.setFingerprint(text(e.fingerprint));
+                   b.setOrg(text(e.org));
+                   b.setRepo(text(e.repo));
+                   b.setEnvironment(text(e.environment));
+                   b.setTarget(text(e.target));
+                   if (e.status) b.setStatus(text(*e.status));
+                   if (e.event_count) {
+                     b.setEventCount(*e.event_count);
+                     b.setHasEventCount(true);
+                   }
+                   if (e.permalink) b.setPermalink(text(*e.permalink));
+                   if (e.first_seen) b.setFirstSeen(text(*e.first_seen));
+                   if (e.last_seen) b.setLastSeen(text(*e.last_seen));
+                   if (e.linked_prs) b.setLinkedPrs(text(*e.linked_prs));
                  },
                  [&](const ItemAssigned& e) {
                    auto b = body.initItemAssigned();
@@ -202,7 +226,27 @@ Event decode_aligned(kj::ArrayPtr<const capnp::word> words) {
     case wire::Event::Body::ITEM_QUEUED: {
       auto b = body.getItemQueued();
       event.body = ItemQueued{str(b.getPayload()), from_wire(b.getKind()), str(b.getRef()),
-                              str(b.getHead()), str(b.getAuthor())};
+                              str(b.getHead()), str(b.getAuthor()), b.getPriority()};
+      break;
+    }
+    case wire::Event::Body::TERMINAL_PATH_ENTERED:
+      event.body = TerminalPathEntered{str(body.getTerminalPathEntered().getReason())};
+      break;
+    case wire::Event::Body::TERMINAL_PATH_LEFT:
+      event.body = TerminalPathLeft{};
+      break;
+    case wire::Event::Body::INCIDENT_LINKED: {
+      auto b = body.getIncidentLinked();
+      IncidentLinked e{str(b.getProvider()), str(b.getFingerprint()), str(b.getOrg()),
+                       str(b.getRepo()), str(b.getEnvironment()), str(b.getTarget()),
+                       {}, {}, {}, {}, {}, {}};
+      if (b.hasStatus()) e.status = str(b.getStatus());
+      if (b.getHasEventCount()) e.event_count = b.getEventCount();
+      if (b.hasPermalink()) e.permalink = str(b.getPermalink());
+      if (b.hasFirstSeen()) e.first_seen = str(b.getFirstSeen());
+      if (b.hasLastSeen()) e.last_seen = str(b.getLastSeen());
+      if (b.hasLinkedPrs()) e.linked_prs = str(b.getLinkedPrs());
+      event.body = std::move(e);
       break;
     }
     case wire::Event::Body::ITEM_ASSIGNED: {

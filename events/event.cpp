@@ -59,6 +59,27 @@ CloseReason parse_close_reason(std::string_view text) {
                         "': expected merged or closed");
 }
 
+std::string incident_stream_id(std::string_view provider, std::string_view fingerprint,
+                               std::string_view org, std::string_view repo,
+                               std::string_view environment) {
+  std::string out;
+  bool first = true;
+  for (const std::string_view part : {provider, fingerprint, org, repo, environment}) {
+    if (!first) out += '/';
+    first = false;
+    for (const char c : part) {
+      if (c == '%') {
+        out += "%25";
+      } else if (c == '/') {
+        out += "%2F";
+      } else {
+        out += c;
+      }
+    }
+  }
+  return out;
+}
+
 std::string_view type_name(const EventBody& body) {
   return std::visit([](const auto& e) { return EventTraits<std::decay_t<decltype(e)>>::name(e); },
                     body);
@@ -81,6 +102,7 @@ std::string_view to_string(StreamKind kind) {
     case StreamKind::item: return "item";
     case StreamKind::project: return "project";
     case StreamKind::session: return "session";
+    case StreamKind::incident: return "incident";
   }
   return "unknown";
 }
@@ -89,6 +111,7 @@ std::optional<StreamKind> parse_stream_kind(std::string_view text) {
   if (text == "item") return StreamKind::item;
   if (text == "project") return StreamKind::project;
   if (text == "session") return StreamKind::session;
+  if (text == "incident") return StreamKind::incident;
   return std::nullopt;
 }
 
@@ -108,6 +131,12 @@ StreamRef stream_of(const Event& event) {
                           }
                         },
                         event.body)};
+    case StreamKind::incident:
+      if (const auto* linked = std::get_if<IncidentLinked>(&event.body)) {
+        return {kind, incident_stream_id(linked->provider, linked->fingerprint, linked->org,
+                                         linked->repo, linked->environment)};
+      }
+      return {kind, ""};
   }
   return {kind, ""};
 }

@@ -54,6 +54,7 @@ struct ItemQueued {
   ref @2 :Text;        # the forge's reference, "owner/repo#123", or empty
   head @3 :Text;       # a pr's head revision (a commit sha) when queued
   author @4 :Text;     # a pr's author (a session id)
+  priority @5 :Int32;  # the allocator's: higher first (0 before priorities existed)
 }
 
 struct ItemClaimed {
@@ -74,6 +75,7 @@ enum StreamKind {
   item @1;
   project @2;
   session @3;
+  incident @4;
 }
 
 struct LeaseExtended {
@@ -144,6 +146,33 @@ struct SessionClosed {
   session @0 :Text;
 }
 
+struct TerminalPathEntered {
+  reason @0 :Text;            # why the item is on the terminal path (say, approved)
+}
+
+struct TerminalPathLeft {
+}
+
+# An incident's link, whole, as it stands after an upsert. The key is
+# (provider, fingerprint, org, repo, environment), absent scope fields "".
+# Observation metadata is optional: a null pointer (has...() false), or
+# hasEventCount false, is absent; an empty text is present and empty.
+struct IncidentLinked {
+  provider @0 :Text;
+  fingerprint @1 :Text;
+  org @2 :Text;
+  repo @3 :Text;
+  environment @4 :Text;
+  target @5 :Text;            # an item id or an external reference
+  status @6 :Text;
+  eventCount @7 :Int64;
+  hasEventCount @8 :Bool;
+  permalink @9 :Text;
+  firstSeen @10 :Text;
+  lastSeen @11 :Text;
+  linkedPrs @12 :Text;        # references, joined by commas
+}
+
 struct Event {
   at @0 :Int64;               # when the command ran, microseconds since the epoch
   actor @1 :Text;             # who asked: a scoped actor, a worker, or "" (control plane)
@@ -167,6 +196,9 @@ struct Event {
     sessionOpened @19 :SessionOpened;
     sessionSeen @20 :SessionSeen;
     sessionClosed @21 :SessionClosed;
+    terminalPathEntered @22 :TerminalPathEntered;
+    terminalPathLeft @23 :TerminalPathLeft;
+    incidentLinked @24 :IncidentLinked;
   }
 
   streamKind @9 :StreamKind;  # the stream this event belongs to

@@ -247,6 +247,9 @@ Findings judge(const std::vector<Journal>& journals,
               [&](const SessionOpened&) { ++f.foreign_events; },
               [&](const SessionSeen&) { ++f.foreign_events; },
               [&](const SessionClosed&) { ++f.foreign_events; },
+              [&](const TerminalPathEntered&) { ++f.foreign_events; },
+              [&](const TerminalPathLeft&) { ++f.foreign_events; },
+              [&](const IncidentLinked&) { ++f.foreign_events; },
           },
           e.body);
       row = apply(std::move(row), stored);

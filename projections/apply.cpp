@@ -41,6 +41,7 @@ ItemRow apply(ItemRow row, const StoredEvent& stored) {
             row.ref = queued.ref;
             row.head = queued.head;
             row.author = queued.author;
+            row.priority = queued.priority;
             return true;
           },
           [&](const ItemClaimed& claimed) {
@@ -85,15 +86,30 @@ ItemRow apply(ItemRow row, const StoredEvent& stored) {
             row.status = ItemStatus::closed;
             row.close_reason = std::string(to_string(closed.reason));
             row.lease_expires_at = 0;
+            row.terminal_since = 0;
+            row.terminal_reason.clear();
             return true;
           },
           [&](const MutationRecorded&) {
             // A fact for the history: the assignment stands as it was.
             return true;
           },
+          [&](const TerminalPathEntered& entered) {
+            row.terminal_since = e.at;
+            row.terminal_reason = entered.reason;
+            return true;
+          },
+          [&](const TerminalPathLeft&) {
+            row.terminal_since = 0;
+            row.terminal_reason.clear();
+            return true;
+          },
+          [](const IncidentLinked&) { return false; },
           [&](const ItemFinished& finished) {
             row.status = finished.outcome == Outcome::done ? ItemStatus::done : ItemStatus::failed;
             row.lease_expires_at = 0;
+            row.terminal_since = 0;  // off the terminal path: the work ended
+            row.terminal_reason.clear();
             row.detail = finished.detail;
             return true;
           },
@@ -156,6 +172,9 @@ ProjectRow apply(ProjectRow row, const StoredEvent& stored) {
                  [](const SessionOpened&) {},
                  [](const SessionSeen&) {},
                  [](const SessionClosed&) {},
+                 [](const TerminalPathEntered&) {},
+                 [](const TerminalPathLeft&) {},
+                 [](const IncidentLinked&) {},
              },
              e.body);
   return row;
@@ -185,6 +204,9 @@ ProjectActorRow apply(ProjectActorRow row, const StoredEvent& stored) {
                  [](const SessionOpened&) {},
                  [](const SessionSeen&) {},
                  [](const SessionClosed&) {},
+                 [](const TerminalPathEntered&) {},
+                 [](const TerminalPathLeft&) {},
+                 [](const IncidentLinked&) {},
              },
              e.body);
   return row;
@@ -218,12 +240,38 @@ SessionRow apply(SessionRow row, const StoredEvent& stored) {
           [](const ReviewChanged&) { return false; },
           [](const ItemClosed&) { return false; },
           [](const MutationRecorded&) { return false; },
+          [](const TerminalPathEntered&) { return false; },
+          [](const TerminalPathLeft&) { return false; },
+          [](const IncidentLinked&) { return false; },
       },
       e.body);
   if (changed) {
     row.last_seen_at = e.at;
     row.last_seq = stored.seq;
   }
+  return row;
+}
+
+IncidentLinkRow apply(IncidentLinkRow row, const StoredEvent& stored) {
+  const auto* linked = std::get_if<IncidentLinked>(&stored.event.body);
+  if (linked == nullptr) return row;  // every other kind belongs to other streams
+  if (row.last_seq == 0) row.linked_at = stored.event.at;
+  row.incident_id = incident_stream_id(linked->provider, linked->fingerprint, linked->org,
+                                       linked->repo, linked->environment);
+  row.provider = linked->provider;
+  row.fingerprint = linked->fingerprint;
+  row.org = linked->org;
+  row.repo = linked->repo;
+  row.environment = linked->environment;
+  row.target = linked->target;
+  row.status = linked->status;
+  row.event_count = linked->event_count;
+  row.permalink = linked->permalink;
+  row.first_seen = linked->first_seen;
+  row.last_seen = linked->last_seen;
+  row.linked_prs = linked->linked_prs;
+  row.updated_at = stored.event.at;
+  row.last_seq = stored.seq;
   return row;
 }
 

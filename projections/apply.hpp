@@ -28,6 +28,9 @@ ProjectActorRow apply(ProjectActorRow row, const StoredEvent& event);
 // Folds a session's events (opened, heartbeat, closed) into its row.
 SessionRow apply(SessionRow row, const StoredEvent& event);
 
+// Folds an incident's links (each incident_linked is the link whole).
+IncidentLinkRow apply(IncidentLinkRow row, const StoredEvent& event);
+
 // The row a stream of events folds to, starting from an empty row.
 template <class Row, class Events>
 Row fold(Events&& events, Row initial = {}) {

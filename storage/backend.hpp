@@ -177,6 +177,25 @@ class Backend {
   // Every item row, ordered by item_id (bytewise).
   virtual std::unique_ptr<Cursor<ScannedItem>> scan_items() = 0;
 
+  // The open items (ready or claimed) of a project in the allocator's order:
+  // on the terminal path first, then higher priority, then queued first. An
+  // index walk: the caller stops at the first it can take.
+  virtual std::unique_ptr<Cursor<ItemRow>> scan_allocatable(const std::string& project_id) = 0;
+
+  // ---- the terminal path (terminal_locks) -------------------------------------
+  virtual void put_terminal_lock(const TerminalLockRow& row) = 0;  // insert or replace
+  virtual void delete_terminal_lock(std::string_view item_id) = 0;
+  // By item id (bytewise).
+  virtual std::unique_ptr<Cursor<TerminalLockRow>> scan_terminal_locks() = 0;
+
+  // ---- incident links ---------------------------------------------------------
+  virtual std::optional<IncidentLinkRow> find_incident(std::string_view incident_id) = 0;
+  virtual void put_incident(const IncidentLinkRow& row) = 0;  // insert or replace
+  virtual void delete_incident(std::string_view incident_id) = 0;
+  // By incident id (bytewise).
+  virtual std::unique_ptr<Cursor<IncidentLinkRow>> scan_incidents() = 0;
+  virtual std::vector<IncidentLinkRow> incidents_for(std::string_view target) = 0;
+
   // ---- sessions -------------------------------------------------------------
   virtual std::optional<SessionRow> find_session(std::string_view session_id) = 0;
   virtual void put_session(const SessionRow& row) = 0;  // insert or replace

@@ -55,6 +55,29 @@ class BackendWrapper : public Backend {
     return inner_->lapsed_items(now, project_id);
   }
   std::unique_ptr<Cursor<ScannedItem>> scan_items() override { return inner_->scan_items(); }
+  std::unique_ptr<Cursor<ItemRow>> scan_allocatable(const std::string& project_id) override {
+    return inner_->scan_allocatable(project_id);
+  }
+  void put_terminal_lock(const TerminalLockRow& row) override { inner_->put_terminal_lock(row); }
+  void delete_terminal_lock(std::string_view item_id) override {
+    inner_->delete_terminal_lock(item_id);
+  }
+  std::unique_ptr<Cursor<TerminalLockRow>> scan_terminal_locks() override {
+    return inner_->scan_terminal_locks();
+  }
+  std::optional<IncidentLinkRow> find_incident(std::string_view incident_id) override {
+    return inner_->find_incident(incident_id);
+  }
+  void put_incident(const IncidentLinkRow& row) override { inner_->put_incident(row); }
+  void delete_incident(std::string_view incident_id) override {
+    inner_->delete_incident(incident_id);
+  }
+  std::unique_ptr<Cursor<IncidentLinkRow>> scan_incidents() override {
+    return inner_->scan_incidents();
+  }
+  std::vector<IncidentLinkRow> incidents_for(std::string_view target) override {
+    return inner_->incidents_for(target);
+  }
   std::optional<SessionRow> find_session(std::string_view session_id) override {
     return inner_->find_session(session_id);
   }

@@ -80,6 +80,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -168,13 +169,44 @@ CREATE TABLE items (
   actions          TEXT,
   expected_head    TEXT,
   close_reason     TEXT,
-  head_moved       INTEGER NOT NULL DEFAULT 0
+  head_moved       INTEGER NOT NULL DEFAULT 0,
+  priority         INTEGER NOT NULL DEFAULT 0,
+  terminal_since   INTEGER,
+  terminal_reason  TEXT
 ) WITHOUT ROWID;
 CREATE INDEX items_ready ON items(project_id, queued_seq) WHERE status = 'ready';
 CREATE INDEX items_lease ON items(project_id, lease_expires_at, queued_seq)
   WHERE status = 'claimed';
 CREATE INDEX items_by_session ON items(session, item_id)
   WHERE status = 'claimed' AND session IS NOT NULL;
+CREATE INDEX items_alloc ON items(project_id, (terminal_since IS NOT NULL) DESC, priority DESC,
+                                  queued_seq)
+  WHERE status IN ('ready', 'claimed');
+CREATE TABLE terminal_locks (
+  item_id TEXT PRIMARY KEY,
+  since   INTEGER NOT NULL,
+  reason  TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE incident_links (
+  provider    TEXT NOT NULL,
+  fingerprint TEXT NOT NULL,
+  org         TEXT NOT NULL DEFAULT '',
+  repo        TEXT NOT NULL DEFAULT '',
+  environment TEXT NOT NULL DEFAULT '',
+  target      TEXT NOT NULL,
+  status      TEXT,
+  event_count INTEGER,
+  permalink   TEXT,
+  first_seen  TEXT,
+  last_seen   TEXT,
+  linked_prs  TEXT,
+  incident_id TEXT NOT NULL UNIQUE,
+  linked_at   INTEGER NOT NULL,
+  updated_at  INTEGER NOT NULL,
+  last_seq    INTEGER NOT NULL,
+  PRIMARY KEY (provider, fingerprint, org, repo, environment)
+) WITHOUT ROWID;
+CREATE INDEX incident_links_by_target ON incident_links(target, incident_id);
 )sql";
 const char* const kSessionsTable = R"sql(
 CREATE TABLE sessions (
@@ -262,10 +294,13 @@ CREATE INDEX events_by_stream ON events(stream_kind, stream_id, seq);
 const char* const kItemColumns =
     "item_id, project_id, payload, status, owner, fence, attempts, lease_expires_at, detail, "
     "queued_seq, queued_at, updated_at, last_seq, kind, ref, head, review, author, session, "
-    "actions, expected_head, close_reason, head_moved";
+    "actions, expected_head, close_reason, head_moved, priority, terminal_since, terminal_reason";
 const char* const kItemValues =
     "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, "
-    "?21, ?22, ?23";
+    "?21, ?22, ?23, ?24, ?25, ?26";
+const char* const kIncidentColumns =
+    "provider, fingerprint, org, repo, environment, target, status, event_count, permalink, "
+    "first_seen, last_seen, linked_prs, incident_id, linked_at, updated_at, last_seq";
 const char* const kSessionColumns =
     "session_id, actor, opened_at, last_seen_at, closed_at, last_seq";
 
@@ -327,6 +362,15 @@ struct NullIfEmpty {
 };
 struct NullIfZero {
   std::int64_t value;
+};
+// Optional values: NULL when absent (an empty text is not absent).
+struct OptionalText {
+  std::string_view text;
+  bool present;
+};
+struct OptionalInt {
+  std::int64_t value;
+  bool present;
 };
 
 class Statement {
@@ -416,6 +460,20 @@ class Statement {
       bind_one(i, nullptr);
     } else {
       bind_one(i, v.text);
+    }
+  }
+  void bind_one(int i, OptionalText v) {
+    if (v.present) {
+      bind_one(i, v.text);
+    } else {
+      bind_one(i, nullptr);
+    }
+  }
+  void bind_one(int i, OptionalInt v) {
+    if (v.present) {
+      bind_one(i, v.value);
+    } else {
+      bind_one(i, nullptr);
     }
   }
   void bind_one(int i, NullIfZero v) {
@@ -519,6 +577,9 @@ void fill_item(const Statement& s, ScannedItem& scanned) {
   s.text_into(20, row.expected_head);
   s.text_into(21, row.close_reason);
   row.head_moved = s.i64(22) != 0;
+  row.priority = static_cast<std::int32_t>(s.i64(23));
+  row.terminal_since = s.i64(24);
+  s.text_into(25, row.terminal_reason);
 }
 
 // An item row a command decides on: one with an invalid status, kind or
@@ -631,6 +692,54 @@ class ItemStatementCursor final : public Cursor<ScannedItem> {
 
  private:
   Statement stmt_;
+};
+
+// An incident row; metadata that is NULL is absent (nullopt), told apart
+// from an empty text by the column's type.
+IncidentLinkRow read_incident(const Statement& s) {
+  IncidentLinkRow r;
+  r.provider = s.text(0);
+  r.fingerprint = s.text(1);
+  r.org = s.text(2);
+  r.repo = s.text(3);
+  r.environment = s.text(4);
+  r.target = s.text(5);
+  auto opt = [&](int col) -> std::optional<std::string> {
+    if (s.type(col) == SQLITE_NULL) return std::nullopt;
+    return s.text(col);
+  };
+  r.status = opt(6);
+  if (s.type(7) != SQLITE_NULL) r.event_count = s.i64(7);
+  r.permalink = opt(8);
+  r.first_seen = opt(9);
+  r.last_seen = opt(10);
+  r.linked_prs = opt(11);
+  r.incident_id = s.text(12);
+  r.linked_at = s.i64(13);
+  r.updated_at = s.i64(14);
+  r.last_seq = s.i64(15);
+  return r;
+}
+
+// A cursor over any statement's rows, read by `fill`.
+template <class Row>
+class RowCursor final : public Cursor<Row> {
+ public:
+  using Fill = void (*)(const Statement&, Row&);
+  RowCursor(sqlite3* db, const std::string& sql, Fill fill) : stmt_(db, sql.c_str()), fill_(fill) {}
+  template <class... A>
+  void bind(const A&... args) {
+    stmt_.bind(args...);
+  }
+  bool next(Row& row) override {
+    if (!stmt_.step()) return false;
+    fill_(stmt_, row);
+    return true;
+  }
+
+ private:
+  Statement stmt_;
+  Fill fill_;
 };
 
 SessionRow read_session(const Statement& s) {
@@ -1122,21 +1231,34 @@ class SqliteBackend final : public Backend {
   std::vector<StreamHead> unfiled_heads() override {
     // Range seeks around the known kinds on the primary key (NOT IN would
     // read every head).
-    HeadCursor cursor(db_,
-                      "SELECT stream_kind, stream_id, revision, last_seq, hash FROM stream_heads "
-                      "WHERE stream_kind < ?1 UNION ALL "
-                      "SELECT stream_kind, stream_id, revision, last_seq, hash FROM stream_heads "
-                      "WHERE stream_kind > ?1 AND stream_kind < ?2 UNION ALL "
-                      "SELECT stream_kind, stream_id, revision, last_seq, hash FROM stream_heads "
-                      "WHERE stream_kind > ?2 AND stream_kind < ?3 UNION ALL "
-                      "SELECT stream_kind, stream_id, revision, last_seq, hash FROM stream_heads "
-                      "WHERE stream_kind > ?3");
-    cursor.bind(to_string(StreamKind::item), to_string(StreamKind::project),
-                to_string(StreamKind::session));
+    HeadCursor cursor(db_, around_known_kinds(
+                               "SELECT stream_kind, stream_id, revision, last_seq, hash FROM "
+                               "stream_heads")
+                               .c_str());
+    bind_known_kinds(cursor);
     std::vector<StreamHead> out;
     StreamHead h;
     while (cursor.next(h)) out.push_back(h);
     return out;
+  }
+
+  // `select` once per gap around the known kinds' names, in sorted order:
+  // "... WHERE stream_kind < ?1 UNION ALL ... > ?1 AND < ?2 ... > ?N".
+  static std::string around_known_kinds(const std::string& select) {
+    const std::size_t n = std::size(kStreamKinds);
+    std::string sql = select + " WHERE stream_kind < ?1";
+    for (std::size_t i = 1; i < n; ++i) {
+      sql += fmt::format(" UNION ALL {} WHERE stream_kind > ?{} AND stream_kind < ?{}", select, i,
+                         i + 1);
+    }
+    return sql + fmt::format(" UNION ALL {} WHERE stream_kind > ?{}", select, n);
+  }
+  template <class C>
+  static void bind_known_kinds(C& cursor) {
+    std::array<std::string_view, std::size(kStreamKinds)> names;
+    for (std::size_t i = 0; i < names.size(); ++i) names[i] = to_string(kStreamKinds[i]);
+    std::sort(names.begin(), names.end());
+    std::apply([&](const auto&... name) { cursor.bind(name...); }, names);
   }
 
   std::optional<LogDigest> log_digest() override {
@@ -1165,17 +1287,12 @@ class SqliteBackend final : public Backend {
   }
 
   std::unique_ptr<Cursor<RawEvent>> scan_unfiled() override {
-    // Four range seeks on events_by_stream around the known kinds (a NOT
-    // IN, or an ORDER BY seq, would read the whole log). Integers sort
-    // before text and blobs after it, so tampered types are found too.
+    // Range seeks on events_by_stream around the known kinds (a NOT IN, or
+    // an ORDER BY seq, would read the whole log). Integers sort before text
+    // and blobs after it, so tampered types are found too.
     auto cursor = std::make_unique<StatementCursor>(
-        db_, fmt::format("SELECT {0} FROM events WHERE stream_kind < ?1 UNION ALL "
-                         "SELECT {0} FROM events WHERE stream_kind > ?1 AND stream_kind < ?2 "
-                         "UNION ALL SELECT {0} FROM events WHERE stream_kind > ?2 AND "
-                         "stream_kind < ?3 UNION ALL SELECT {0} FROM events WHERE stream_kind > ?3",
-                         kEventColumns));
-    cursor->bind(to_string(StreamKind::item), to_string(StreamKind::project),
-                 to_string(StreamKind::session));
+        db_, around_known_kinds(fmt::format("SELECT {} FROM events", kEventColumns)));
+    bind_known_kinds(*cursor);
     return cursor;
   }
 
@@ -1209,7 +1326,9 @@ class SqliteBackend final : public Backend {
                   NullIfEmpty{r.ref}, NullIfEmpty{r.head}, to_string(r.review),
                   NullIfEmpty{r.author}, NullIfEmpty{r.session}, NullIfEmpty{actions},
                   NullIfEmpty{r.expected_head}, NullIfEmpty{r.close_reason},
-                  static_cast<std::int64_t>(r.head_moved ? 1 : 0));
+                  static_cast<std::int64_t>(r.head_moved ? 1 : 0),
+                  static_cast<std::int64_t>(r.priority), NullIfZero{r.terminal_since},
+                  NullIfEmpty{r.terminal_reason});
   }
 
   void delete_item(std::string_view item_id) override { stmts_.delete_item.bind(item_id).run(); }
@@ -1263,6 +1382,73 @@ class SqliteBackend final : public Backend {
     std::vector<ItemRow> out;
     while (s.step()) out.push_back(read_item(s));
     s.reset();
+    return out;
+  }
+
+  std::unique_ptr<Cursor<ItemRow>> scan_allocatable(const std::string& project_id) override {
+    auto cursor = std::make_unique<RowCursor<ItemRow>>(
+        db_, fmt::format("SELECT {} FROM items WHERE project_id = ?1 AND status IN ('ready', "
+                         "'claimed') ORDER BY (terminal_since IS NOT NULL) DESC, priority DESC, "
+                         "queued_seq",
+                         kItemColumns),
+        [](const Statement& s, ItemRow& row) { row = read_item(s); });
+    cursor->bind(project_id);
+    return cursor;
+  }
+
+  void put_terminal_lock(const TerminalLockRow& r) override {
+    stmts_.put_terminal_lock.bind(r.item_id, r.since, r.reason).run();
+  }
+  void delete_terminal_lock(std::string_view item_id) override {
+    stmts_.delete_terminal_lock.bind(item_id).run();
+  }
+  std::unique_ptr<Cursor<TerminalLockRow>> scan_terminal_locks() override {
+    auto cursor = std::make_unique<RowCursor<TerminalLockRow>>(
+        db_, "SELECT item_id, since, reason FROM terminal_locks ORDER BY item_id",
+        [](const Statement& s, TerminalLockRow& row) {
+          row = TerminalLockRow{s.text(0), s.i64(1), s.text(2)};
+        });
+    cursor->bind();
+    return cursor;
+  }
+
+  std::optional<IncidentLinkRow> find_incident(std::string_view incident_id) override {
+    auto& s = stmts_.find_incident.bind(incident_id);
+    std::optional<IncidentLinkRow> out;
+    if (s.step()) out = read_incident(s);
+    s.reset();
+    return out;
+  }
+  void put_incident(const IncidentLinkRow& r) override {
+    auto opt_text = [](const std::optional<std::string>& v) {
+      return v ? OptionalText{*v, true} : OptionalText{{}, false};
+    };
+    stmts_.put_incident
+        .bind(r.provider, r.fingerprint, r.org, r.repo, r.environment, r.target,
+              opt_text(r.status),
+              r.event_count ? OptionalInt{*r.event_count, true} : OptionalInt{0, false},
+              opt_text(r.permalink), opt_text(r.first_seen), opt_text(r.last_seen),
+              opt_text(r.linked_prs), r.incident_id, r.linked_at, r.updated_at, r.last_seq)
+        .run();
+  }
+  void delete_incident(std::string_view incident_id) override {
+    stmts_.delete_incident.bind(incident_id).run();
+  }
+  std::unique_ptr<Cursor<IncidentLinkRow>> scan_incidents() override {
+    auto cursor = std::make_unique<RowCursor<IncidentLinkRow>>(
+        db_, fmt::format("SELECT {} FROM incident_links ORDER BY incident_id", kIncidentColumns),
+        [](const Statement& s, IncidentLinkRow& row) { row = read_incident(s); });
+    cursor->bind();
+    return cursor;
+  }
+  std::vector<IncidentLinkRow> incidents_for(std::string_view target) override {
+    Statement s(db_, fmt::format("SELECT {} FROM incident_links WHERE target = ?1 ORDER BY "
+                                 "incident_id",
+                                 kIncidentColumns)
+                         .c_str());
+    s.bind(target);
+    std::vector<IncidentLinkRow> out;
+    while (s.step()) out.push_back(read_incident(s));
     return out;
   }
 
@@ -1367,6 +1553,8 @@ class SqliteBackend final : public Backend {
     Statement append, stream_events, find_head, put_head, update_head, put_digest, load_digest;
     Statement find_item, insert_item, put_item, delete_item;
     Statement find_session, put_session, delete_session, session_items;
+    Statement put_terminal_lock, delete_terminal_lock;
+    Statement find_incident, put_incident, delete_incident;
     Statement oldest_ready, earliest_lapsed;
     Statement find_project, put_project, delete_project;
     Statement is_assigned, put_assignment, delete_assignment;
@@ -1689,6 +1877,16 @@ class SqliteBackend final : public Backend {
     stmts_.put_session = p(fmt::format(
         "INSERT OR REPLACE INTO sessions ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)", kSessionColumns));
     stmts_.delete_session = p("DELETE FROM sessions WHERE session_id = ?1");
+    stmts_.put_terminal_lock =
+        p("INSERT OR REPLACE INTO terminal_locks (item_id, since, reason) VALUES (?1, ?2, ?3)");
+    stmts_.delete_terminal_lock = p("DELETE FROM terminal_locks WHERE item_id = ?1");
+    stmts_.find_incident =
+        p(fmt::format("SELECT {} FROM incident_links WHERE incident_id = ?1", kIncidentColumns));
+    stmts_.put_incident = p(fmt::format(
+        "INSERT OR REPLACE INTO incident_links ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+        "?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+        kIncidentColumns));
+    stmts_.delete_incident = p("DELETE FROM incident_links WHERE incident_id = ?1");
     stmts_.session_items = p(fmt::format(
         "SELECT {} FROM items WHERE session = ?1 AND status = 'claimed' ORDER BY item_id",
         kItemColumns));

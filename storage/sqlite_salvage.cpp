@@ -295,7 +295,7 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
     // chain's tip as salvaged stands in (a cut tail can then no longer be
     // seen; the report says so). A head that was read is kept: it bounds
     // the stream's fences. Heads and events are merged on the stream id.
-    for (const StreamKind kind : {StreamKind::project, StreamKind::item, StreamKind::session}) {
+    for (const StreamKind kind : kStreamKinds) {
       std::vector<StreamHead> tips;  // written after the scans end
       {
         auto events = fresh.scan_stream(kind);
@@ -326,7 +326,7 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
     // from what it holds (and no seq it reached is handed out again).
     Hash digest{};
     std::int64_t heads = 0;
-    for (const StreamKind kind : {StreamKind::project, StreamKind::item, StreamKind::session}) {
+    for (const StreamKind kind : kStreamKinds) {
       auto cursor = fresh.scan_heads(kind);
       StreamHead h;
       Hash one{};
@@ -344,7 +344,8 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
   // lost events (a fence above the log's), so no fence is handed out twice.
   // (A database of schema 4 has no forge columns: its rows are read without.)
   const bool forge_columns = attempt([&] {
-    Query q(db.get(), "SELECT kind, session, head_moved FROM items LIMIT 0");
+    Query q(db.get(),
+            "SELECT kind, session, head_moved, priority, terminal_since FROM items LIMIT 0");
   });
   report.rows_readable = attempt([&] {
     Query q(db.get(),
@@ -352,7 +353,7 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
                 ? "SELECT item_id, project_id, payload, status, owner, fence, attempts, "
                   "lease_expires_at, detail, queued_seq, queued_at, updated_at, last_seq, kind, "
                   "ref, head, review, author, session, actions, expected_head, close_reason, "
-                  "head_moved FROM items"
+                  "head_moved, priority, terminal_since, terminal_reason FROM items"
                 : "SELECT item_id, project_id, payload, status, owner, fence, attempts, "
                   "lease_expires_at, detail, queued_seq, queued_at, updated_at, last_seq "
                   "FROM items");
@@ -392,6 +393,9 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
           rest.remove_prefix(comma + 1);
         }
         r.head_moved = q.i64(22) != 0;
+        r.priority = static_cast<std::int32_t>(q.i64(23));
+        r.terminal_since = q.i64(24);
+        r.terminal_reason = q.text(25);
         r.expected_head = q.text(20);
         r.close_reason = q.text(21);
       }

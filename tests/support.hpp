@@ -68,7 +68,10 @@ std::vector<std::string> sql_column(const std::string& db, const std::string& qu
 // tests start from them. (Version 4's items had no 'closed' in its CHECK;
 // a copy that keeps it migrates the same.)
 #define CPLANE_BACK_TO_4                                                                     \
-  "DROP TABLE sessions; DROP INDEX items_by_session; "                                      \
+  "DROP TABLE sessions; DROP INDEX items_by_session; DROP INDEX items_alloc; "             \
+  "DROP TABLE terminal_locks; DROP TABLE incident_links; "                                  \
+  "ALTER TABLE items DROP COLUMN priority; ALTER TABLE items DROP COLUMN terminal_since; "  \
+  "ALTER TABLE items DROP COLUMN terminal_reason; "                                         \
   "ALTER TABLE items DROP COLUMN kind; ALTER TABLE items DROP COLUMN ref; "                 \
   "ALTER TABLE items DROP COLUMN head; ALTER TABLE items DROP COLUMN review; "              \
   "ALTER TABLE items DROP COLUMN author; ALTER TABLE items DROP COLUMN session; "           \

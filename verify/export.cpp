@@ -526,6 +526,14 @@ class ExportLog final : public storage::Backend {
     if (rows_ != nullptr) return rows_->scan_sessions();
     return std::make_unique<None<SessionRow>>();
   }
+  std::unique_ptr<storage::Cursor<TerminalLockRow>> scan_terminal_locks() override {
+    if (rows_ != nullptr) return rows_->scan_terminal_locks();
+    return std::make_unique<None<TerminalLockRow>>();
+  }
+  std::unique_ptr<storage::Cursor<IncidentLinkRow>> scan_incidents() override {
+    if (rows_ != nullptr) return rows_->scan_incidents();
+    return std::make_unique<None<IncidentLinkRow>>();
+  }
   std::vector<ProjectActorRow> all_assignments() override {
     return rows_ != nullptr ? rows_->all_assignments() : std::vector<ProjectActorRow>{};
   }
@@ -544,6 +552,15 @@ class ExportLog final : public storage::Backend {
   std::optional<ItemRow> earliest_lapsed(Micros, const std::string&) override { read_only(); }
   std::vector<ItemRow> lapsed_items(Micros, const std::string&) override { read_only(); }
   std::optional<SessionRow> find_session(std::string_view) override { read_only(); }
+  std::unique_ptr<storage::Cursor<ItemRow>> scan_allocatable(const std::string&) override {
+    read_only();
+  }
+  void put_terminal_lock(const TerminalLockRow&) override { read_only(); }
+  void delete_terminal_lock(std::string_view) override { read_only(); }
+  std::optional<IncidentLinkRow> find_incident(std::string_view) override { read_only(); }
+  void put_incident(const IncidentLinkRow&) override { read_only(); }
+  void delete_incident(std::string_view) override { read_only(); }
+  std::vector<IncidentLinkRow> incidents_for(std::string_view) override { read_only(); }
   void put_session(const SessionRow&) override { read_only(); }
   void delete_session(std::string_view) override { read_only(); }
   std::vector<ItemRow> session_items(std::string_view) override { read_only(); }

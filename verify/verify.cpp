@@ -54,7 +54,9 @@ const std::vector<std::string> kProblemKinds = {
     "expired_while_leased", "forge_disagrees", "assignment_disagrees",
     "mutation_without_assignment", "session_row_missing", "session_row_without_event",
     "session_row_disagrees", "assignment_not_allowed", "forge_fact_invalid",
-    "session_closed_while_holding",
+    "session_closed_while_holding", "routing_disagrees", "terminal_lock_missing",
+    "terminal_lock_without_event", "terminal_lock_disagrees", "incident_link_missing",
+    "incident_link_without_event", "incident_link_disagrees",
 };
 
 RebuildRefused::RebuildRefused(std::vector<LedgerProblem> problems, std::int64_t total)
@@ -168,6 +170,8 @@ struct StreamAudit {
   bool reported_no_creation = false;
   bool reported_before_project = false;
   int terminals = 0;
+  // Incident streams.
+  std::optional<IncidentLinkRow> incident;
   // Session streams.
   std::optional<SessionRow> session;
   Seq opened_seq = 0, closed_seq = 0;
@@ -452,6 +456,9 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
             }
           },
           [&](const SessionSeen&) { session_open_first(); },
+          [&](const TerminalPathEntered&) { item_created_first(); },
+          [&](const TerminalPathLeft&) { item_created_first(); },
+          [](const IncidentLinked&) {},  // each is the link whole: the fold is the check
           [&](const SessionClosed&) {
             session_open_first();
             if (a.session && a.session->is_open()) a.closed_seq = seq;
@@ -536,6 +543,9 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
   switch (a.stream.kind) {
     case StreamKind::item:
       a.item = apply(std::move(a.item), stored);
+      break;
+    case StreamKind::incident:
+      a.incident = apply(a.incident.value_or(IncidentLinkRow{}), stored);
       break;
     case StreamKind::session:
       if (a.session || std::holds_alternative<SessionOpened>(e.body)) {
@@ -685,6 +695,9 @@ struct ItemsProjection {
     d.text("actions", join(stored.actions), join(folded.actions));
     d.text("expected_head", stored.expected_head, folded.expected_head);
     d.add("head_moved", stored.head_moved, folded.head_moved);
+    d.add("priority", stored.priority, folded.priority);
+    d.add("terminal_since", stored.terminal_since, folded.terminal_since);
+    d.text("terminal_reason", stored.terminal_reason, folded.terminal_reason);
     d.text("close_reason", stored.close_reason, folded.close_reason);
     return d.done();
   }
@@ -718,6 +731,9 @@ struct ItemsProjection {
       } else if (d.field == "kind" || d.field == "ref" || d.field == "head" ||
                  d.field == "review" || d.field == "author" || d.field == "close_reason") {
         kind = "forge_disagrees";
+      } else if (d.field == "priority" || d.field == "terminal_since" ||
+                 d.field == "terminal_reason") {
+        kind = "routing_disagrees";
       } else if (d.field == "session" || d.field == "actions" || d.field == "expected_head" ||
                  d.field == "head_moved") {
         kind = "assignment_disagrees";
@@ -912,6 +928,147 @@ struct GrantsProjection : ProjectStreamProjection {
   static void put(storage::Backend& b, const Row& r) { b.put_assignment(r); }
   static void erase(storage::Backend& b, const Stored& s) {
     b.delete_assignment(s.project_id, s.actor);
+  }
+};
+
+// terminal_locks: a row for an item stream whose fold is on the terminal
+// path. (Listed before items in replay: ItemsProjection takes the fold.)
+struct TerminalLocksProjection {
+  using Stored = TerminalLockRow;
+  using Row = TerminalLockRow;
+  static constexpr const char* table = "terminal_locks";
+  static constexpr StreamKind stream = StreamKind::item;
+  static constexpr const char* no_creation = "no terminal_path_entered event in the log";
+
+  static std::unique_ptr<storage::Cursor<Stored>> scan(storage::Backend& b) {
+    return b.scan_terminal_locks();
+  }
+  static const std::string& stream_id(const Stored& s) { return s.item_id; }
+  static bool same(const Stored& s, const Row& r) { return s.item_id == r.item_id; }
+  static std::string key(const Row& r) { return r.item_id; }
+  static std::string stored_key(const Stored& s) { return s.item_id; }
+  static std::vector<Row> folded(StreamAudit& a) {
+    if (!a.created) return {};
+    ItemRow row = a.item;
+    if (row.item_id.empty()) row.item_id = a.stream.id;
+    auto lock = terminal_lock_of(row);
+    if (!lock) return {};
+    return {*lock};
+  }
+  static bool creates(const StreamAudit& a) { return a.created; }
+  static bool comparable(const StreamAudit& a) { return a.created && !a.unreadable; }
+  static void cross_check(const StreamAudit&, const LogFacts&, std::vector<LedgerProblem>&) {}
+  static std::vector<FieldDiff> diff(const Stored& stored, const Row& folded) {
+    return Differ()
+        .add("since", stored.since, folded.since)
+        .text("reason", stored.reason, folded.reason)
+        .done();
+  }
+  static std::vector<LedgerProblem> disagree(const Stored& stored, const Row& folded,
+                                             const StreamAudit& a) {
+    std::vector<LedgerProblem> out;
+    for (const auto& d : diff(stored, folded)) {
+      out.push_back({"terminal_lock_disagrees", stored.item_id, a.item.project_id,
+                     fmt::format("item {} on the terminal path: {} is {} in terminal_locks but {} "
+                                 "in the log",
+                                 stored.item_id, d.field, d.stored, d.folded)});
+    }
+    return out;
+  }
+  static std::optional<LedgerProblem> missing(const Row& folded, const StreamAudit& a) {
+    return LedgerProblem{"terminal_lock_missing", folded.item_id, a.item.project_id,
+                         fmt::format("item {} is on the terminal path (since {}) but has no "
+                                     "terminal_locks row",
+                                     folded.item_id, folded.since)};
+  }
+  static std::optional<LedgerProblem> unexplained(const Stored& stored, const StreamAudit& a) {
+    if (a.unreadable) return std::nullopt;
+    return LedgerProblem{"terminal_lock_without_event", stored.item_id, a.item.project_id,
+                         fmt::format("item {} has a terminal_locks row but its log does not put "
+                                     "it on the terminal path (or took it off)",
+                                     stored.item_id)};
+  }
+  static void put(storage::Backend& b, const Row& r) { b.put_terminal_lock(r); }
+  static void erase(storage::Backend& b, const Stored& s) { b.delete_terminal_lock(s.item_id); }
+  static std::string evidence_of_loss(const Stored&, const Row&) { return {}; }
+};
+
+// incident_links: one row per incident stream.
+struct IncidentsProjection {
+  using Stored = IncidentLinkRow;
+  using Row = IncidentLinkRow;
+  static constexpr const char* table = "incident_links";
+  static constexpr StreamKind stream = StreamKind::incident;
+  static constexpr const char* no_creation = "no incident_linked event in the log";
+
+  static std::unique_ptr<storage::Cursor<Stored>> scan(storage::Backend& b) {
+    return b.scan_incidents();
+  }
+  static const std::string& stream_id(const Stored& s) { return s.incident_id; }
+  static bool same(const Stored& s, const Row& r) { return s.incident_id == r.incident_id; }
+  static std::string key(const Row& r) { return r.incident_id; }
+  static std::string stored_key(const Stored& s) { return s.incident_id; }
+  static std::vector<Row> folded(StreamAudit& a) {
+    if (!a.incident) return {};
+    return {*a.incident};
+  }
+  static bool creates(const StreamAudit& a) { return a.incident.has_value(); }
+  static bool comparable(const StreamAudit& a) { return !a.unreadable; }
+  static void cross_check(const StreamAudit&, const LogFacts&, std::vector<LedgerProblem>&) {}
+  static std::string opt(const std::optional<std::string>& v) {
+    return v ? quoted(*v) : std::string("NULL");
+  }
+  static std::vector<FieldDiff> diff(const Stored& stored, const Row& folded) {
+    Differ d;
+    d.text("provider", stored.provider, folded.provider)
+        .text("fingerprint", stored.fingerprint, folded.fingerprint)
+        .text("org", stored.org, folded.org)
+        .text("repo", stored.repo, folded.repo)
+        .text("environment", stored.environment, folded.environment)
+        .text("target", stored.target, folded.target)
+        .add("status", opt(stored.status), opt(folded.status))
+        .add("event_count",
+             stored.event_count ? std::to_string(*stored.event_count) : std::string("NULL"),
+             folded.event_count ? std::to_string(*folded.event_count) : std::string("NULL"))
+        .add("permalink", opt(stored.permalink), opt(folded.permalink))
+        .add("first_seen", opt(stored.first_seen), opt(folded.first_seen))
+        .add("last_seen", opt(stored.last_seen), opt(folded.last_seen))
+        .add("linked_prs", opt(stored.linked_prs), opt(folded.linked_prs))
+        .add("linked_at", stored.linked_at, folded.linked_at)
+        .add("updated_at", stored.updated_at, folded.updated_at)
+        .add("last_seq", stored.last_seq, folded.last_seq);
+    return d.done();
+  }
+  static std::vector<LedgerProblem> disagree(const Stored& stored, const Row& folded,
+                                             const StreamAudit&) {
+    std::vector<LedgerProblem> out;
+    for (const auto& d : diff(stored, folded)) {
+      out.push_back({"incident_link_disagrees", "", "",
+                     fmt::format("incident {}: {} is {} in the row but {} in the log",
+                                 quoted(stored.incident_id), d.field, d.stored, d.folded)});
+    }
+    return out;
+  }
+  static std::optional<LedgerProblem> missing(const Row& folded, const StreamAudit&) {
+    return LedgerProblem{"incident_link_missing", "", "",
+                         fmt::format("incident {} was linked (last event seq {}) but has no row",
+                                     quoted(folded.incident_id), folded.last_seq)};
+  }
+  static std::optional<LedgerProblem> unexplained(const Stored& stored, const StreamAudit& a) {
+    if (a.unreadable) return std::nullopt;
+    return LedgerProblem{"incident_link_without_event", "", "",
+                         fmt::format("incident {} has a row but no incident_linked event",
+                                     quoted(stored.incident_id))};
+  }
+  static void put(storage::Backend& b, const Row& r) { b.put_incident(r); }
+  static void erase(storage::Backend& b, const Stored& s) { b.delete_incident(s.incident_id); }
+  static std::string evidence_of_loss(const Stored& stored, const Row& folded) {
+    if (stored.last_seq > folded.last_seq) {
+      return fmt::format("last_seq {} in the row is newer than the log's {}: the log lost "
+                         "events; left alone",
+                         stored.last_seq, folded.last_seq);
+    }
+    return {};
   }
 };
 
@@ -1249,8 +1406,10 @@ void replay_all(storage::Backend& backend, const Reconcile& r, LogFacts& facts,
     if (kind == StreamKind::project) facts.project_log_unreadable = true;
     if (kind == StreamKind::session) facts.session_log_unreadable = true;
   }
-  replay<ItemsProjection>(backend, StreamKind::item, facts, r, events_read, total, progress,
-                          on_stream);
+  replay<TerminalLocksProjection, ItemsProjection>(backend, StreamKind::item, facts, r,
+                                                   events_read, total, progress, on_stream);
+  replay<IncidentsProjection>(backend, StreamKind::incident, facts, r, events_read, total,
+                              progress, on_stream);
   StreamAudit unfiled;
   audit_unfiled(backend, unfiled, facts, events_read);
   // What no stream could show: a stream removed with its head, a head

@@ -59,6 +59,7 @@ struct ItemQueued {
   std::string ref;      // the forge's reference ("owner/repo#123"), or ""
   std::string head;     // a pr's head revision when queued, or ""
   std::string author;   // a pr's author (a session id), or ""
+  std::int32_t priority = 0;  // the allocator's: higher first
   bool operator==(const ItemQueued&) const = default;
 };
 
@@ -141,6 +142,43 @@ struct MutationRecorded {
   bool operator==(const MutationRecorded&) const = default;
 };
 
+// The control plane put an open item on the terminal path (say, a pull
+// request approved and waiting to merge): the allocator routes it first.
+struct TerminalPathEntered {
+  std::string reason;
+  bool operator==(const TerminalPathEntered&) const = default;
+};
+// ... and took it off. (Closing or finishing the item takes it off too.)
+struct TerminalPathLeft {
+  bool operator==(const TerminalPathLeft&) const = default;
+};
+
+// A monitoring incident linked to the forge issue that tracks it (an
+// upsert: the link as it now stands, whole). Its stream is the incident's,
+// keyed by (provider, fingerprint, org, repo, environment); absent scope
+// fields are "". Observation metadata is optional: nullopt is absent.
+struct IncidentLinked {
+  std::string provider;
+  std::string fingerprint;
+  std::string org;
+  std::string repo;
+  std::string environment;
+  std::string target;  // an item id or an external reference
+  std::optional<std::string> status;
+  std::optional<std::int64_t> event_count;
+  std::optional<std::string> permalink;
+  std::optional<std::string> first_seen;
+  std::optional<std::string> last_seen;
+  std::optional<std::string> linked_prs;  // references, joined by commas
+  bool operator==(const IncidentLinked&) const = default;
+};
+
+// The stream id of an incident: its key's five parts joined by '/', each
+// with '%' and '/' escaped (%25, %2F), so that distinct keys never meet.
+std::string incident_stream_id(std::string_view provider, std::string_view fingerprint,
+                               std::string_view org, std::string_view repo,
+                               std::string_view environment);
+
 // A session's own stream (its id is the stream id).
 struct SessionOpened {
   std::string session;
@@ -163,7 +201,8 @@ struct SessionClosed {
 using EventBody = std::variant<ProjectCreated, ActorAssigned, ItemQueued, ItemClaimed,
                                ItemFinished, LeaseExtended, ItemReleased, LeaseExpired,
                                ItemAssigned, HeadMoved, ReviewChanged, ItemClosed,
-                               MutationRecorded, SessionOpened, SessionSeen, SessionClosed>;
+                               MutationRecorded, SessionOpened, SessionSeen, SessionClosed,
+                               TerminalPathEntered, TerminalPathLeft, IncidentLinked>;
 
 // ---- streams ----------------------------------------------------------------
 // Every event belongs to exactly one stream: a kind and an id. Replays,
@@ -172,14 +211,15 @@ enum class StreamKind : std::uint8_t {
   item,     // id: the item id. queued, claimed, done, failed
   project,  // id: the project id. project_created, actor_assigned
   session,  // id: the session id. session_opened, session_heartbeat, session_closed
+  incident,  // id: incident_stream_id(key). incident_linked
 };
 
 // Every kind, in the order replays and exports go: projects and sessions
 // first (items are checked against them), then items.
 inline constexpr StreamKind kStreamKinds[] = {StreamKind::project, StreamKind::session,
-                                              StreamKind::item};
+                                              StreamKind::item, StreamKind::incident};
 
-// "item", "project", "session": the stored names (the events table's stream_kind).
+// "item", "project", "session", "incident": the stored names (the events table's stream_kind).
 std::string_view to_string(StreamKind kind);
 std::optional<StreamKind> parse_stream_kind(std::string_view text);
 
@@ -297,6 +337,25 @@ struct EventTraits<SessionClosed> {
   static constexpr StreamKind stream = StreamKind::session;
   static std::string_view name(const SessionClosed&) { return "session_closed"; }
   static std::optional<Fence> fence(const SessionClosed&) { return std::nullopt; }
+};
+
+template <>
+struct EventTraits<TerminalPathEntered> {
+  static constexpr StreamKind stream = StreamKind::item;
+  static std::string_view name(const TerminalPathEntered&) { return "terminal_path_entered"; }
+  static std::optional<Fence> fence(const TerminalPathEntered&) { return std::nullopt; }
+};
+template <>
+struct EventTraits<TerminalPathLeft> {
+  static constexpr StreamKind stream = StreamKind::item;
+  static std::string_view name(const TerminalPathLeft&) { return "terminal_path_left"; }
+  static std::optional<Fence> fence(const TerminalPathLeft&) { return std::nullopt; }
+};
+template <>
+struct EventTraits<IncidentLinked> {
+  static constexpr StreamKind stream = StreamKind::incident;
+  static std::string_view name(const IncidentLinked&) { return "incident_linked"; }
+  static std::optional<Fence> fence(const IncidentLinked&) { return std::nullopt; }
 };
 
 // A kind with a complete traits entry.

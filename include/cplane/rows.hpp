@@ -55,7 +55,45 @@ struct ItemRow {
   // since (R4: the gate says head_drift until the item is assigned again).
   bool head_moved = false;
   std::string close_reason;       // "merged" or "closed" once closed, else ""
+  std::int32_t priority = 0;      // the allocator's: higher first
+  // On the terminal path since this time (0: not on it), and why. Closing
+  // or finishing the item takes it off.
+  Micros terminal_since = 0;
+  std::string terminal_reason;
   bool operator==(const ItemRow&) const = default;
+};
+
+// The terminal path's index: one row per open item on it (terminal_locks),
+// the projection of its item's stream.
+struct TerminalLockRow {
+  std::string item_id;
+  Micros since = 0;
+  std::string reason;
+  bool operator==(const TerminalLockRow&) const = default;
+};
+
+// The lock row an item's row implies, if it is on the terminal path.
+inline std::optional<TerminalLockRow> terminal_lock_of(const ItemRow& row) {
+  if (row.terminal_since == 0) return std::nullopt;
+  return TerminalLockRow{row.item_id, row.terminal_since, row.terminal_reason};
+}
+
+// A monitoring incident's link to the forge issue that tracks it
+// (incident_links): the fold of the incident's stream.
+struct IncidentLinkRow {
+  std::string incident_id;  // the stream id: incident_stream_id(key)
+  std::string provider, fingerprint, org, repo, environment;  // the key; "" when absent
+  std::string target;
+  std::optional<std::string> status;
+  std::optional<std::int64_t> event_count;
+  std::optional<std::string> permalink;
+  std::optional<std::string> first_seen;
+  std::optional<std::string> last_seen;
+  std::optional<std::string> linked_prs;  // joined by commas
+  Micros linked_at = 0;   // the first incident_linked
+  Micros updated_at = 0;  // the last
+  Seq last_seq = 0;
+  bool operator==(const IncidentLinkRow&) const = default;
 };
 
 // One session: an agent at work. Its leases are the items whose `session`

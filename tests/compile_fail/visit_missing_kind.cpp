@@ -20,6 +20,9 @@ int main() {
                         [](const cplane::SessionOpened&) { return 0; },
                         [](const cplane::SessionSeen&) { return 0; },
                         [](const cplane::SessionClosed&) { return 0; },
+                        [](const cplane::TerminalPathEntered&) { return 0; },
+                        [](const cplane::TerminalPathLeft&) { return 0; },
+                        [](const cplane::IncidentLinked&) { return 0; },
                         // ItemFinished is not handled
                     },
                     body);
