@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "commands/decide.hpp"
+#include "commands/internal.hpp"
 #include "events/json.hpp"
 #include "events/clock.hpp"
 #include "events/codec.hpp"
@@ -123,11 +124,8 @@ void require_outcome(Outcome outcome) {
   }
 }
 
-namespace {
+namespace detail {
 
-
-
-// A scoped actor's name, when one is given.
 void require_actor(const std::optional<std::string>& actor) {
   if (actor) require_name(*actor, "actor");
 }
@@ -139,6 +137,28 @@ void require_size(const std::string& text, std::size_t limit, const char* what) 
 }
 
 const std::string kControlPlane;
+
+const std::string& acting_for(const SessionRow& session) {
+  return session.actor.empty() ? session.session_id : session.actor;
+}
+
+std::vector<std::string> checked_actions(const std::vector<std::string>& actions,
+                                         bool allow_none) {
+  if (actions.empty() && !allow_none) {
+    throw InvalidArgument("an assignment needs at least one allowed action");
+  }
+  for (const auto& a : actions) require_action(a);
+  std::vector<std::string> out = actions;
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+}  // namespace detail
+
+using namespace detail;
+
+namespace {
 
 StoredEvent decode_stored(const storage::RawEvent& raw) {
   return StoredEvent{raw.seq, decode(raw.body)};
@@ -290,6 +310,7 @@ std::string ControlStore::enqueue_in_tx(const ProjectRow& project, const std::st
     queued.ref = forge->ref;
     queued.head = forge->head;
     queued.author = forge->author;
+    queued.priority = forge->priority;
   }
   const Seq seq = backend_->append(event);
   backend_->insert_item(apply(ItemRow{}, StoredEvent{seq, event}));
@@ -432,8 +453,9 @@ ItemRow ControlStore::report_in_tx(const std::string& item_id,
   if (actor && (!row || !backend_->is_assigned(row->project_id, *actor))) throw ScopeDenied();
   const Event event = decide(row);  // refuses (FenceRejected) unless row holds the fence
   const Seq seq = backend_->append(event);
-  ItemRow next = apply(std::move(*row), StoredEvent{seq, event});
+  ItemRow next = apply(*row, StoredEvent{seq, event});
   backend_->put_item(next);
+  sync_terminal_lock(*row, next);
   return next;
 }
 
@@ -532,24 +554,6 @@ void ControlStore::release(const std::string& item_id, Fence fence, const std::s
 }
 
 // ---- sessions ------------------------------------------------------------------
-
-namespace {
-
-// Who an item event made for a session is by: its actor, else its id.
-const std::string& acting_for(const SessionRow& session) {
-  return session.actor.empty() ? session.session_id : session.actor;
-}
-
-std::vector<std::string> checked_actions(const std::vector<std::string>& actions) {
-  if (actions.empty()) throw InvalidArgument("an assignment needs at least one allowed action");
-  for (const auto& a : actions) require_action(a);
-  std::vector<std::string> out = actions;
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
-
-}  // namespace
 
 SessionRow ControlStore::open_session_row(const std::string& session) {
   auto row = backend_->find_session(session);
@@ -681,7 +685,9 @@ bool ControlStore::observe_in_tx(const std::string& item_id, Micros at, Observe&
   if (!body) return false;
   const Event event{at, kControlPlane, row->project_id, row->item_id, std::move(*body)};
   const Seq seq = backend_->append(event);
-  backend_->put_item(apply(std::move(*row), StoredEvent{seq, event}));
+  const ItemRow next = apply(*row, StoredEvent{seq, event});
+  backend_->put_item(next);
+  sync_terminal_lock(*row, next);
   return true;
 }
 
@@ -757,6 +763,54 @@ bool ControlStore::observe_close(const std::string& item_id, CloseReason reason,
   return changed;
 }
 
+// The terminal path (the allocator routes it first; see commands/allocate.cpp).
+bool ControlStore::enter_terminal_path(const std::string& item_id, const std::string& reason,
+                                       std::optional<Micros> now) {
+  const InUse in_use(*this);
+  require_name(item_id, "item id");
+  require_size(reason, 64 << 10, "reason");
+  if (now) require_now(*now);
+  auto tx = Transaction::write(*backend_, sync_for_finish());
+  const Micros at = clock(now);
+  const bool changed = observe_in_tx(item_id, at, [&](const ItemRow& row) -> std::optional<EventBody> {
+    if (is_terminal(row.status)) {
+      throw InvalidArgument(fmt::format("item {} is {}: only an open item goes on the terminal "
+                                        "path",
+                                        quote_id(item_id), to_string(row.status)));
+    }
+    if (row.terminal_since != 0) return std::nullopt;  // on it already
+    return TerminalPathEntered{reason};
+  });
+  if (changed) tx.commit();
+  return changed;
+}
+
+bool ControlStore::leave_terminal_path(const std::string& item_id, std::optional<Micros> now) {
+  const InUse in_use(*this);
+  require_name(item_id, "item id");
+  if (now) require_now(*now);
+  auto tx = Transaction::write(*backend_, sync_for_finish());
+  const Micros at = clock(now);
+  const bool changed = observe_in_tx(item_id, at, [&](const ItemRow& row) -> std::optional<EventBody> {
+    if (row.terminal_since == 0) return std::nullopt;
+    return TerminalPathLeft{};
+  });
+  if (changed) tx.commit();
+  return changed;
+}
+
+void ControlStore::sync_terminal_lock(const ItemRow& before, const ItemRow& after) {
+  if (before.terminal_since == after.terminal_since &&
+      before.terminal_reason == after.terminal_reason) {
+    return;
+  }
+  if (auto lock = terminal_lock_of(after)) {
+    backend_->put_terminal_lock(*lock);
+  } else {
+    backend_->delete_terminal_lock(after.item_id);
+  }
+}
+
 // ---- assign + lease, and the gate -------------------------------------------------
 
 Assignment ControlStore::assign_and_lease(const std::string& session, const std::string& item_id,
@@ -765,7 +819,7 @@ Assignment ControlStore::assign_and_lease(const std::string& session, const std:
   const InUse in_use(*this);
   require_name(session, "session id");
   require_name(item_id, "item id");
-  const auto actions = checked_actions(allowed_actions);
+  const auto actions = checked_actions(allowed_actions, false);
   const Micros lease_us = require_lease(lease.value_or(options_.lease));
   if (now) require_now(*now);
   auto tx = Transaction::write(*backend_, sync_for_claims());

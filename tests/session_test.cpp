@@ -591,9 +591,9 @@ TEST_CASE("a mutation recorded outside the gate, or an assignment over a live le
                  ItemAssigned{"s2", 2, T0 + 100 * kSecond, 2, {"push"}, "zzz"}});
     CHECK(forged_problems().contains("assignment_not_allowed"));
   }
-  SECTION("an assignment with no actions") {
+  SECTION("an assignment with its actions unsorted") {
     forge_event({T0 + 61 * kSecond, "s2", "alpha", f.pr,
-                 ItemAssigned{"s2", 2, T0 + 100 * kSecond, 2, {}, "aaa"}});
+                 ItemAssigned{"s2", 2, T0 + 100 * kSecond, 2, {"push", "comment"}, "aaa"}});
     CHECK(forged_problems().contains("assignment_not_allowed"));
   }
   SECTION("an assignment to a session whose actor may not see the project (R3)") {

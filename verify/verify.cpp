@@ -393,11 +393,10 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
                                   quoted(e.project_id));
               }
             }
-            if (why.empty() && (assigned.actions.empty() ||
-                                std::adjacent_find(assigned.actions.begin(), assigned.actions.end(),
-                                                   std::greater_equal<>()) !=
-                                    assigned.actions.end())) {
-              why = "its actions are empty, unsorted or repeated";
+            if (why.empty() && std::adjacent_find(assigned.actions.begin(), assigned.actions.end(),
+                                                  std::greater_equal<>()) !=
+                                   assigned.actions.end()) {
+              why = "its actions are unsorted or repeated";
             }
             if (why.empty() && !a.unreadable && assigned.expected_head != a.item.head) {
               why = fmt::format("it pins head {} while the item's head was {} (R4)",

@@ -78,6 +78,18 @@ inline std::optional<TerminalLockRow> terminal_lock_of(const ItemRow& row) {
   return TerminalLockRow{row.item_id, row.terminal_since, row.terminal_reason};
 }
 
+// A row of an older control plane's incident_links table, as read (with
+// NULL told apart from '' by the column's type): migrate-incidents' input.
+struct LegacyIncidentRow {
+  std::int64_t rowid = 0;
+  std::string provider, fingerprint;
+  std::optional<std::string> org, repo, environment;
+  std::string target;
+  std::optional<std::string> status;
+  std::optional<std::int64_t> event_count;
+  std::optional<std::string> permalink, first_seen, last_seen, linked_prs;
+};
+
 // A monitoring incident's link to the forge issue that tracks it
 // (incident_links): the fold of the incident's stream.
 struct IncidentLinkRow {

@@ -127,6 +127,92 @@ struct Assignment {
   explicit operator bool() const { return is_assigned(); }
 };
 
+// ---- the allocator ----------------------------------------------------------
+enum class AllocateOutcome {
+  preview,       // a dry run: the item it would assign (nothing written)
+  assigned,      // reserved through assign_and_lease, in the same transaction
+  wait,          // nothing eligible, but something under a foreign live lease
+  no_safe_work,  // nothing eligible at all
+};
+// "preview", "assigned", "wait", "no_safe_work".
+std::string_view to_string(AllocateOutcome outcome);
+
+// Why the allocator passed over a candidate ranked before its choice.
+enum class SkipReason {
+  routed_to_author,  // changes_requested: it goes back to its author session only
+  foreign_lease,     // under another session's (or a plain claim's) live lease
+};
+// "routed_to_author", "foreign_lease".
+std::string_view to_string(SkipReason reason);
+
+struct SkippedCandidate {
+  std::string item_id;
+  SkipReason reason = SkipReason::foreign_lease;
+  bool operator==(const SkippedCandidate&) const = default;
+};
+
+// How many skipped candidates an allocation lists (skipped_total counts all).
+inline constexpr std::size_t kMaxSkippedListed = 100;
+
+struct Allocation {
+  AllocateOutcome outcome = AllocateOutcome::no_safe_work;
+  // preview and assigned: the item, and the fence and lease it gets (a
+  // preview's are what apply would give if nothing changed in between).
+  std::string item_id;
+  Fence fence = 0;
+  Micros lease_expires_at = 0;
+  std::string expected_head;
+  std::vector<std::string> actions;
+  Micros until = 0;  // wait: when the earliest foreign lease skipped lapses
+  std::vector<SkippedCandidate> skipped;  // ranked before the choice, in rank order
+  std::int64_t skipped_total = 0;
+};
+
+// An incident's key: absent scope parts are "".
+struct IncidentKey {
+  std::string provider;
+  std::string fingerprint;
+  std::string org;
+  std::string repo;
+  std::string environment;
+  bool operator==(const IncidentKey&) const = default;
+};
+
+// What a monitoring tool last said of an incident: each part optional (an
+// upsert keeps what it does not give).
+struct IncidentObservation {
+  std::optional<std::string> status;
+  std::optional<std::int64_t> event_count;
+  std::optional<std::string> permalink;
+  std::optional<std::string> first_seen;
+  std::optional<std::string> last_seen;
+  std::optional<std::vector<std::string>> linked_prs;
+};
+
+// What migrate-incidents did (or, dry, would do).
+struct IncidentImport {
+  bool dry_run = false;
+  std::int64_t rows = 0;        // legacy rows read
+  std::int64_t links = 0;       // distinct links they make
+  std::int64_t imported = 0;    // links written (new or changed)
+  std::int64_t unchanged = 0;   // links the store already had, identical
+  std::int64_t collapsed = 0;   // rows folded into another row of their group
+  // Groups that cannot be collapsed: nothing is imported when there is one.
+  struct Conflict {
+    IncidentKey key;
+    std::vector<std::int64_t> rowids;  // the legacy rows of the group
+    // field -> the distinct values it holds ("NULL" for NULL; "store: ..."
+    // for the link already in the store)
+    std::vector<std::pair<std::string, std::vector<std::string>>> fields;
+  };
+  std::vector<Conflict> conflicts;
+};
+
+// Reads an older control plane's incident_links table from `path`, which
+// is only read. StorageError (unavailable, corruption) if it is not an
+// SQLite file with that table and its columns.
+std::vector<LegacyIncidentRow> read_legacy_incident_links(const std::string& path);
+
 // A session as `sessions()` lists it: its row and the items it holds a
 // live lease on.
 struct SessionInfo {
@@ -185,6 +271,7 @@ class ControlStore {
     std::string ref;     // "owner/repo#123": any name, or "" for none
     std::string head;    // a pr's head revision; only for a pr
     std::string author;  // a pr's author (a session id); only for a pr
+    std::int32_t priority = 0;  // the allocator's: higher first
     std::optional<std::string> actor;
     std::optional<Micros> now;
   };
@@ -363,6 +450,54 @@ class ControlStore {
                               const std::optional<std::string>& head = {},
                               std::optional<Micros> now = {});
 
+  // ---- the allocator and the terminal path ----------------------------------
+  // Chooses the next item for `session`: among the open items (task, issue,
+  // pr) of the projects its actor may see, on the terminal path first, then
+  // by priority (higher first), then queue order. An item whose review is
+  // changes_requested goes to its author only (others skip it:
+  // routed_to_author); one under another's live lease is skipped
+  // (foreign_lease); items the session holds are not candidates. apply:
+  // reserves the choice through assign_and_lease in the same transaction
+  // (assigned); else a dry run (preview), writing nothing. Nothing eligible:
+  // wait (until the earliest foreign lease skipped lapses) or no_safe_work.
+  // Preview and apply run the same planner. `actions` may be empty (the
+  // session then holds the item but may mutate nothing). NotFound for an
+  // unknown or closed session.
+  Allocation allocate_next(const std::string& session, bool apply,
+                           const std::vector<std::string>& actions = {},
+                           std::optional<Seconds> lease = {}, std::optional<Micros> now = {});
+
+  // Puts an open item on the terminal path (terminal_path_entered), or takes
+  // it off (terminal_path_left). Each returns whether it changed anything.
+  // NotFound for an unknown item; InvalidArgument to put a terminal item on.
+  bool enter_terminal_path(const std::string& item_id, const std::string& reason = "",
+                           std::optional<Micros> now = {});
+  bool leave_terminal_path(const std::string& item_id, std::optional<Micros> now = {});
+  // The items on the terminal path, by item id.
+  std::vector<TerminalLockRow> terminal_path();
+
+  // ---- incident links --------------------------------------------------------
+  // Links a monitoring incident to the forge issue that tracks it (an item
+  // id or an external reference): an upsert keyed on (provider,
+  // fingerprint, org, repo, environment), whose observation parts replace
+  // the stored ones when given and keep them when not. Appends
+  // incident_linked (the link whole) unless nothing changed; returns whether
+  // it did. Incidents are never work items.
+  bool link_incident(const IncidentKey& key, const std::string& target,
+                     const IncidentObservation& observation = {},
+                     std::optional<Micros> now = {});
+  // NotFound (unknown_incident) if there is no such link.
+  IncidentLinkRow incident(const IncidentKey& key);
+  // Every link, or those of one target, by incident id.
+  std::vector<IncidentLinkRow> incidents(const std::optional<std::string>& target = {});
+  // Imports legacy rows (read_legacy_incident_links), collapsing rows that
+  // differ only by NULL versus '' in their scope when their targets and
+  // every piece of metadata agree. Any conflict (within a group, or with a
+  // link the store has) fails closed: nothing is written and each
+  // conflicting group is listed. One transaction; dry_run writes nothing.
+  IncidentImport import_incident_links(const std::vector<LegacyIncidentRow>& rows, bool dry_run,
+                                       std::optional<Micros> now = {});
+
   // Whether a report under `fence` would be accepted now, as a value: a
   // worker can ask before a costly step whether its claim still stands.
   // Reads one snapshot; writes nothing. With an actor, an item outside its
@@ -478,6 +613,9 @@ class ControlStore {
                          std::optional<SessionRow>* session_out);
   template <class Observe>
   bool observe_in_tx(const std::string& item_id, Micros at, Observe&& observe);
+  // Keeps terminal_locks with the item row: a row put when it goes on the
+  // terminal path, deleted when it goes off (finished, closed, taken off).
+  void sync_terminal_lock(const ItemRow& before, const ItemRow& after);
   ProjectRow visible_project(const std::string& project_id, const std::optional<std::string>& actor);
   Micros clock(std::optional<Micros> now) const;
   storage::Sync sync_for_claims() const;

@@ -1,0 +1,156 @@
+// The allocator (allocate_next) and the terminal path it routes first.
+#include "commands/allocate.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "commands/decide.hpp"
+#include "commands/internal.hpp"
+#include "events/errors.hpp"
+#include "projections/apply.hpp"
+#include "projections/rules.hpp"
+#include "storage/backend.hpp"
+
+namespace cplane {
+
+using namespace detail;
+using storage::Sync;
+using storage::Transaction;
+
+std::string_view to_string(AllocateOutcome outcome) {
+  switch (outcome) {
+    case AllocateOutcome::preview: return "preview";
+    case AllocateOutcome::assigned: return "assigned";
+    case AllocateOutcome::wait: return "wait";
+    case AllocateOutcome::no_safe_work: return "no_safe_work";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(SkipReason reason) {
+  return reason == SkipReason::routed_to_author ? "routed_to_author" : "foreign_lease";
+}
+
+bool ranks_before(const ItemRow& a, const ItemRow& b) {
+  const bool a_path = a.terminal_since != 0;
+  const bool b_path = b.terminal_since != 0;
+  if (a_path != b_path) return a_path;
+  if (a.priority != b.priority) return a.priority > b.priority;
+  return a.queued_seq < b.queued_seq;
+}
+
+CandidateFate judge_candidate(const ItemRow& row, std::string_view session, Micros now) {
+  // Routing first: a change requested goes back to the author, whoever
+  // holds the item now.
+  if (row.review == ReviewState::changes_requested && row.author != session) {
+    return CandidateFate::routed_to_author;
+  }
+  if (lease_live(row, now)) {
+    return row.session == session ? CandidateFate::own : CandidateFate::foreign_lease;
+  }
+  return CandidateFate::take;
+}
+
+AllocationPlan plan_allocation(std::vector<ItemRow> candidates, std::string_view session,
+                               Micros now, std::size_t max_listed) {
+  std::sort(candidates.begin(), candidates.end(), ranks_before);
+  AllocationPlan plan;
+  for (auto& row : candidates) {
+    if (is_terminal(row.status)) continue;  // never a candidate (the scan gives none)
+    const CandidateFate fate = judge_candidate(row, session, now);
+    if (fate == CandidateFate::own) continue;
+    if (fate == CandidateFate::take) {
+      plan.chosen = std::move(row);
+      break;
+    }
+    ++plan.skipped_total;
+    if (fate == CandidateFate::foreign_lease &&
+        (plan.until == 0 || row.lease_expires_at < plan.until)) {
+      plan.until = row.lease_expires_at;
+    }
+    if (plan.skipped.size() < max_listed) {
+      plan.skipped.push_back({row.item_id, fate == CandidateFate::routed_to_author
+                                               ? SkipReason::routed_to_author
+                                               : SkipReason::foreign_lease});
+    }
+  }
+  // A wait names a foreign lease: routing alone never makes a session wait.
+  if (plan.chosen) plan.until = 0;
+  return plan;
+}
+
+Allocation ControlStore::allocate_next(const std::string& session, bool apply,
+                                       const std::vector<std::string>& actions,
+                                       std::optional<Seconds> lease, std::optional<Micros> now) {
+  const InUse in_use(*this);
+  require_name(session, "session id");
+  const auto allowed = checked_actions(actions, true);
+  const Micros lease_us = require_lease(lease.value_or(options_.lease));
+  if (now) require_now(*now);
+  // A preview reads one snapshot; apply decides under the write lock, so
+  // that nothing can take the item between the choice and the reservation.
+  auto tx = apply ? Transaction::write(*backend_, sync_for_claims()) : Transaction::read(*backend_);
+  const Micros at = clock(now);
+  const SessionRow holder = open_session_row(session);
+  // Per project in scope, an index walk in the allocator's order that stops
+  // at the first item the session may take: the cost grows with the
+  // candidates skipped before it, never with the depth of the queue.
+  std::vector<ItemRow> candidates;
+  for (const auto& project :
+       backend_->project_ids(holder.actor.empty() ? nullptr : &holder.actor)) {
+    auto cursor = backend_->scan_allocatable(project);
+    ItemRow row;
+    while (cursor->next(row)) {
+      const CandidateFate fate = judge_candidate(row, session, at);
+      if (fate == CandidateFate::own) continue;
+      candidates.push_back(row);
+      if (fate == CandidateFate::take) break;
+    }
+  }
+  AllocationPlan plan = plan_allocation(std::move(candidates), session, at, kMaxSkippedListed);
+  Allocation out;
+  out.skipped = std::move(plan.skipped);
+  out.skipped_total = plan.skipped_total;
+  if (!plan.chosen) {
+    out.outcome = plan.until != 0 ? AllocateOutcome::wait : AllocateOutcome::no_safe_work;
+    out.until = plan.until;
+    return out;
+  }
+  AssignDecision decision =
+      decide_assign(plan.chosen, true, session, allowed, lease_us, acting_for(holder), at);
+  if (!decision.answer.is_assigned() || !decision.event ||
+      !std::holds_alternative<ItemAssigned>(decision.event->body)) {
+    throw InternalError(fmt::format("the allocator chose item {}, which assign would not take",
+                                    quote_id(plan.chosen->item_id)));
+  }
+  out.item_id = plan.chosen->item_id;
+  out.fence = decision.answer.fence;
+  out.lease_expires_at = decision.answer.lease_expires_at;
+  out.expected_head = decision.answer.expected_head;
+  out.actions = decision.answer.actions;
+  if (!apply) {
+    out.outcome = AllocateOutcome::preview;
+    return out;  // the read transaction ends: nothing written
+  }
+  const Seq seq = backend_->append(*decision.event);
+  backend_->put_item(cplane::apply(*plan.chosen, StoredEvent{seq, *decision.event}));
+  tx.commit();
+  out.outcome = AllocateOutcome::assigned;
+  return out;
+}
+
+// ---- the terminal path ------------------------------------------------------------
+
+std::vector<TerminalLockRow> ControlStore::terminal_path() {
+  const InUse in_use(*this);
+  auto tx = Transaction::read(*backend_);
+  std::vector<TerminalLockRow> out;
+  auto cursor = backend_->scan_terminal_locks();
+  TerminalLockRow row;
+  while (cursor->next(row)) out.push_back(row);
+  tx.commit();
+  return out;
+}
+
+}  // namespace cplane

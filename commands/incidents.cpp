@@ -1,0 +1,262 @@
+// Incident links: monitoring incidents tied to the forge issues that track
+// them (never work items), and the import of an older control plane's links.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include <cplane/store.hpp>
+
+#include "commands/internal.hpp"
+#include "events/errors.hpp"
+#include "projections/apply.hpp"
+#include "storage/backend.hpp"
+#include "storage/legacy_incidents.hpp"
+
+namespace cplane {
+
+using namespace detail;
+using storage::Transaction;
+
+namespace {
+
+constexpr std::size_t kMaxMetadataBytes = 64 << 10;
+
+void check_key(const IncidentKey& key) {
+  require_name(key.provider, "provider");
+  require_name(key.fingerprint, "fingerprint");
+  for (const auto& [what, part] : {std::pair{"org", &key.org}, std::pair{"repo", &key.repo},
+                                   std::pair{"environment", &key.environment}}) {
+    if (!part->empty()) require_name(*part, what);  // "" is absent
+  }
+}
+
+void check_observation(const IncidentObservation& o) {
+  if (o.status) require_name(*o.status, "status");
+  if (o.event_count && *o.event_count < 0) {
+    throw InvalidArgument(fmt::format("an event count must not be negative ({})", *o.event_count));
+  }
+  for (const auto& [what, v] : {std::pair{"permalink", &o.permalink},
+                                std::pair{"first seen", &o.first_seen},
+                                std::pair{"last seen", &o.last_seen}}) {
+    if (*v) require_size(**v, kMaxMetadataBytes, what);
+  }
+  if (o.linked_prs) {
+    for (const auto& pr : *o.linked_prs) {
+      require_name(pr, "pull request");
+      if (pr.find(',') != std::string::npos) {
+        throw InvalidArgument(fmt::format("pull request {} contains a comma", quote_id(pr)));
+      }
+    }
+  }
+}
+
+std::string join(const std::vector<std::string>& list) {
+  std::string out;
+  for (const auto& s : list) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+// The link an upsert makes of `before` (if any): the given parts replace,
+// the others stay.
+IncidentLinked merged(const IncidentKey& key, const std::string& target,
+                      const IncidentObservation& o, const std::optional<IncidentLinkRow>& before) {
+  IncidentLinked e{key.provider, key.fingerprint, key.org, key.repo, key.environment, target,
+                   {}, {}, {}, {}, {}, {}};
+  if (before) {
+    e.status = before->status;
+    e.event_count = before->event_count;
+    e.permalink = before->permalink;
+    e.first_seen = before->first_seen;
+    e.last_seen = before->last_seen;
+    e.linked_prs = before->linked_prs;
+  }
+  if (o.status) e.status = o.status;
+  if (o.event_count) e.event_count = o.event_count;
+  if (o.permalink) e.permalink = o.permalink;
+  if (o.first_seen) e.first_seen = o.first_seen;
+  if (o.last_seen) e.last_seen = o.last_seen;
+  if (o.linked_prs) e.linked_prs = join(*o.linked_prs);
+  return e;
+}
+
+bool same_link(const IncidentLinked& e, const IncidentLinkRow& row) {
+  return e.target == row.target && e.status == row.status && e.event_count == row.event_count &&
+         e.permalink == row.permalink && e.first_seen == row.first_seen &&
+         e.last_seen == row.last_seen && e.linked_prs == row.linked_prs;
+}
+
+std::string id_of(const IncidentKey& key) {
+  return incident_stream_id(key.provider, key.fingerprint, key.org, key.repo, key.environment);
+}
+
+}  // namespace
+
+bool ControlStore::link_incident(const IncidentKey& key, const std::string& target,
+                                 const IncidentObservation& observation,
+                                 std::optional<Micros> now) {
+  const InUse in_use(*this);
+  check_key(key);
+  require_name(target, "target");
+  check_observation(observation);
+  if (now) require_now(*now);
+  auto tx = Transaction::write(*backend_, sync_for_finish());
+  const Micros at = clock(now);
+  const auto before = backend_->find_incident(id_of(key));
+  IncidentLinked linked = merged(key, target, observation, before);
+  if (before && same_link(linked, *before)) return false;  // nothing new: nothing recorded
+  const Event event{at, kControlPlane, "", "", std::move(linked)};
+  const Seq seq = backend_->append(event);
+  backend_->put_incident(apply(before.value_or(IncidentLinkRow{}), StoredEvent{seq, event}));
+  tx.commit();
+  return true;
+}
+
+IncidentLinkRow ControlStore::incident(const IncidentKey& key) {
+  const InUse in_use(*this);
+  check_key(key);
+  auto tx = Transaction::read(*backend_);
+  auto row = backend_->find_incident(id_of(key));
+  tx.commit();
+  if (!row) {
+    throw NotFound(NotFound::Reason::unknown_incident,
+                   fmt::format("no incident link for {} {}", quote_id(key.provider),
+                               quote_id(key.fingerprint)));
+  }
+  return std::move(*row);
+}
+
+std::vector<IncidentLinkRow> ControlStore::incidents(const std::optional<std::string>& target) {
+  const InUse in_use(*this);
+  if (target) require_name(*target, "target");
+  auto tx = Transaction::read(*backend_);
+  std::vector<IncidentLinkRow> out;
+  if (target) {
+    out = backend_->incidents_for(*target);
+  } else {
+    auto cursor = backend_->scan_incidents();
+    IncidentLinkRow row;
+    while (cursor->next(row)) out.push_back(row);
+  }
+  tx.commit();
+  return out;
+}
+
+// ---- migrate-incidents ---------------------------------------------------------------
+
+std::vector<LegacyIncidentRow> read_legacy_incident_links(const std::string& path) {
+  return storage::read_legacy_incident_links(path);
+}
+
+namespace {
+
+std::string shown(const std::optional<std::string>& v) { return v ? quote_id(*v) : "NULL"; }
+std::string shown(const std::optional<std::int64_t>& v) {
+  return v ? std::to_string(*v) : "NULL";
+}
+
+// The fields of a group's rows that do not all agree, with their distinct
+// values (the scope is not compared: NULL and '' are the same absence).
+std::vector<std::pair<std::string, std::vector<std::string>>> disagreements(
+    const std::vector<const LegacyIncidentRow*>& rows) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> out;
+  auto field = [&](const char* name, auto get) {
+    std::vector<std::string> values;
+    for (const auto* r : rows) {
+      std::string v = shown(get(*r));
+      if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
+    }
+    if (values.size() > 1) out.emplace_back(name, std::move(values));
+  };
+  field("target", [](const LegacyIncidentRow& r) { return std::optional<std::string>(r.target); });
+  field("status", [](const LegacyIncidentRow& r) { return r.status; });
+  field("event_count", [](const LegacyIncidentRow& r) { return r.event_count; });
+  field("permalink", [](const LegacyIncidentRow& r) { return r.permalink; });
+  field("first_seen", [](const LegacyIncidentRow& r) { return r.first_seen; });
+  field("last_seen", [](const LegacyIncidentRow& r) { return r.last_seen; });
+  field("linked_prs", [](const LegacyIncidentRow& r) { return r.linked_prs; });
+  return out;
+}
+
+IncidentLinked link_of(const LegacyIncidentRow& r) {
+  return IncidentLinked{r.provider,  r.fingerprint, r.org.value_or(""), r.repo.value_or(""),
+                        r.environment.value_or(""), r.target, r.status, r.event_count,
+                        r.permalink, r.first_seen,  r.last_seen, r.linked_prs};
+}
+
+}  // namespace
+
+IncidentImport ControlStore::import_incident_links(const std::vector<LegacyIncidentRow>& rows,
+                                                   bool dry_run, std::optional<Micros> now) {
+  const InUse in_use(*this);
+  if (now) require_now(*now);
+  IncidentImport report;
+  report.dry_run = dry_run;
+  report.rows = static_cast<std::int64_t>(rows.size());
+  // Groups by the canonical key, in key order; rows keep their order.
+  std::map<std::string, std::vector<const LegacyIncidentRow*>> groups;
+  for (const auto& r : rows) {
+    check_key({r.provider, r.fingerprint, r.org.value_or(""), r.repo.value_or(""),
+               r.environment.value_or("")});
+    require_name(r.target, "target");
+    groups[incident_stream_id(r.provider, r.fingerprint, r.org.value_or(""), r.repo.value_or(""),
+                              r.environment.value_or(""))]
+        .push_back(&r);
+  }
+  report.links = static_cast<std::int64_t>(groups.size());
+  auto tx = dry_run ? Transaction::read(*backend_) : Transaction::write(*backend_, sync_for_finish());
+  const Micros at = clock(now);
+  std::vector<IncidentLinked> to_write;
+  for (const auto& [id, group] : groups) {
+    const IncidentLinked link = link_of(*group.front());
+    const IncidentKey key{link.provider, link.fingerprint, link.org, link.repo, link.environment};
+    auto fields = disagreements(group);
+    const auto stored = backend_->find_incident(id);
+    if (fields.empty() && stored && !same_link(link, *stored)) {
+      // The store's own link disagrees: name each field with both values.
+      const IncidentLinkRow& s = *stored;
+      auto both = [&](const char* name, std::string store_value, std::string legacy_value) {
+        if (store_value != legacy_value) {
+          fields.emplace_back(name, std::vector<std::string>{"store: " + store_value,
+                                                             std::move(legacy_value)});
+        }
+      };
+      both("target", quote_id(s.target), quote_id(link.target));
+      both("status", shown(s.status), shown(link.status));
+      both("event_count", shown(s.event_count), shown(link.event_count));
+      both("permalink", shown(s.permalink), shown(link.permalink));
+      both("first_seen", shown(s.first_seen), shown(link.first_seen));
+      both("last_seen", shown(s.last_seen), shown(link.last_seen));
+      both("linked_prs", shown(s.linked_prs), shown(link.linked_prs));
+    }
+    if (!fields.empty()) {
+      IncidentImport::Conflict conflict{key, {}, std::move(fields)};
+      for (const auto* r : group) conflict.rowids.push_back(r->rowid);
+      report.conflicts.push_back(std::move(conflict));
+      continue;
+    }
+    report.collapsed += static_cast<std::int64_t>(group.size()) - 1;
+    if (stored) {
+      ++report.unchanged;
+    } else {
+      ++report.imported;
+      to_write.push_back(link);
+    }
+  }
+  // Fails closed: one conflict and nothing is imported.
+  if (!report.conflicts.empty()) {
+    report.imported = 0;
+    return report;
+  }
+  if (dry_run) return report;
+  for (auto& link : to_write) {
+    const Event event{at, kControlPlane, "", "", std::move(link)};
+    const Seq seq = backend_->append(event);
+    backend_->put_incident(apply(IncidentLinkRow{}, StoredEvent{seq, event}));
+  }
+  tx.commit();
+  return report;
+}
+
+}  // namespace cplane
