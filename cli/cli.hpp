@@ -279,6 +279,33 @@ class Cli {
   Validity set_head(kj::StringPtr text);
   Validity set_record();
   Validity run_gate();
+  // ---- allocate, terminal, incident, migrate-incidents (cli/work.cpp) --------
+  kj::MainFunc allocate_command();
+  Validity set_apply();
+  Validity run_allocate();
+  kj::MainFunc terminal_command();
+  kj::MainFunc terminal_add_command();
+  kj::MainFunc terminal_remove_command();
+  kj::MainFunc terminal_list_command();
+  Validity run_terminal(bool add);
+  Validity run_terminal_list();
+  kj::MainFunc incident_command();
+  kj::MainFunc incident_link_command();
+  kj::MainFunc incident_show_command();
+  kj::MainFunc incident_list_command();
+  kj::MainBuilder& incident_key_options(kj::MainBuilder& b);
+  IncidentKey incident_key() const;
+  Validity set_event_count(kj::StringPtr text);
+  Validity add_linked_pr(kj::StringPtr text);
+  Validity set_incident_target(kj::StringPtr text);
+  static std::string incident_json(const IncidentLinkRow& row);
+  Validity run_incident_link();
+  Validity run_incident_show();
+  Validity run_incident_list();
+  kj::MainFunc migrate_incidents_command();
+  Validity set_from(kj::StringPtr text);
+  Validity run_migrate_incidents();
+  Validity set_priority(kj::StringPtr text);
   Validity set_kind(kj::StringPtr text);
   Validity set_ref(kj::StringPtr text);
   Validity set_author(kj::StringPtr text);
@@ -426,6 +453,15 @@ class Cli {
   std::vector<std::string> actions_;
   std::optional<std::string> action_;
   bool record_ = false;
+  bool apply_ = false;
+  std::optional<std::int32_t> priority_;
+  struct {
+    std::optional<std::string> provider, fingerprint, org, repo, environment, target, status,
+        permalink, first_seen, last_seen;
+  } incident_;
+  std::optional<std::int64_t> incident_event_count_;
+  std::optional<std::vector<std::string>> incident_prs_;
+  std::optional<std::string> from_;
   bool dry_run_ = false;
   // rebuild, restore, recover: one transaction over the whole database,
   // with a larger page cache (SqliteOptions::cache_mib).

@@ -23,6 +23,8 @@ kj::MainFunc Cli::enqueue_command() {
                         "a pr's head revision")
       .addOptionWithArg({"author"}, KJ_BIND_METHOD(*this, set_author), "<session>",
                         "a pr's author")
+      .addOptionWithArg({"priority"}, KJ_BIND_METHOD(*this, set_priority), "<n>",
+                        "the allocator's priority, higher first (default 0)")
       .expectArg("PROJECT", KJ_BIND_METHOD(*this, set_positional))
       .expectOptionalArg("PAYLOAD_JSON", KJ_BIND_METHOD(*this, set_positional))
       .callAfterParsing(KJ_BIND_METHOD(*this, run_enqueue))
@@ -86,9 +88,9 @@ Validity Cli::run_enqueue() {
   if (!batch_ && args_.size() < 2) {
     return "enqueue needs PAYLOAD_JSON (JSON text, - for standard input, @FILE), or --batch";
   }
-  if (batch_ && (kind_ || ref_ || head_ || author_)) {
-    return "enqueue --batch queues plain tasks: --kind, --ref, --head and --author are for one "
-           "item";
+  if (batch_ && (kind_ || ref_ || head_ || author_ || priority_)) {
+    return "enqueue --batch queues plain tasks: --kind, --ref, --head, --author and --priority "
+           "are for one item";
   }
   return run([&] {
     require_name(args_[0], "project id");
@@ -112,6 +114,7 @@ Validity Cli::run_enqueue() {
                                                .ref = ref_.value_or(""),
                                                .head = head_.value_or(""),
                                                .author = author_.value_or(""),
+                                               .priority = priority_.value_or(0),
                                                .actor = actor_,
                                                .now = now_};
     if (options.kind != WorkKind::pr && (head_ || author_)) {
@@ -360,6 +363,9 @@ Validity Cli::run_item() {
                 .str_or_null("expected_head", row.expected_head)
                 .raw("actions", json_strings(row.actions))
                 .str_or_null("close_reason", row.close_reason)
+                .num("priority", row.priority)
+                .num_or_null("terminal_since", row.terminal_since)
+                .str_or_null("terminal_reason", row.terminal_reason)
                 .done());
     } else {
       std::string actions;

@@ -44,6 +44,14 @@ kj::MainFunc Cli::main() {
                      "give a session an item with a lease, atomically (exit 9: wait)")
       .addSubCommand("gate", KJ_BIND_METHOD(*this, gate_command),
                      "may this session mutate this item now? (exit 8: denied)")
+      .addSubCommand("allocate", KJ_BIND_METHOD(*this, allocate_command),
+                     "choose a session's next item; --apply reserves it (exit 9: wait)")
+      .addSubCommand("terminal", KJ_BIND_METHOD(*this, terminal_command),
+                     "the terminal path: items routed first")
+      .addSubCommand("incident", KJ_BIND_METHOD(*this, incident_command),
+                     "link monitoring incidents to the issues that track them")
+      .addSubCommand("migrate-incidents", KJ_BIND_METHOD(*this, migrate_incidents_command),
+                     "import an older control plane's incident links")
       .addSubCommand("item", KJ_BIND_METHOD(*this, item_command), "show an item's row")
       .addSubCommand("events", KJ_BIND_METHOD(*this, events_command),
                      "show an item's events, oldest first")

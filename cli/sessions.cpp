@@ -365,6 +365,13 @@ Validity Cli::set_kind(kj::StringPtr text) {
   return true;
 }
 
+Validity Cli::set_priority(kj::StringPtr text) {
+  auto v = parse_int<std::int32_t>(text);
+  if (!v) return "--priority takes an integer (32-bit, higher first)";
+  priority_ = *v;
+  return true;
+}
+
 Validity Cli::set_ref(kj::StringPtr text) {
   KJ_IF_MAYBE(error, check_name(text, "ref").releaseError()) { return kj::mv(*error); }
   ref_ = std::string(text.cStr(), text.size());
