@@ -1387,11 +1387,7 @@ class SqliteBackend final : public Backend {
 
   std::unique_ptr<Cursor<ItemRow>> scan_allocatable(const std::string& project_id) override {
     auto cursor = std::make_unique<RowCursor<ItemRow>>(
-        db_, fmt::format("SELECT {} FROM items WHERE project_id = ?1 AND status IN ('ready', "
-                         "'claimed') ORDER BY (terminal_since IS NOT NULL) DESC, priority DESC, "
-                         "queued_seq",
-                         kItemColumns),
-        [](const Statement& s, ItemRow& row) { row = read_item(s); });
+        db_, allocation_query(), [](const Statement& s, ItemRow& row) { row = read_item(s); });
     cursor->bind(project_id);
     return cursor;
   }
@@ -1936,6 +1932,13 @@ std::vector<std::string> claim_queries() {
                   "AND lease_expires_at <= ?2 ORDER BY lease_expires_at, queued_seq LIMIT 1",
                   kItemColumns),
   };
+}
+
+std::string allocation_query() {
+  return fmt::format("SELECT {} FROM items WHERE project_id = ?1 AND status IN ('ready', "
+                     "'claimed') ORDER BY (terminal_since IS NOT NULL) DESC, priority DESC, "
+                     "queued_seq",
+                     kItemColumns);
 }
 
 int sqlite_synchronous(Backend& backend) {

@@ -27,6 +27,8 @@ std::unique_ptr<Backend> open_sqlite(const std::string& path, const OpenOptions&
 // oldest ready item, the earliest lapsed lease. Exposed so that a test can
 // check with EXPLAIN QUERY PLAN that each is an index seek.
 std::vector<std::string> claim_queries();
+// The allocator's walk of one project (scan_allocatable), for the same test.
+std::string allocation_query();
 
 // The `synchronous` level (0 OFF, 1 NORMAL, 2 FULL) the connection of a
 // SQLite backend has now; -1 for any other backend. For tests.

@@ -659,7 +659,7 @@ TEST_CASE("a version-4 database migrates to sessions and forge items, keeping it
   CHECK(verify_file(db).empty());
 }
 
-TEST_CASE("export, audit and restore carry sessions and forge items", "[session][export]") {
+TEST_CASE("export, audit and restore carry sessions, forge items, the terminal path and incidents", "[session][export]") {
   TempDir dir;
   Forge f(dir);
   {
@@ -668,6 +668,9 @@ TEST_CASE("export, audit and restore carry sessions and forge items", "[session]
     store.record_mutation("s1", f.pr, fence, "push", {}, T0 + 1);
     store.observe_head(f.pr, "bbb", T0 + 2);
     store.close_session("s2", T0 + 3);
+    store.enter_terminal_path(f.pr, "approved", T0 + 3);
+    store.link_incident({"sentry", "fp", "acme"}, f.pr, {.status = "open", .event_count = 2},
+                        T0 + 3);
   }
   const auto file = dir.file("log.cplane");
   const auto fresh = dir.file("fresh.db");
@@ -679,6 +682,9 @@ TEST_CASE("export, audit and restore carry sessions and forge items", "[session]
   ControlStore a{f.db};
   ControlStore b{fresh};
   CHECK(a.item(f.pr) == b.item(f.pr));
+  CHECK(a.terminal_path() == b.terminal_path());
+  CHECK(a.incidents() == b.incidents());
+  CHECK(b.incidents().size() == 1);
   const auto sa = a.sessions(T0 + 4);
   const auto sb = b.sessions(T0 + 4);
   REQUIRE(sa.size() == sb.size());

@@ -654,6 +654,8 @@ struct ItemsProjection {
   }
   static bool creates(const StreamAudit& a) { return a.created; }
   static bool comparable(const StreamAudit& a) { return a.created && !a.unreadable; }
+  // A row with no history may be the last copy: never erased.
+  static bool erasable(const StreamAudit&) { return false; }
 
   static std::vector<FieldDiff> diff(const Stored& scanned, const Row& folded) {
     const ItemRow& stored = scanned.row;
@@ -815,6 +817,7 @@ class VectorCursor final : public storage::Cursor<Row> {
 struct ProjectStreamProjection {
   static constexpr StreamKind stream = StreamKind::project;
   static bool creates(const StreamAudit&) { return true; }
+  static bool erasable(const StreamAudit&) { return false; }
   static bool comparable(const StreamAudit& a) { return !a.unreadable; }
   static void cross_check(const StreamAudit&, const LogFacts&, std::vector<LedgerProblem>&) {}
   template <class Stored, class Row>
@@ -956,6 +959,9 @@ struct TerminalLocksProjection {
   }
   static bool creates(const StreamAudit& a) { return a.created; }
   static bool comparable(const StreamAudit& a) { return a.created && !a.unreadable; }
+  // The item's history is whole and readable and does not put it on the
+  // terminal path: the lock is made up (the item row is the data).
+  static bool erasable(const StreamAudit& a) { return a.created && !a.unreadable; }
   static void cross_check(const StreamAudit&, const LogFacts&, std::vector<LedgerProblem>&) {}
   static std::vector<FieldDiff> diff(const Stored& stored, const Row& folded) {
     return Differ()
@@ -1012,6 +1018,7 @@ struct IncidentsProjection {
     return {*a.incident};
   }
   static bool creates(const StreamAudit& a) { return a.incident.has_value(); }
+  static bool erasable(const StreamAudit&) { return false; }
   static bool comparable(const StreamAudit& a) { return !a.unreadable; }
   static void cross_check(const StreamAudit&, const LogFacts&, std::vector<LedgerProblem>&) {}
   static std::string opt(const std::optional<std::string>& v) {
@@ -1091,6 +1098,7 @@ struct SessionsProjection {
     return {*a.session};
   }
   static bool creates(const StreamAudit& a) { return a.session.has_value(); }
+  static bool erasable(const StreamAudit&) { return false; }
   static bool comparable(const StreamAudit& a) { return !a.unreadable; }
   static void cross_check(const StreamAudit&, const LogFacts&, std::vector<LedgerProblem>&) {}
   static std::vector<FieldDiff> diff(const Stored& stored, const Row& folded) {
@@ -1231,7 +1239,12 @@ void reconcile(RowSide<P>& side, StreamAudit& audit, const LogFacts& facts, cons
       }
     }
     if (r.report != nullptr) {
-      if (!found) {
+      if (!found && P::erasable(audit)) {
+        // A row its stream's whole, readable history does not make.
+        note(r.report->changes, r.report->changes_total,
+             {P::table, P::stored_key(row), "delete", {}});
+        if (r.write_to != nullptr) P::erase(*r.write_to, row);
+      } else if (!found) {
         // No history at all. The row may be the last copy of an item whose
         // history was lost (the heads and digest are plain values: removing
         // a stream and fixing them needs no hashing), or it was made up
