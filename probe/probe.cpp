@@ -7,7 +7,7 @@
 //                [--timeout S] [--json]
 //
 // Scenarios: concurrent-queue, kill-and-reclaim, lease-storm, crash-writes,
-// assign-race (see README.md, "The probe"). Each run works in a project of
+// assign-race, allocate-race (see README.md, "The probe"). Each run works in a project of
 // its own (probe-<scenario>-<pid>-<time>) claimed through a scoped actor, so
 // an existing store is never disturbed; verify still checks the whole store.
 #include <fcntl.h>
@@ -41,6 +41,7 @@
 #include "events/clock.hpp"
 #include "projections/apply.hpp"
 #include "projections/rules.hpp"
+#include "probe/allocate_race.hpp"
 #include "probe/assign_race.hpp"
 #include "probe/fleet.hpp"
 
@@ -57,7 +58,7 @@ void sleep_for(double seconds) {
 // Worker side: the same binary, started with --worker ROLE.
 
 struct WorkerConfig {
-  std::string role;  // "drain", "hold" or "assign"
+  std::string role;  // "drain", "hold", "assign" or "allocate"
   std::string store;
   std::string project;
   std::string owner;
@@ -499,10 +500,12 @@ class Probe {
       crash_writes(report);
     } else if (config_.scenario == "assign-race") {
       assign_race(report);
+    } else if (config_.scenario == "allocate-race") {
+      allocate_race(report);
     } else {
       std::cerr << "cplane-probe: unknown scenario '" << config_.scenario
                 << "': expected concurrent-queue, kill-and-reclaim, lease-storm, crash-writes "
-                   "or assign-race\n";
+                   "assign-race or allocate-race\n";
       return 2;
     }
     report.print(config_.json, config_.scenario);
@@ -1206,7 +1209,7 @@ class Probe {
 // ---------------------------------------------------------------------------
 
 constexpr const char* kScenarios[] = {"concurrent-queue", "kill-and-reclaim", "lease-storm",
-                                      "crash-writes", "assign-race"};
+                                      "crash-writes", "assign-race", "allocate-race"};
 
 // Thrown to leave with an exit status; caught in main().
 struct Exit {
@@ -1253,7 +1256,8 @@ class Main {
                "when every count is exactly right. A usage error exits 2.",
                "Scenarios: concurrent-queue (default 16 workers, 10000 items), "
                "kill-and-reclaim (4, 500), lease-storm (16, 2000), crash-writes (8, 2000), "
-               "assign-race (16 sessions racing for 4 items).")
+               "assign-race (16 sessions racing for 4 items), allocate-race (16 sessions "
+               "allocating 2000 items).")
         .addOptionWithArg({"store"}, [this](kj::StringPtr s) -> V {
                             if (s.size() == 0) return "--store takes a non-empty path";
                             config_.store = s.cStr();
@@ -1269,11 +1273,12 @@ class Main {
                               }
                             }
                             return "no such scenario: expected concurrent-queue, "
-                                   "kill-and-reclaim, lease-storm, crash-writes or assign-race";
+                                   "kill-and-reclaim, lease-storm, crash-writes, assign-race or "
+                                   "allocate-race";
                           },
                           "<name>",
                           "concurrent-queue, kill-and-reclaim, lease-storm, crash-writes, "
-                          "assign-race")
+                          "assign-race, allocate-race")
         .addOptionWithArg({"workers"}, [this](kj::StringPtr s) -> V {
                             auto v = integer<int>(s);
                             if (!v || *v <= 0) return "--workers takes a positive integer";
@@ -1303,8 +1308,8 @@ class Main {
                    "print one JSON object instead of name=value lines")
         // Internal: how the probe starts its workers.
         .addOptionWithArg({"worker"}, [this](kj::StringPtr s) -> V {
-                            if (s != "drain" && s != "hold" && s != "assign") {
-                              return "--worker takes drain, hold or assign";
+                            if (s != "drain" && s != "hold" && s != "assign" && s != "allocate") {
+                              return "--worker takes drain, hold, assign or allocate";
                             }
                             worker_.role = s.cStr();
                             return true;
@@ -1369,6 +1374,17 @@ class Main {
   int run() {
     try {
       if (worker_.role == "assign") return RaceSession(worker_).run();
+      if (worker_.role == "allocate") {
+        return alloc::run_session({.store = worker_.store,
+                                   .project = worker_.project,
+                                   .session = worker_.session,
+                                   .journal = worker_.record,
+                                   .gate_fd = worker_.gate_fd,
+                                   .lease = worker_.lease,
+                                   .abandon_probability = worker_.stall_probability,
+                                   .abandon_lease = worker_.stall,
+                                   .give_up = worker_.duration});
+      }
       if (!worker_.role.empty()) return run_worker(worker_);
       Probe probe(config_);
       return probe.run();
