@@ -1197,6 +1197,289 @@ class Probe {
     check_verify(report, store);
   }
 
+  // S sessions, each in its own process, drain one project through
+  // allocate_next(apply): each finishes what it is given, gives some back
+  // and abandons a few to their leases. Meanwhile the control plane (this
+  // process) moves items onto the terminal path and off, and requests
+  // changes on the pull requests of one session, the author (or approves
+  // them). See probe/allocate_race.hpp for the journals and every check
+  // made of them.
+  void allocate_race(Report& report) {
+    const int workers = workers_or(16);
+    const std::int64_t items = items_or(2'000);
+    const double lease = 30, abandon_lease = 0.25, abandon_probability = 0.02;
+    auto session_of = [&](int w) { return fmt::format("{}-s{}", project_, w); };
+    const std::string author = session_of(0);
+
+    // The control plane's connection: what it writes are observations,
+    // which a power loss may drop without breaking any fence.
+    ControlStore store{config_.store, {.durability = Durability::normal}};
+    store.create_project(project_, "cplane probe allocate-race");
+    store.grant(project_, project_);
+    std::mt19937 rng(std::random_device{}());
+    auto uniform = [&](double low, double high) {
+      return std::uniform_real_distribution<double>(low, high)(rng);
+    };
+    std::vector<alloc::Observation> observations;
+    std::int64_t path_refused = 0;
+    auto observe = [&](alloc::Observation::Kind kind, const std::string& item, ReviewState review) {
+      alloc::Observation o{kind, item, review, false, now_micros(), 0};
+      try {
+        if (kind == alloc::Observation::Kind::enter_path) {
+          o.changed = store.enter_terminal_path(item, "probe: ready to merge");
+        } else if (kind == alloc::Observation::Kind::leave_path) {
+          o.changed = store.leave_terminal_path(item);
+        } else {
+          o.changed = store.observe_review(item, review);
+        }
+      } catch (const InvalidArgument&) {
+        ++path_refused;  // finished meanwhile: only an open item goes on the path
+        return;
+      }
+      o.t1 = now_micros();
+      observations.push_back(o);
+    };
+
+    // The queue: tasks, issues and pull requests over five priorities; a
+    // third of the pull requests are the author's.
+    constexpr std::int32_t kPriorities[] = {-1, 0, 0, 0, 0, 0, 1, 1, 2, 5};
+    std::vector<std::string> ids, authored, others;
+    for (std::int64_t i = 0; i < items; ++i) {
+      ControlStore::EnqueueOptions o{.priority = kPriorities[rng() % std::size(kPriorities)]};
+      const double kind = uniform(0, 1);
+      if (kind < 0.4) {
+        o.kind = WorkKind::pr;
+        o.ref = fmt::format("probe/alloc#{}", i);
+        o.head = fmt::format("h{}", i);
+        o.author = uniform(0, 1) < 0.35 ? author : fmt::format("someone-{}", i % 7);
+      } else if (kind < 0.6) {
+        o.kind = WorkKind::issue;
+        o.ref = fmt::format("probe/alloc#{}", i);
+      }
+      // The first item is the author's, on the terminal path with changes
+      // requested: every other session skips it until the author takes it.
+      if (i == 0) {
+        o = {.kind = WorkKind::pr, .ref = "probe/alloc#0", .head = "h0", .author = author,
+             .priority = 5};
+      }
+      ids.push_back(store.enqueue(project_, fmt::format(R"({{"n":{}}})", i), o));
+      (o.author == author ? authored : others).push_back(ids.back());
+    }
+    using Kind = alloc::Observation::Kind;
+    observe(Kind::enter_path, ids[0], ReviewState::none);
+    observe(Kind::review, ids[0], ReviewState::changes_requested);
+    for (std::size_t i = 1; i < ids.size(); ++i) {
+      if (uniform(0, 1) < 0.03) observe(Kind::enter_path, ids[i], ReviewState::none);
+    }
+    for (std::size_t i = 1; i < authored.size(); ++i) {
+      if (uniform(0, 1) < 0.4) observe(Kind::review, authored[i], ReviewState::changes_requested);
+    }
+    for (const auto& id : others) {
+      // Approved is no routing; the others' prs are never changes_requested
+      // (their authors are no sessions: nobody could take them).
+      if (!id.empty() && uniform(0, 1) < 0.1 && store.item(id).kind == WorkKind::pr) {
+        observe(Kind::review, id, ReviewState::approved);
+      }
+    }
+    const std::size_t setup_observations = observations.size();
+
+    fleet::StartGate gate;
+    for (int w = 0; w < workers; ++w) {
+      spawn("allocate", w, &gate, lease, abandon_probability, abandon_lease, -1,
+            {"--session", session_of(w), "--duration", fmt::format("{}", config_.timeout)});
+    }
+    sleep_for(0.3);  // let every session open
+    const double t0 = seconds_now();
+    gate.release();
+
+    // The control plane, while the sessions drain: open items go onto the
+    // terminal path and off, the author's prs get changes requested or
+    // approved (held ones too: routing decides the next allocation).
+    auto open_item = [&](const std::vector<std::string>& from) -> std::optional<std::string> {
+      for (int tries = 0; tries < 8 && !from.empty(); ++tries) {
+        const std::string& id = from[rng() % from.size()];
+        const auto status = store.item(id).status;
+        if (status == ItemStatus::ready || status == ItemStatus::claimed) return id;
+      }
+      return std::nullopt;
+    };
+    int failures = 0;
+    bool timed_out = false;
+    while (any_running(failures)) {
+      if (seconds_now() > deadline()) {
+        kill_all();
+        timed_out = true;
+        break;
+      }
+      sleep_for(uniform(0.002, 0.008));
+      const double r = uniform(0, 1);
+      if (r < 0.4) {
+        if (auto id = open_item(ids)) observe(Kind::enter_path, *id, ReviewState::none);
+      } else if (r < 0.55) {
+        if (auto id = open_item(ids)) observe(Kind::leave_path, *id, ReviewState::none);
+      } else if (auto id = open_item(authored)) {
+        observe(Kind::review, *id,
+                r < 0.85 ? ReviewState::changes_requested : ReviewState::approved);
+      }
+    }
+    const double elapsed = seconds_now() - t0;
+
+    std::vector<alloc::Journal> journals;
+    for (int w = 0; w < workers; ++w) {
+      if (std::filesystem::exists(record_path(w))) {
+        journals.push_back(alloc::read_journal(record_path(w)));
+      }
+    }
+    std::map<std::string, std::vector<StoredEvent>> ledger;
+    for (const auto& id : ids) ledger[id] = store.events(id);
+    const double j0 = seconds_now();
+    const alloc::Findings f =
+        alloc::judge(journals, ledger, observations, static_cast<Micros>(lease * 1e6),
+                     static_cast<Micros>(abandon_lease * 1e6));
+    const double judge_seconds = seconds_now() - j0;
+
+    std::int64_t during_run = 0;
+    for (std::size_t i = setup_observations; i < observations.size(); ++i) {
+      if (observations[i].changed) ++during_run;
+    }
+    const auto counts = store.status_counts(project_);
+    const std::set<std::string> id_set(ids.begin(), ids.end());
+    std::int64_t left_on_path = 0;
+    for (const auto& lock : store.terminal_path()) left_on_path += id_set.count(lock.item_id);
+    std::int64_t sessions_open = 0, sessions_holding = 0, sessions_seen = 0;
+    for (const auto& info : store.sessions()) {
+      if (info.row.session_id.rfind(project_ + "-s", 0) != 0) continue;
+      ++sessions_seen;
+      if (info.row.is_open()) ++sessions_open;
+      if (!info.items.empty()) ++sessions_holding;
+    }
+
+    report.count("workers", workers);
+    report.count("items", items);
+    report.count("author_prs", authored.size());
+    report.fixed("lease_s", lease);
+    report.fixed("abandon_lease_s", abandon_lease);
+    report.fixed("elapsed_s", elapsed);
+    report.fixed("allocations_per_s", f.rounds / elapsed, 0);
+    report.count("worker_failures", failures);
+    report.count("timed_out", timed_out ? 1 : 0);
+    report.count("rounds", f.rounds);
+    report.count("assigned", f.assigned);
+    report.count("wait", f.wait);
+    report.count("no_safe_work", f.no_safe_work);
+    report.count("previews", f.previews);
+    report.count("finishes", f.finishes_ok);
+    report.count("finishes_refused", f.finishes_refused);
+    report.count("releases", f.releases_ok);
+    report.count("releases_refused", f.releases_refused);
+    report.count("abandoned", f.abandoned);
+    report.count("released_by_session_close", f.released_by_close);
+    report.count("contended_assignments", f.contended_assignments);
+    report.count("told_routed_skips", f.told_routed_skips);
+    report.count("told_foreign_skips", f.told_foreign_skips);
+    report.count("control_plane_changes_during_run", during_run);
+    report.count("control_plane_refused", path_refused);
+    report.count("terminal_path_entered", f.terminal_path_entered);
+    report.count("terminal_path_left", f.terminal_path_left);
+    report.count("review_changes", f.review_changes);
+    report.count("assigned_events", f.assigned_events);
+    report.count("released_events", f.released_events);
+    report.count("finished_done", f.finished_done);
+    report.count("items_done_once", f.items_done_once);
+    report.count("items_not_done", f.items_not_done);
+    report.count("items_finished_twice", f.items_finished_twice);
+    report.count("items_never_assigned", f.items_never_assigned);
+    report.count("finished_by_non_holder", f.finished_by_non_holder);
+    report.count("handovers_by_lapse", f.handovers_by_lapse);
+    report.count("handovers_after_release", f.handovers_after_release);
+    report.count("handovers_observed", f.handovers_observed);
+    report.fixed("tightest_handover_ms", f.tightest_handover_ms);
+    report.count("max_concurrent_believers", f.max_concurrent_believers);
+    report.count("assigned_over_live_lease", f.assigned_over_live_lease);
+    report.count("assigned_after_terminal", f.assigned_after_terminal);
+    report.count("fence_violations", f.fence_violations);
+    report.count("routed_assignments", f.routed_assignments);
+    report.count("routing_violations", f.routing_violations);
+    report.count("plans_checked", f.plans_checked);
+    report.count("choice_mismatches", f.choice_mismatches);
+    report.count("skip_mismatches", f.skip_mismatches);
+    report.count("lease_mismatches", f.lease_mismatches);
+    report.count("assigned_on_terminal_path", f.assigned_on_terminal_path);
+    report.count("terminal_skipped_for_another", f.terminal_skipped_for_another);
+    report.count("chosen_below_skipped_priority", f.chosen_below_skipped_priority);
+    report.count("idle_exact", f.idle_exact);
+    report.count("idle_unexplained", f.idle_unexplained);
+    report.count("idle_while_work_stood_by", f.idle_while_work_stood_by);
+    report.count("previews_explained", f.previews_explained);
+    report.count("previews_unexplained", f.previews_unexplained);
+    report.count("unledgered_answers", f.unledgered_answers);
+    report.count("untold_assignments", f.untold_assignments);
+    report.count("finish_mismatches", f.finish_mismatches);
+    report.count("release_mismatches", f.release_mismatches);
+    report.count("observation_mismatches", f.observation_mismatches);
+    report.count("malformed_answers", f.malformed_answers);
+    report.count("foreign_events", f.foreign_events);
+    report.count("stamps_out_of_order", f.stamps_out_of_order);
+    report.count("left_on_terminal_path", left_on_path);
+    report.count("sessions_open_after", sessions_open);
+    report.count("sessions_holding_after", sessions_holding);
+    report.fixed("judge_seconds", judge_seconds);
+
+    report.check(!timed_out && failures == 0, "every session process exited cleanly before --timeout");
+    report.check(static_cast<int>(journals.size()) == workers && sessions_seen == workers,
+                 "every session left a journal and a session row");
+    // Every item, exactly once.
+    report.check(f.items == items && f.items_done_once == items && f.finished_done == items &&
+                     counts.done == items,
+                 "every item was finished exactly once, done (done == items)");
+    report.check(f.items_never_assigned == 0 && f.items_not_done == 0 &&
+                     f.items_finished_twice == 0 && counts.ready + counts.claimed +
+                     counts.failed + counts.closed + counts.invalid == 0,
+                 "no item was left open, never assigned or finished twice");
+    report.check(f.finished_by_non_holder == 0, "every finish was its holder's, under its fence");
+    // Never two holders.
+    report.check(f.assigned_over_live_lease == 0 && f.assigned_after_terminal == 0,
+                 "no assignment took a live or terminal item");
+    report.check(f.max_concurrent_believers == 1,
+                 "no two sessions were told they held one item at one moment");
+    report.check(f.fence_violations == 0, "each assignment's fence is one above the item's last");
+    // The allocator's order and routing, exactly.
+    report.check(f.routing_violations == 0,
+                 "no changes_requested item was assigned to anyone but its author");
+    report.check(f.plans_checked == f.assigned_events && f.choice_mismatches == 0,
+                 "every assignment is the rules' first eligible item at its place in the log");
+    report.check(f.skip_mismatches == 0,
+                 "every assignment listed the candidates the rules skip, in rank order");
+    report.check(f.lease_mismatches == 0, "every lease is the one asked for, from the event's time");
+    report.check(f.idle_unexplained == 0 && f.idle_while_work_stood_by == 0,
+                 "every wait and no_safe_work is the rules' answer for a state in its call");
+    // The journals and the ledger, one to one.
+    report.check(f.unledgered_answers == 0 && f.untold_assignments == 0 &&
+                     f.assigned == f.assigned_events,
+                 "every assignment told is in the ledger, and every one there was told");
+    report.check(f.finish_mismatches == 0 && f.finishes_ok == items,
+                 "every finish told is in the ledger, and only those");
+    report.check(f.release_mismatches == 0 && f.releases_ok + f.released_by_close == f.released_events,
+                 "every release told is in the ledger, and only those");
+    report.check(f.finishes_refused == 0 && f.releases_refused == 0,
+                 "no finish or release under a live lease was refused");
+    report.check(f.observation_mismatches == 0 && f.foreign_events == 0,
+                 "the ledger holds the control plane's changes and nothing else");
+    report.check(f.malformed_answers == 0, "every answer is one the API has");
+    report.check(left_on_path == 0, "finishing took every item off the terminal path");
+    report.check(sessions_open == 0 && sessions_holding == 0,
+                 "every session closed and holds nothing");
+    // Not vacuous: the race, the routing and the terminal path all happened.
+    report.check(f.told_foreign_skips > 0 && f.told_routed_skips > 0,
+                 "sessions were told of foreign leases and routed items they skipped");
+    report.check(f.routed_assignments > 0, "the author was given its changes_requested prs");
+    report.check(f.assigned_on_terminal_path > 0 && during_run > 0,
+                 "terminal-path items were allocated; the control plane changed things meanwhile");
+    report.check(f.handovers_after_release > 0 && f.handovers_by_lapse > 0,
+                 "items changed hands both after a release and by lapse");
+    check_verify(report, store);
+  }
+
   Config config_;
   std::string project_;
   std::string scratch_;
