@@ -10,6 +10,7 @@
 //   cplane-bench --scenario depth     [--max-depth 1000000]
 //   cplane-bench --scenario verify    [--max-items 1000000]
 //   cplane-bench --scenario assign-gate [--items 2000] [--durability D]
+//   cplane-bench --scenario allocate  [--items 2000] [--max-depth 1000000] [--durability D]
 //   cplane-bench --plot DIR           (drain-matrix + depth, as PNG charts; needs gnuplot)
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -21,6 +22,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -225,9 +227,10 @@ class Bench {
                            "Benchmarks of cplane on SQLite; one JSON object per result line.")
         .addOptionWithArg({"scenario"}, KJ_BIND_METHOD(*this, set_scenario), "<name>",
                           "enqueue, single, drain, drain-matrix, latency, depth, verify, "
-                          "assign-gate")
+                          "assign-gate, allocate")
         .addOptionWithArg({"items"}, KJ_BIND_METHOD(*this, set_items), "<n>",
-                          "items to drain (default 10000; assign-gate 2000)")
+                          "items to drain (default 10000; assign-gate 2000; allocate: "
+                          "calls per depth, 2000)")
         .addOptionWithArg({"workers"}, KJ_BIND_METHOD(*this, set_workers), "<n>",
                           "worker processes (default 16)")
         .addOptionWithArg({"batch"}, KJ_BIND_METHOD(*this, set_batch), "<n>",
@@ -241,7 +244,7 @@ class Bench {
                           "how writers wait: a fair flock queue (default) or SQLite's "
                           "busy_timeout alone")
         .addOptionWithArg({"max-depth"}, KJ_BIND_METHOD(*this, set_max), "<n>",
-                          "depth scenario: deepest queue (default 1000000)")
+                          "depth and allocate scenarios: deepest queue (default 1000000)")
         .addOptionWithArg({"max-items"}, KJ_BIND_METHOD(*this, set_max), "<n>",
                           "verify scenario: largest store (default 1000000)")
         .addOptionWithArg({"plot"}, KJ_BIND_METHOD(*this, set_plot), "<dir>",
@@ -319,9 +322,11 @@ class Bench {
         verify();
       } else if (scenario_ == "assign-gate") {
         assign_gate();
+      } else if (scenario_ == "allocate") {
+        allocate();
       } else {
         return "--scenario is one of enqueue, single, drain, drain-matrix, latency, depth, "
-               "verify, assign-gate (or use --plot DIR)";
+               "verify, assign-gate, allocate (or use --plot DIR)";
       }
     } catch (const std::exception& e) {
       std::cerr << "cplane-bench: " << e.what() << '\n';
@@ -533,6 +538,162 @@ class Bench {
         ms(heartbeat, 99), ms(claim_heartbeat, 50), ms(claim_heartbeat, 99),
         ms(assign_record, 50) / ms(claim_heartbeat, 50),
         ms(assign_record, 99) / ms(claim_heartbeat, 99)));
+  }
+
+  // The allocator's cost against the depth of the queue, with claim +
+  // finish at the same depths as the baseline. Each depth gets a store of
+  // its own with that many open items: a tenth issues and prs at priorities
+  // 1 to 3, spread through the queue, the rest tasks at 0; and on the
+  // terminal path, kPathFree items the session may take, kPathHeld that
+  // another session holds and kPathRouted whose changes go back to their
+  // author, these ten ranked first. So every allocation walks past the same
+  // ten candidates before it chooses, whatever the depth. Then one session,
+  // call after call: a preview (apply=false), the allocation (apply=true),
+  // and a release or a finish, in turn (a finished item is replaced,
+  // untimed, so the depth and the shape stay). The baseline: claim, then
+  // finish, each item replaced likewise.
+  void allocate() {
+    constexpr int kPathFree = 10, kPathHeld = 5, kPathRouted = 5;
+    const std::int64_t calls = items_given_ ? items_ : 2'000;
+    const std::string session = "bench-session", payload = R"({"task":"benchmark item"})";
+    struct Figures {
+      std::int64_t depth = 0;
+      double allocate50 = 0, allocate99 = 0, preview50 = 0, preview99 = 0;
+      double claim50 = 0, claim99 = 0, allocate_report50 = 0, claim_finish50 = 0;
+    };
+    std::vector<Figures> figures;
+    auto ms = [](const std::vector<double>& samples, double p) {
+      return 1e3 * fleet::percentile(samples, p);
+    };
+    for (std::int64_t depth : {1'000LL, 10'000LL, 100'000LL, 1'000'000LL}) {
+      if (depth > max_) break;
+      ScratchDir dir;
+      const auto db = dir.file("bench.db");
+      const double b0 = seconds_now();
+      std::set<std::string> free_path;  // on the terminal path, free to take
+      {
+        ControlStore build{db, {.durability = Durability::normal}};
+        build.create_project("bench", "Benchmark");
+        const std::int64_t plain = depth - kPathFree - kPathHeld - kPathRouted;
+        std::vector<std::string> payloads;
+        for (std::int64_t queued = 0; queued < plain;) {
+          const auto n = std::min<std::int64_t>(900, plain - queued);
+          payloads.assign(static_cast<std::size_t>(n), payload);
+          build.enqueue_batch("bench", payloads);
+          queued += n;
+          for (int k = 0; k < 100 && queued < plain; ++k, ++queued) {
+            build.enqueue("bench", payload,
+                          ControlStore::EnqueueOptions{
+                              .kind = k % 2 == 0 ? WorkKind::pr : WorkKind::issue,
+                              .ref = fmt::format("bench/r#{}", queued),
+                              .priority = 1 + k % 3});
+          }
+        }
+        build.open_session("bench-other");
+        for (int k = 0; k < kPathHeld + kPathRouted; ++k) {
+          const bool routed = k >= kPathHeld;
+          const auto id = build.enqueue(
+              "bench", payload,
+              ControlStore::EnqueueOptions{.kind = WorkKind::pr,
+                                           .ref = fmt::format("bench/top#{}", k),
+                                           .head = "head-1",
+                                           .author = routed ? "bench-author" : "",
+                                           .priority = 5});
+          build.enter_terminal_path(id, "bench");
+          if (routed) {
+            build.observe_review(id, ReviewState::changes_requested);
+          } else if (!build.assign_and_lease("bench-other", id, {"push"}, Seconds{86'400})) {
+            throw std::runtime_error("allocate: the other session was not given its item");
+          }
+        }
+        for (int k = 0; k < kPathFree; ++k) {
+          const auto id = build.enqueue("bench", payload,
+                                        ControlStore::EnqueueOptions{.priority = k % 4});
+          build.enter_terminal_path(id, "bench");
+          free_path.insert(id);
+        }
+      }
+      const double build_s = seconds_now() - b0;
+
+      ControlStore store{db, {.durability = durability_}};
+      store.open_session(session);
+      std::vector<double> preview, allocate, allocate_report, claim, claim_finish;
+      std::int64_t exact = 0;
+      for (std::int64_t i = 0; i < calls; ++i) {
+        const double t0 = seconds_now();
+        const Allocation p = store.allocate_next(session, false);
+        const double t1 = seconds_now();
+        const Allocation a = store.allocate_next(session, true);
+        const double t2 = seconds_now();
+        const bool finish = i % 2 == 1;
+        if (a.outcome == AllocateOutcome::assigned) {
+          if (finish) {
+            store.finish(a.item_id, a.fence, Outcome::done);
+          } else {
+            store.release(a.item_id, a.fence, "bench");
+          }
+        }
+        const double t3 = seconds_now();
+        preview.push_back(t1 - t0);
+        allocate.push_back(t2 - t1);
+        allocate_report.push_back(t3 - t1);
+        // The choice: a free item on the terminal path, past the ten
+        // ranked before it, as the preview said.
+        if (p.outcome == AllocateOutcome::preview && a.outcome == AllocateOutcome::assigned &&
+            p.item_id == a.item_id && p.fence == a.fence &&
+            a.skipped_total == kPathHeld + kPathRouted && free_path.count(a.item_id) == 1) {
+          ++exact;
+        }
+        if (finish && free_path.erase(a.item_id) == 1) {
+          const auto id = store.enqueue(
+              "bench", payload,
+              ControlStore::EnqueueOptions{.priority = store.item(a.item_id).priority});
+          store.enter_terminal_path(id, "bench");
+          free_path.insert(id);
+        }
+      }
+      for (std::int64_t i = 0; i < calls; ++i) {
+        const double t0 = seconds_now();
+        const auto c = store.claim("bench-worker");
+        const double t1 = seconds_now();
+        if (!c) throw std::runtime_error("allocate: the baseline's claim found nothing");
+        store.finish(c->item_id, c->fence, Outcome::done);
+        const double t2 = seconds_now();
+        claim.push_back(t1 - t0);
+        claim_finish.push_back(t2 - t0);
+        store.enqueue("bench", payload);
+      }
+      const double v0 = seconds_now();
+      const bool clean = verify_ledger(store).empty();
+      const double verify_s = seconds_now() - v0;
+      const auto counts = store.status_counts("bench");
+      const std::int64_t open = counts.ready + counts.claimed;
+      if (exact != calls || !clean || open != depth) {
+        throw std::runtime_error(fmt::format(
+            "allocate: {} of {} allocations came out exact; verify {}; {} open of {}", exact,
+            calls, clean ? "clean" : "found problems", open, depth));
+      }
+      const Figures fig{depth, ms(allocate, 50), ms(allocate, 99), ms(preview, 50),
+                        ms(preview, 99), ms(claim, 50), ms(claim, 99),
+                        ms(allocate_report, 50), ms(claim_finish, 50)};
+      figures.push_back(fig);
+      emit(fmt::format(
+          R"({{"scenario":"allocate","depth":{},"durability":"{}","calls":{},"skipped_per_call":{},"build_s":{:.1f},"allocate_p50_ms":{:.3f},"allocate_p99_ms":{:.3f},"preview_p50_ms":{:.3f},"preview_p99_ms":{:.3f},"allocate_report_p50_ms":{:.3f},"allocate_report_p99_ms":{:.3f},"claim_p50_ms":{:.3f},"claim_p99_ms":{:.3f},"claim_finish_p50_ms":{:.3f},"claim_finish_p99_ms":{:.3f},"verify_s":{:.1f}}})",
+          depth, cplane::to_string(durability_), calls, kPathHeld + kPathRouted, build_s,
+          fig.allocate50, fig.allocate99, fig.preview50, fig.preview99, fig.allocate_report50,
+          ms(allocate_report, 99), fig.claim50, fig.claim99, fig.claim_finish50,
+          ms(claim_finish, 99), verify_s));
+    }
+    if (figures.size() < 2) return;
+    const Figures& low = figures.front();
+    const Figures& high = figures.back();
+    emit(fmt::format(
+        R"({{"scenario":"allocate-ratio","from_depth":{},"to_depth":{},"allocate_p50":{:.2f},"allocate_p99":{:.2f},"preview_p50":{:.2f},"preview_p99":{:.2f},"claim_p50":{:.2f},"claim_p99":{:.2f},"allocate_report_p50":{:.2f},"claim_finish_p50":{:.2f}}})",
+        low.depth, high.depth, high.allocate50 / low.allocate50, high.allocate99 / low.allocate99,
+        high.preview50 / low.preview50, high.preview99 / low.preview99,
+        high.claim50 / low.claim50, high.claim99 / low.claim99,
+        high.allocate_report50 / low.allocate_report50,
+        high.claim_finish50 / low.claim_finish50));
   }
 
   void plot(const std::string& dir) {

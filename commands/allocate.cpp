@@ -41,15 +41,16 @@ bool ranks_before(const ItemRow& a, const ItemRow& b) {
 }
 
 CandidateFate judge_candidate(const ItemRow& row, std::string_view session, Micros now) {
-  // Routing first: a change requested goes back to the author, whoever
-  // holds the item now.
-  if (row.review == ReviewState::changes_requested && row.author != session) {
+  const bool live = lease_live(row, now);
+  // What the session holds is not a candidate at all, whatever its routing.
+  if (live && row.session == session) return CandidateFate::own;
+  // A change requested goes back to its author (a pr with no author has
+  // nobody to go back to: it is routed as any other item).
+  if (row.review == ReviewState::changes_requested && !row.author.empty() &&
+      row.author != session) {
     return CandidateFate::routed_to_author;
   }
-  if (lease_live(row, now)) {
-    return row.session == session ? CandidateFate::own : CandidateFate::foreign_lease;
-  }
-  return CandidateFate::take;
+  return live ? CandidateFate::foreign_lease : CandidateFate::take;
 }
 
 AllocationPlan plan_allocation(std::vector<ItemRow> candidates, std::string_view session,

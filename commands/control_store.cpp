@@ -78,8 +78,11 @@ Micros require_lease(Seconds lease) {
 // Explicit clocks stay where lease arithmetic cannot overflow, and not
 // before the epoch (so a lease expiry is never 0, which means "none").
 Micros require_now(Micros now) {
-  if (now < 0) {
-    throw InvalidArgument("now must be a number of microseconds since the epoch, not negative");
+  // 0 means "none" in rows (a closed_at, a terminal path's since, a lease's
+  // end): a command's time is after the epoch.
+  if (now <= 0) {
+    throw InvalidArgument(
+        "now must be a number of microseconds since the epoch, not negative and not 0");
   }
   if (now > kMaxNow) {
     throw InvalidArgument(fmt::format("now is {}, past the latest time cplane accepts ({} "

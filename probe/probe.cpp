@@ -1221,12 +1221,14 @@ class Probe {
       return std::uniform_real_distribution<double>(low, high)(rng);
     };
     std::vector<alloc::Observation> observations;
+    std::vector<std::string> put_on_path;
     std::int64_t path_refused = 0;
     auto observe = [&](alloc::Observation::Kind kind, const std::string& item, ReviewState review) {
       alloc::Observation o{kind, item, review, false, now_micros(), 0};
       try {
         if (kind == alloc::Observation::Kind::enter_path) {
           o.changed = store.enter_terminal_path(item, "probe: ready to merge");
+          if (o.changed) put_on_path.push_back(item);
         } else if (kind == alloc::Observation::Kind::leave_path) {
           o.changed = store.leave_terminal_path(item);
         } else {
@@ -1243,7 +1245,7 @@ class Probe {
     // The queue: tasks, issues and pull requests over five priorities; a
     // third of the pull requests are the author's.
     constexpr std::int32_t kPriorities[] = {-1, 0, 0, 0, 0, 0, 1, 1, 2, 5};
-    std::vector<std::string> ids, authored, others;
+    std::vector<std::string> ids, authored, other_prs;
     for (std::int64_t i = 0; i < items; ++i) {
       ControlStore::EnqueueOptions o{.priority = kPriorities[rng() % std::size(kPriorities)]};
       const double kind = uniform(0, 1);
@@ -1263,7 +1265,11 @@ class Probe {
              .priority = 5};
       }
       ids.push_back(store.enqueue(project_, fmt::format(R"({{"n":{}}})", i), o));
-      (o.author == author ? authored : others).push_back(ids.back());
+      if (o.author == author) {
+        authored.push_back(ids.back());
+      } else if (o.kind == WorkKind::pr) {
+        other_prs.push_back(ids.back());
+      }
     }
     using Kind = alloc::Observation::Kind;
     observe(Kind::enter_path, ids[0], ReviewState::none);
@@ -1274,12 +1280,10 @@ class Probe {
     for (std::size_t i = 1; i < authored.size(); ++i) {
       if (uniform(0, 1) < 0.4) observe(Kind::review, authored[i], ReviewState::changes_requested);
     }
-    for (const auto& id : others) {
+    for (const auto& id : other_prs) {
       // Approved is no routing; the others' prs are never changes_requested
       // (their authors are no sessions: nobody could take them).
-      if (!id.empty() && uniform(0, 1) < 0.1 && store.item(id).kind == WorkKind::pr) {
-        observe(Kind::review, id, ReviewState::approved);
-      }
+      if (uniform(0, 1) < 0.1) observe(Kind::review, id, ReviewState::approved);
     }
     const std::size_t setup_observations = observations.size();
 
@@ -1293,8 +1297,9 @@ class Probe {
     gate.release();
 
     // The control plane, while the sessions drain: open items go onto the
-    // terminal path and off, the author's prs get changes requested or
-    // approved (held ones too: routing decides the next allocation).
+    // terminal path and off (held ones too), the author's prs get changes
+    // requested or approved (held ones too: routing decides the next
+    // allocation, not who holds it now).
     auto open_item = [&](const std::vector<std::string>& from) -> std::optional<std::string> {
       for (int tries = 0; tries < 8 && !from.empty(); ++tries) {
         const std::string& id = from[rng() % from.size()];
@@ -1311,12 +1316,12 @@ class Probe {
         timed_out = true;
         break;
       }
-      sleep_for(uniform(0.002, 0.008));
+      sleep_for(uniform(0.001, 0.004));
       const double r = uniform(0, 1);
-      if (r < 0.4) {
+      if (r < 0.35) {
         if (auto id = open_item(ids)) observe(Kind::enter_path, *id, ReviewState::none);
       } else if (r < 0.55) {
-        if (auto id = open_item(ids)) observe(Kind::leave_path, *id, ReviewState::none);
+        if (auto id = open_item(put_on_path)) observe(Kind::leave_path, *id, ReviewState::none);
       } else if (auto id = open_item(authored)) {
         observe(Kind::review, *id,
                 r < 0.85 ? ReviewState::changes_requested : ReviewState::approved);
@@ -1470,7 +1475,7 @@ class Probe {
     report.check(sessions_open == 0 && sessions_holding == 0,
                  "every session closed and holds nothing");
     // Not vacuous: the race, the routing and the terminal path all happened.
-    report.check(f.told_foreign_skips > 0 && f.told_routed_skips > 0,
+    report.check(workers == 1 || (f.told_foreign_skips > 0 && f.told_routed_skips > 0),
                  "sessions were told of foreign leases and routed items they skipped");
     report.check(f.routed_assignments > 0, "the author was given its changes_requested prs");
     report.check(f.assigned_on_terminal_path > 0 && during_run > 0,

@@ -524,11 +524,14 @@ TEST_CASE("an explicit clock must not be negative nor overflow a lease", "[comma
   CHECK_THROWS_AS(store.claim("w1", {.now = -1}), InvalidArgument);
   CHECK(count(db, "events") == 2);
   CHECK(store.claim("w1", {.now = kT0}).has_value());
-  // The epoch itself is a valid clock: a lease from 0 expires after 0.
-  store.enqueue("alpha", "{}", {}, 0);
-  auto early = store.claim("w2", {.lease = Seconds{1}, .now = 0});
+  // The epoch itself is refused: 0 means "none" in rows (a session's
+  // closed_at, a terminal path's since), so a command at 0 would be lost.
+  CHECK_THROWS_AS(store.enqueue("alpha", "{}", {}, 0), InvalidArgument);
+  CHECK_THROWS_AS(store.close_session("s", 0), InvalidArgument);
+  store.enqueue("alpha", "{}", {}, 1);
+  auto early = store.claim("w2", {.lease = Seconds{1}, .now = 1});
   REQUIRE(early);
-  CHECK(early->lease_expires_at == 1'000'000);
+  CHECK(early->lease_expires_at == 1'000'001);
 }
 
 TEST_CASE("a payload over 1 MiB is refused before anything is written", "[commands]") {

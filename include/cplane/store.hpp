@@ -82,7 +82,7 @@ inline constexpr Micros kMaxNow = std::numeric_limits<Micros>::max() / 2;
 // (the CLI) that refuse bad input before they open a store. Each throws
 // InvalidArgument with a sentence, or returns the value in microseconds.
 Micros require_lease(Seconds lease);   // positive, finite, at most kMaxLeaseSeconds
-Micros require_now(Micros now);        // 0 ..= kMaxNow
+Micros require_now(Micros now);        // 1 ..= kMaxNow
 void require_payload(std::string_view payload_json);  // JSON, at most 1 MiB
 void require_outcome(Outcome outcome);  // done or failed
 // Ids, owners and actors: printable UTF-8 of 1 to kMaxNameBytes bytes, no
@@ -458,7 +458,9 @@ class ControlStore {
   // routed_to_author); one under another's live lease is skipped
   // (foreign_lease); items the session holds are not candidates. apply:
   // reserves the choice through assign_and_lease in the same transaction
-  // (assigned); else a dry run (preview), writing nothing. Nothing eligible:
+  // (assigned); else a dry run (preview), writing nothing. Routing is the
+  // allocator's: assign_and_lease and claim, which name or take an item
+  // directly, do not route. Nothing eligible:
   // wait (until the earliest foreign lease skipped lapses) or no_safe_work.
   // Preview and apply run the same planner. `actions` may be empty (the
   // session then holds the item but may mutate nothing). NotFound for an
