@@ -398,6 +398,7 @@ Validity Cli::run_migrate_incidents() {
       auto store = open(Access::create);
       report = store.import_incident_links(rows, false, now_);
     }
+    report.dry_run = dry_run_;
     changed_ = !dry_run_ && report.imported > 0;
     if (json_) {
       std::string conflicts = "[";

@@ -33,7 +33,7 @@ void check_key(const IncidentKey& key) {
 }
 
 void check_observation(const IncidentObservation& o) {
-  if (o.status) require_name(*o.status, "status");
+  if (o.status && !o.status->empty()) require_name(*o.status, "status");  // "" is a value
   if (o.event_count && *o.event_count < 0) {
     throw InvalidArgument(fmt::format("an event count must not be negative ({})", *o.event_count));
   }
@@ -151,23 +151,46 @@ std::vector<LegacyIncidentRow> read_legacy_incident_links(const std::string& pat
 
 namespace {
 
-std::string shown(const std::optional<std::string>& v) { return v ? quote_id(*v) : "NULL"; }
+// A value as a conflict shows it: whole (never cut, unlike quote_id), in
+// quotes with '\\', '\'' and control bytes escaped, or NULL. Distinct values
+// show distinct.
+std::string shown(const std::optional<std::string>& v) {
+  if (!v) return "NULL";
+  std::string out = "'";
+  for (const char c : *v) {
+    const auto b = static_cast<unsigned char>(c);
+    if (c == '\\' || c == '\'') {
+      out += '\\';
+      out += c;
+    } else if (b < 0x20 || b == 0x7f) {
+      out += fmt::format("\\x{:02x}", b);
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
 std::string shown(const std::optional<std::int64_t>& v) {
   return v ? std::to_string(*v) : "NULL";
 }
 
-// The fields of a group's rows that do not all agree, with their distinct
-// values (the scope is not compared: NULL and '' are the same absence).
+// The fields of a group's rows that do not all agree, compared as raw
+// values (bytes, and NULL apart from ''), with their distinct values shown.
+// The scope is not compared: NULL and '' are the same absence there.
 std::vector<std::pair<std::string, std::vector<std::string>>> disagreements(
     const std::vector<const LegacyIncidentRow*>& rows) {
   std::vector<std::pair<std::string, std::vector<std::string>>> out;
   auto field = [&](const char* name, auto get) {
-    std::vector<std::string> values;
+    std::vector<decltype(get(*rows.front()))> values;
     for (const auto* r : rows) {
-      std::string v = shown(get(*r));
+      auto v = get(*r);
       if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
     }
-    if (values.size() > 1) out.emplace_back(name, std::move(values));
+    if (values.size() > 1) {
+      std::vector<std::string> texts;
+      for (const auto& v : values) texts.push_back(shown(v));
+      out.emplace_back(name, std::move(texts));
+    }
   };
   field("target", [](const LegacyIncidentRow& r) { return std::optional<std::string>(r.target); });
   field("status", [](const LegacyIncidentRow& r) { return r.status; });
@@ -197,9 +220,18 @@ IncidentImport ControlStore::import_incident_links(const std::vector<LegacyIncid
   // Groups by the canonical key, in key order; rows keep their order.
   std::map<std::string, std::vector<const LegacyIncidentRow*>> groups;
   for (const auto& r : rows) {
-    check_key({r.provider, r.fingerprint, r.org.value_or(""), r.repo.value_or(""),
-               r.environment.value_or("")});
-    require_name(r.target, "target");
+    // The checks link_incident makes: a legacy row no link could hold is
+    // refused (naming it), never imported as it is or dropped.
+    try {
+      check_key({r.provider, r.fingerprint, r.org.value_or(""), r.repo.value_or(""),
+                 r.environment.value_or("")});
+      require_name(r.target, "target");
+      check_observation({r.status, r.event_count, r.permalink, r.first_seen, r.last_seen, {}});
+      if (r.linked_prs) require_size(*r.linked_prs, kMaxMetadataBytes, "linked_prs");
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(fmt::format("legacy row {}: {}; nothing was imported", r.rowid,
+                                        e.what()));
+    }
     groups[incident_stream_id(r.provider, r.fingerprint, r.org.value_or(""), r.repo.value_or(""),
                               r.environment.value_or(""))]
         .push_back(&r);
@@ -222,7 +254,8 @@ IncidentImport ControlStore::import_incident_links(const std::vector<LegacyIncid
                                                              std::move(legacy_value)});
         }
       };
-      both("target", quote_id(s.target), quote_id(link.target));
+      both("target", shown(std::optional<std::string>(s.target)),
+           shown(std::optional<std::string>(link.target)));
       both("status", shown(s.status), shown(link.status));
       both("event_count", shown(s.event_count), shown(link.event_count));
       both("permalink", shown(s.permalink), shown(link.permalink));

@@ -446,6 +446,37 @@ TEST_CASE("migrate-incidents fails closed on any conflict, naming every group, a
     CHECK(sql_column(db, "SELECT count(*) FROM events") == before);
     CHECK(sql_column(db, "SELECT count(*) FROM incident_links").at(0) == "1");
   }
+  SECTION("values that differ only past 80 bytes, or only in how they would be shown") {
+    const std::string long_url = "https://acme.sentry.io/organizations/acme/issues/"
+                                 "4505123456789012/?project=4505&query=is%3Aunresolved";
+    REQUIRE(long_url.size() > 80);
+    const auto subtle = dir.file("subtle.db");
+    std::filesystem::rename(legacy, dir.file("first.db"));
+    legacy_db(dir, std::string(kInsert) + "('sentry', 'p', NULL, NULL, NULL, 't', NULL, NULL, '" +
+                       long_url + "111', NULL, NULL, NULL), ('sentry', 'p', '', '', '', 't', NULL, "
+                       "NULL, '" + long_url + "999', NULL, NULL, NULL), ('sentry', 'q', NULL, "
+                       "NULL, NULL, 't', NULL, NULL, CAST(x'ff' AS TEXT), NULL, NULL, NULL), "
+                       "('sentry', 'q', '', '', '', 't', NULL, NULL, '\\xff', NULL, NULL, NULL);");
+    std::filesystem::rename(dir.file("legacy.db"), subtle);
+    const auto db = dir.file("t.db");
+    const auto r = run_cli({"migrate-incidents", "--from", subtle, "--db", db});
+    CHECK_EXIT(r, 6);
+    CHECK_THAT(r.out, Catch::Contains("111'") && Catch::Contains("999'") &&
+                          Catch::Contains("conflict: sentry q"));
+    CHECK_FALSE(std::filesystem::exists(db));
+  }
+  SECTION("a legacy row no link could hold is refused, naming it") {
+    const auto bad = dir.file("bad.db");
+    std::filesystem::rename(legacy, dir.file("first.db"));
+    legacy_db(dir, std::string(kInsert) + "('sentry', 'n', NULL, NULL, NULL, 't', NULL, -4, NULL, "
+                                          "NULL, NULL, NULL);");
+    std::filesystem::rename(dir.file("legacy.db"), bad);
+    const auto db = dir.file("t.db");
+    const auto r = run_cli({"migrate-incidents", "--from", bad, "--db", db});
+    CHECK_EXIT(r, 2);
+    CHECK_THAT(r.err, Catch::Contains("legacy row 1"));
+    CHECK_FALSE(std::filesystem::exists(db));
+  }
   SECTION("a file that is not a legacy database") {
     const auto db = dir.file("t.db");
     std::ofstream(dir.file("junk.db")) << "not sqlite";
