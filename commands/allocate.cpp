@@ -53,13 +53,20 @@ CandidateFate judge_candidate(const ItemRow& row, std::string_view session, Micr
   return live ? CandidateFate::foreign_lease : CandidateFate::take;
 }
 
-AllocationPlan plan_allocation(std::vector<ItemRow> candidates, std::string_view session,
-                               Micros now, std::size_t max_listed) {
-  std::sort(candidates.begin(), candidates.end(), ranks_before);
+Candidate candidate_of(const ItemRow& row, CandidateFate fate) {
+  return Candidate{row.item_id, row.terminal_since != 0, row.priority, row.queued_seq, fate,
+                   row.lease_expires_at};
+}
+
+AllocationPlan plan_allocation(std::vector<Candidate> candidates, std::size_t max_listed) {
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.on_path != b.on_path) return a.on_path;
+    if (a.priority != b.priority) return a.priority > b.priority;
+    return a.queued_seq < b.queued_seq;
+  });
   AllocationPlan plan;
   for (auto& row : candidates) {
-    if (is_terminal(row.status)) continue;  // never a candidate (the scan gives none)
-    const CandidateFate fate = judge_candidate(row, session, now);
+    const CandidateFate fate = row.fate;
     if (fate == CandidateFate::own) continue;
     if (fate == CandidateFate::take) {
       plan.chosen = std::move(row);
@@ -97,7 +104,7 @@ Allocation ControlStore::allocate_next(const std::string& session, bool apply,
   // Per project in scope, an index walk in the allocator's order that stops
   // at the first item the session may take: the cost grows with the
   // candidates skipped before it, never with the depth of the queue.
-  std::vector<ItemRow> candidates;
+  std::vector<Candidate> candidates;
   for (const auto& project :
        backend_->project_ids(holder.actor.empty() ? nullptr : &holder.actor)) {
     auto cursor = backend_->scan_allocatable(project);
@@ -105,11 +112,11 @@ Allocation ControlStore::allocate_next(const std::string& session, bool apply,
     while (cursor->next(row)) {
       const CandidateFate fate = judge_candidate(row, session, at);
       if (fate == CandidateFate::own) continue;
-      candidates.push_back(row);
+      candidates.push_back(candidate_of(row, fate));
       if (fate == CandidateFate::take) break;
     }
   }
-  AllocationPlan plan = plan_allocation(std::move(candidates), session, at, kMaxSkippedListed);
+  AllocationPlan plan = plan_allocation(std::move(candidates), kMaxSkippedListed);
   Allocation out;
   out.skipped = std::move(plan.skipped);
   out.skipped_total = plan.skipped_total;
@@ -118,14 +125,17 @@ Allocation ControlStore::allocate_next(const std::string& session, bool apply,
     out.until = plan.until;
     return out;
   }
+  // The walk read what ranks and judges; the choice is read whole.
+  const std::optional<ItemRow> chosen = backend_->find_item(plan.chosen->item_id);
+  if (!chosen) throw InternalError("the allocator's choice vanished inside its transaction");
   AssignDecision decision =
-      decide_assign(plan.chosen, true, session, allowed, lease_us, acting_for(holder), at);
+      decide_assign(chosen, true, session, allowed, lease_us, acting_for(holder), at);
   if (!decision.answer.is_assigned() || !decision.event ||
       !std::holds_alternative<ItemAssigned>(decision.event->body)) {
     throw InternalError(fmt::format("the allocator chose item {}, which assign would not take",
-                                    quote_id(plan.chosen->item_id)));
+                                    quote_id(chosen->item_id)));
   }
-  out.item_id = plan.chosen->item_id;
+  out.item_id = chosen->item_id;
   out.fence = decision.answer.fence;
   out.lease_expires_at = decision.answer.lease_expires_at;
   out.expected_head = decision.answer.expected_head;
@@ -135,7 +145,7 @@ Allocation ControlStore::allocate_next(const std::string& session, bool apply,
     return out;  // the read transaction ends: nothing written
   }
   const Seq seq = backend_->append(*decision.event);
-  backend_->put_item(cplane::apply(*plan.chosen, StoredEvent{seq, *decision.event}));
+  backend_->put_item(cplane::apply(*chosen, StoredEvent{seq, *decision.event}));
   tx.commit();
   out.outcome = AllocateOutcome::assigned;
   return out;

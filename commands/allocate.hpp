@@ -25,8 +25,21 @@ enum class CandidateFate {
 };
 CandidateFate judge_candidate(const ItemRow& row, std::string_view session, Micros now);
 
+// What the planner keeps of a candidate: its rank, its fate and (for a
+// foreign lease) when that lease ends. Small, so that a walk past many
+// candidates keeps little.
+struct Candidate {
+  std::string item_id;
+  bool on_path = false;
+  std::int32_t priority = 0;
+  Seq queued_seq = 0;
+  CandidateFate fate = CandidateFate::take;
+  Micros lease_expires_at = 0;
+};
+Candidate candidate_of(const ItemRow& row, CandidateFate fate);
+
 struct AllocationPlan {
-  std::optional<ItemRow> chosen;
+  std::optional<Candidate> chosen;
   std::vector<SkippedCandidate> skipped;  // at most max_listed, in rank order
   std::int64_t skipped_total = 0;
   Micros until = 0;  // the earliest end of a foreign lease skipped (0: none)
@@ -34,7 +47,7 @@ struct AllocationPlan {
 
 // Walks `candidates` (any order; open items only) in rank order: the first
 // the session may take is chosen, and each skipped before it is listed.
-AllocationPlan plan_allocation(std::vector<ItemRow> candidates, std::string_view session,
-                               Micros now, std::size_t max_listed);
+// (Candidates the session holds are not passed in: they are not candidates.)
+AllocationPlan plan_allocation(std::vector<Candidate> candidates, std::size_t max_listed);
 
 }  // namespace cplane

@@ -103,6 +103,10 @@ struct ScannedItem {
   std::string invalid_status;
   std::string invalid_kind;
   std::string invalid_review;
+  // priority or terminal_since stored as something the engine never
+  // writes (text, a priority beyond 32 bits, a terminal_since of 0 that is
+  // not NULL): the allocator's index would read it otherwise than the row.
+  std::string invalid_routing;
 };
 
 template <class Row>
@@ -179,7 +183,11 @@ class Backend {
 
   // The open items (ready or claimed) of a project in the allocator's order:
   // on the terminal path first, then higher priority, then queued first. An
-  // index walk: the caller stops at the first it can take.
+  // index walk: the caller stops at the first it can take. Rows carry only
+  // what the allocator ranks and judges by (item and project id, status,
+  // session, lease end, review, author, terminal_since, priority,
+  // queued_seq): read the chosen one whole with find_item. One walk at a
+  // time per connection.
   virtual std::unique_ptr<Cursor<ItemRow>> scan_allocatable(const std::string& project_id) = 0;
 
   // ---- the terminal path (terminal_locks) -------------------------------------

@@ -301,6 +301,11 @@ const char* const kItemValues =
 const char* const kIncidentColumns =
     "provider, fingerprint, org, repo, environment, target, status, event_count, permalink, "
     "first_seen, last_seen, linked_prs, incident_id, linked_at, updated_at, last_seq";
+// What the allocator ranks and judges by: no payload, so that a walk past
+// many candidates reads little.
+const char* const kAllocationColumns =
+    "item_id, project_id, status, session, lease_expires_at, review, author, terminal_since, "
+    "priority, queued_seq";
 const char* const kSessionColumns =
     "session_id, actor, opened_at, last_seen_at, closed_at, last_seq";
 
@@ -577,8 +582,19 @@ void fill_item(const Statement& s, ScannedItem& scanned) {
   s.text_into(20, row.expected_head);
   s.text_into(21, row.close_reason);
   row.head_moved = s.i64(22) != 0;
-  row.priority = static_cast<std::int32_t>(s.i64(23));
+  scanned.invalid_routing.clear();
+  const std::int64_t priority = s.i64(23);
+  if (s.type(23) != SQLITE_INTEGER || priority < std::numeric_limits<std::int32_t>::min() ||
+      priority > std::numeric_limits<std::int32_t>::max()) {
+    scanned.invalid_routing = fmt::format("priority '{}'", s.text(23));
+  }
+  row.priority = static_cast<std::int32_t>(priority);
+  const int since_type = s.type(24);
   row.terminal_since = s.i64(24);
+  if (since_type != SQLITE_NULL && (since_type != SQLITE_INTEGER || row.terminal_since == 0) &&
+      scanned.invalid_routing.empty()) {
+    scanned.invalid_routing = fmt::format("terminal_since '{}'", s.text(24));
+  }
   s.text_into(25, row.terminal_reason);
 }
 
@@ -589,7 +605,8 @@ ItemRow read_item(const Statement& s) {
   fill_item(s, scanned);
   for (const auto& [what, value] : {std::pair{"status", &scanned.invalid_status},
                                     std::pair{"kind", &scanned.invalid_kind},
-                                    std::pair{"review state", &scanned.invalid_review}}) {
+                                    std::pair{"review state", &scanned.invalid_review},
+                                    std::pair{"routing value", &scanned.invalid_routing}}) {
     if (value->empty()) continue;
     throw StorageError(StorageError::Category::corruption,
                        fmt::format("item {} has an unknown {} '{}' (edited behind cplane's "
@@ -740,6 +757,31 @@ class RowCursor final : public Cursor<Row> {
  private:
   Statement stmt_;
   Fill fill_;
+};
+
+// A walk of the allocation statement (kAllocationColumns), reset when done.
+class AllocationCursor final : public Cursor<ItemRow> {
+ public:
+  explicit AllocationCursor(Statement& s) : stmt_(s) {}
+  ~AllocationCursor() override { stmt_.reset(); }
+  bool next(ItemRow& row) override {
+    if (!stmt_.step()) return false;
+    row = ItemRow{};
+    stmt_.text_into(0, row.item_id);
+    stmt_.text_into(1, row.project_id);
+    row.status = parse_item_status(stmt_.text(2)).value_or(ItemStatus::ready);
+    stmt_.text_into(3, row.session);
+    row.lease_expires_at = stmt_.i64(4);
+    row.review = parse_review_text(stmt_.text(5)).value_or(ReviewState::none);
+    stmt_.text_into(6, row.author);
+    row.terminal_since = stmt_.i64(7);
+    row.priority = static_cast<std::int32_t>(stmt_.i64(8));
+    row.queued_seq = stmt_.i64(9);
+    return true;
+  }
+
+ private:
+  Statement& stmt_;
 };
 
 SessionRow read_session(const Statement& s) {
@@ -1386,10 +1428,8 @@ class SqliteBackend final : public Backend {
   }
 
   std::unique_ptr<Cursor<ItemRow>> scan_allocatable(const std::string& project_id) override {
-    auto cursor = std::make_unique<RowCursor<ItemRow>>(
-        db_, allocation_query(), [](const Statement& s, ItemRow& row) { row = read_item(s); });
-    cursor->bind(project_id);
-    return cursor;
+    // The statement is prepared once per connection; one walk at a time.
+    return std::make_unique<AllocationCursor>(stmts_.allocation.bind(project_id));
   }
 
   void put_terminal_lock(const TerminalLockRow& r) override {
@@ -1549,7 +1589,7 @@ class SqliteBackend final : public Backend {
     Statement append, stream_events, find_head, put_head, update_head, put_digest, load_digest;
     Statement find_item, insert_item, put_item, delete_item;
     Statement find_session, put_session, delete_session, session_items;
-    Statement put_terminal_lock, delete_terminal_lock;
+    Statement put_terminal_lock, delete_terminal_lock, allocation;
     Statement find_incident, put_incident, delete_incident;
     Statement oldest_ready, earliest_lapsed;
     Statement find_project, put_project, delete_project;
@@ -1876,6 +1916,7 @@ class SqliteBackend final : public Backend {
     stmts_.put_terminal_lock =
         p("INSERT OR REPLACE INTO terminal_locks (item_id, since, reason) VALUES (?1, ?2, ?3)");
     stmts_.delete_terminal_lock = p("DELETE FROM terminal_locks WHERE item_id = ?1");
+    stmts_.allocation = p(allocation_query());
     stmts_.find_incident =
         p(fmt::format("SELECT {} FROM incident_links WHERE incident_id = ?1", kIncidentColumns));
     stmts_.put_incident = p(fmt::format(
@@ -1938,7 +1979,7 @@ std::string allocation_query() {
   return fmt::format("SELECT {} FROM items WHERE project_id = ?1 AND status IN ('ready', "
                      "'claimed') ORDER BY (terminal_since IS NOT NULL) DESC, priority DESC, "
                      "queued_seq",
-                     kItemColumns);
+                     kAllocationColumns);
 }
 
 int sqlite_synchronous(Backend& backend) {

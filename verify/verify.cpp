@@ -696,8 +696,14 @@ struct ItemsProjection {
     d.text("actions", join(stored.actions), join(folded.actions));
     d.text("expected_head", stored.expected_head, folded.expected_head);
     d.add("head_moved", stored.head_moved, folded.head_moved);
-    d.add("priority", stored.priority, folded.priority);
-    d.add("terminal_since", stored.terminal_since, folded.terminal_since);
+    if (!scanned.invalid_routing.empty()) {
+      // Read back as the engine never writes it: always a difference.
+      d.add("priority", quoted(scanned.invalid_routing) + " (not as written)",
+            fmt::format("{}, terminal_since {}", folded.priority, folded.terminal_since));
+    } else {
+      d.add("priority", stored.priority, folded.priority);
+      d.add("terminal_since", stored.terminal_since, folded.terminal_since);
+    }
     d.text("terminal_reason", stored.terminal_reason, folded.terminal_reason);
     d.text("close_reason", stored.close_reason, folded.close_reason);
     return d.done();
