@@ -121,8 +121,11 @@ IncidentLinkRow ControlStore::incident(const IncidentKey& key) {
   tx.commit();
   if (!row) {
     throw NotFound(NotFound::Reason::unknown_incident,
-                   fmt::format("no incident link for {} {}", quote_id(key.provider),
-                               quote_id(key.fingerprint)));
+                   fmt::format("no incident link for provider {}, fingerprint {}, org {}, repo {}, "
+                               "environment {}",
+                               quote_id(key.provider), quote_id(key.fingerprint),
+                               quote_id(key.org), quote_id(key.repo),
+                               quote_id(key.environment)));
   }
   return std::move(*row);
 }
