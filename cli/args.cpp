@@ -100,7 +100,12 @@ std::string default_db_path(bool create_folder) {
 constexpr std::array kValueOptions = {"--db",     "--now",   "--durability", "--lock-timeout",
                                       "--actor",  "--owner", "--lease",      "--max",
                                       "--fence",  "--status", "--detail",    "--project",
-                                      "--batch",    "--reason"};
+                                      "--batch",    "--reason", "--kind",      "--ref",
+                                      "--head",   "--author", "--priority",  "--actions",
+                                      "--action", "--provider", "--fingerprint", "--org",
+                                      "--repo",   "--environment", "--target", "--event-count",
+                                      "--permalink", "--first-seen", "--last-seen", "--pr",
+                                      "--from"};
 
 std::vector<std::string> join_option_values(int argc, char** argv) {
   std::vector<std::string> out;

@@ -230,7 +230,21 @@ IncidentImport ControlStore::import_incident_links(const std::vector<LegacyIncid
                  r.environment.value_or("")});
       require_name(r.target, "target");
       check_observation({r.status, r.event_count, r.permalink, r.first_seen, r.last_seen, {}});
-      if (r.linked_prs) require_size(*r.linked_prs, kMaxMetadataBytes, "linked_prs");
+      if (r.linked_prs) {
+        require_size(*r.linked_prs, kMaxMetadataBytes, "linked_prs");
+        // Each reference as `incident link --pr` takes it.
+        std::vector<std::string> prs;
+        std::string_view rest = *r.linked_prs;
+        if (!rest.empty()) {
+          for (;;) {
+            const auto comma = rest.find(',');
+            prs.emplace_back(rest.substr(0, comma));
+            if (comma == std::string_view::npos) break;
+            rest.remove_prefix(comma + 1);
+          }
+        }
+        check_observation({{}, {}, {}, {}, {}, prs});
+      }
     } catch (const InvalidArgument& e) {
       throw InvalidArgument(fmt::format("legacy row {}: {}; nothing was imported", r.rowid,
                                         e.what()));

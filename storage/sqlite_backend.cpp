@@ -774,8 +774,23 @@ class AllocationCursor final : public Cursor<ItemRow> {
     row.lease_expires_at = stmt_.i64(4);
     row.review = parse_review_text(stmt_.text(5)).value_or(ReviewState::none);
     stmt_.text_into(6, row.author);
+    // The walk's order is SQL's, on the raw columns: a value the engine
+    // never writes would rank the row otherwise than the planner does.
+    const std::int64_t priority = stmt_.i64(8);
+    if (stmt_.type(8) != SQLITE_INTEGER || priority < std::numeric_limits<std::int32_t>::min() ||
+        priority > std::numeric_limits<std::int32_t>::max() ||
+        (stmt_.type(7) != SQLITE_NULL &&
+         (stmt_.type(7) != SQLITE_INTEGER || stmt_.i64(7) == 0))) {
+      const std::string id = row.item_id;
+      stmt_.reset();
+      throw StorageError(StorageError::Category::corruption,
+                         fmt::format("item {} has a priority or terminal_since stored as cplane "
+                                     "never writes it (edited behind cplane's back?): run cplane "
+                                     "verify, then cplane rebuild",
+                                     quote_id(id)));
+    }
     row.terminal_since = stmt_.i64(7);
-    row.priority = static_cast<std::int32_t>(stmt_.i64(8));
+    row.priority = static_cast<std::int32_t>(priority);
     row.queued_seq = stmt_.i64(9);
     return true;
   }

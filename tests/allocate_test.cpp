@@ -232,6 +232,36 @@ TEST_CASE("the allocator's walk is an index scan in order, with no sort", "[allo
   CHECK(plan.find("TEMP B-TREE") == std::string::npos);
 }
 
+TEST_CASE("a routing value edited behind the engine's back stops the allocator, never misroutes",
+          "[allocate][tamper]") {
+  for (const char* tamper : {"UPDATE items SET priority = 4294967297 WHERE priority = 1",
+                             "UPDATE items SET priority = 'abc' WHERE priority = 1",
+                             "UPDATE items SET terminal_since = 0 WHERE priority = 1"}) {
+    DYNAMIC_SECTION(tamper) {
+      TempDir dir;
+      Queue q(dir);
+      {
+        ControlStore store{q.db};
+        enqueue(store, "alpha", {.priority = 1});
+        enqueue(store, "alpha", {.priority = 20});
+        enqueue(store, "beta", {.priority = 10});
+      }
+      sql(q.db, tamper);
+      ControlStore store{q.db};
+      const auto events = events_count(q.db);
+      try {
+        store.allocate_next("s1", true, {}, {}, T0 + 1);
+        FAIL("allocated over a tampered row");
+      } catch (const StorageError& e) {
+        CHECK(e.category() == StorageError::Category::corruption);
+      }
+      CHECK(events_count(q.db) == events);
+      rebuild(store, false);
+      CHECK(store.allocate_next("s1", false, {}, {}, T0 + 2).outcome == AllocateOutcome::preview);
+    }
+  }
+}
+
 TEST_CASE("the terminal path: added, listed, removed, dropped when the item ends",
           "[terminal]") {
   TempDir dir;
@@ -467,6 +497,15 @@ TEST_CASE("migrate-incidents fails closed on any conflict, naming every group, a
     CHECK_EXIT(r, 6);
     CHECK_THAT(r.out, Catch::Contains("111'") && Catch::Contains("999'") &&
                           Catch::Contains("conflict: sentry q"));
+    CHECK_FALSE(std::filesystem::exists(db));
+  }
+  SECTION("linked pull requests no link could hold are refused") {
+    std::filesystem::rename(legacy, dir.file("first.db"));
+    legacy_db(dir, std::string(kInsert) + "('sentry', 'n', NULL, NULL, NULL, 't', NULL, NULL, "
+                                          "NULL, NULL, NULL, 'o/r#2,,o/r#3');");
+    const auto db = dir.file("t.db");
+    const auto r = run_cli({"migrate-incidents", "--from", dir.file("legacy.db"), "--db", db});
+    CHECK_EXIT(r, 2);
     CHECK_FALSE(std::filesystem::exists(db));
   }
   SECTION("a legacy row no link could hold is refused, naming it") {

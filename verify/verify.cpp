@@ -698,7 +698,7 @@ struct ItemsProjection {
     d.add("head_moved", stored.head_moved, folded.head_moved);
     if (!scanned.invalid_routing.empty()) {
       // Read back as the engine never writes it: always a difference.
-      d.add("priority", quoted(scanned.invalid_routing) + " (not as written)",
+      d.add("priority", scanned.invalid_routing + " (not as cplane writes it)",
             fmt::format("{}, terminal_since {}", folded.priority, folded.terminal_since));
     } else {
       d.add("priority", stored.priority, folded.priority);
