@@ -57,6 +57,18 @@ reason=$("$CPLANE" gate agent-1 "$pr" --fence 1 --action push --now $((T + 45000
 echo "after the head moved on the forge, agent-1's next push was denied: $reason (exit $?)"
 set -e
 "$CPLANE" finish "$pr" --fence 1 --status done --now $((T + 46000000)) >/dev/null
+# The allocator picks agent-2's next item: the terminal path first, then
+# priority, then age; --apply reserves it in the same transaction.
+"$CPLANE" enqueue alpha '{"task": "triage"}' --priority 5 --now $((T + 46500000)) >/dev/null
+urgent=$("$CPLANE" enqueue alpha '{"task": "merge the approved fix"}' --now $((T + 46500000)))
+"$CPLANE" terminal add "$urgent" --reason approved --now $((T + 46600000)) >/dev/null
+"$CPLANE" allocate agent-2 --now $((T + 46700000))
+got=$("$CPLANE" allocate agent-2 --apply --actions merge --json --now $((T + 46700000)))
+if [ "$(echo "$got" | sed -E 's/.*"item_id":"([^"]+)".*/\1/')" != "$urgent" ]; then
+  echo "unexpected allocation: $got" >&2
+  exit 1
+fi
+echo "agent-2 was given the item on the terminal path before the priority-5 one"
 "$CPLANE" session close agent-1 --now $((T + 47000000)) >/dev/null
 "$CPLANE" session close agent-2 --now $((T + 47000000)) >/dev/null
 "$CPLANE" verify
