@@ -48,8 +48,7 @@ Validity Cli::run_verify() {
           if (json_) {
             print_raw(problem_json(p, printed++ > 0));
           } else {
-            print(fmt::format("{} {}: {}", p.kind, p.item_id.empty() ? p.project_id : p.item_id,
-                              p.detail));
+            print(problem_line(p));
           }
         },
         progress("verify"));
@@ -79,14 +78,21 @@ std::string Cli::problems_json(const std::vector<LedgerProblem>& problems) {
   return out + "]";
 }
 
+// "kind ID: detail", naming the item (else the project); a problem of a
+// session or incident stream names it in its detail: "kind: detail".
+std::string Cli::problem_line(const LedgerProblem& p) {
+  const std::string& id = p.item_id.empty() ? p.project_id : p.item_id;
+  return id.empty() ? fmt::format("{}: {}", p.kind, p.detail)
+                    : fmt::format("{} {}: {}", p.kind, id, p.detail);
+}
+
 void Cli::print_problems(const std::vector<LedgerProblem>& problems) {
   if (json_) {
     print(problems_json(problems));
     return;
   }
   for (const auto& p : problems) {
-    print(fmt::format("{} {}: {}", p.kind, p.item_id.empty() ? p.project_id : p.item_id,
-                      p.detail));
+    print(problem_line(p));
   }
 }
 

@@ -333,6 +333,7 @@ class Cli {
   void print_problems(const std::vector<LedgerProblem>& problems);
   static std::string problems_json(const std::vector<LedgerProblem>& problems);
   static std::string problem_json(const LedgerProblem& p, bool comma);
+  static std::string problem_line(const LedgerProblem& p);
 
   kj::MainFunc rebuild_command();
   Validity set_dry_run();
