@@ -185,7 +185,8 @@ CREATE INDEX items_alloc ON items(project_id, (terminal_since IS NOT NULL) DESC,
 CREATE TABLE terminal_locks (
   item_id TEXT PRIMARY KEY,
   since   INTEGER NOT NULL,
-  reason  TEXT NOT NULL
+  reason  TEXT NOT NULL,
+  item    TEXT GENERATED ALWAYS AS (item_id) VIRTUAL
 ) WITHOUT ROWID;
 CREATE TABLE incident_links (
   provider    TEXT NOT NULL,
