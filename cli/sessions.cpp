@@ -2,6 +2,7 @@
 // agents' side of the control plane (see README.md, "Sessions, the lease
 // lifecycle and the gate").
 #include "cli/cli.hpp"
+#include "events/json.hpp"
 
 namespace cplane::cli {
 
@@ -234,19 +235,14 @@ kj::MainFunc Cli::assign_command() {
 }
 
 Validity Cli::set_actions(kj::StringPtr text) {
-  std::string_view rest(text.cStr(), text.size());
-  std::vector<std::string> actions;
-  for (;;) {
-    const auto comma = rest.find(',');
-    const std::string_view one = rest.substr(0, comma);
+  if (text.size() == 0) return "--actions needs ACTION[,ACTION...]";
+  const auto actions = split_list(std::string_view(text.cStr(), text.size()));
+  for (const auto& one : actions) {
     try {
       require_action(one);
     } catch (const InvalidArgument& e) {
       return kj::str("--actions: ", e.what());
     }
-    actions.emplace_back(one);
-    if (comma == std::string_view::npos) break;
-    rest.remove_prefix(comma + 1);
   }
   actions_.insert(actions_.end(), actions.begin(), actions.end());
   return true;

@@ -1,6 +1,7 @@
 // cplane allocate, terminal add|remove|list, incident link|show|list,
 // migrate-incidents: routing work, and the incidents that are never work.
 #include "cli/cli.hpp"
+#include "events/json.hpp"
 
 namespace cplane::cli {
 
@@ -266,17 +267,7 @@ std::string Cli::incident_json(const IncidentLinkRow& r) {
   opt(o, "permalink", r.permalink);
   opt(o, "first_seen", r.first_seen);
   opt(o, "last_seen", r.last_seen);
-  std::vector<std::string> prs;
-  if (r.linked_prs) {
-    std::string_view rest = *r.linked_prs;
-    while (!rest.empty()) {
-      const auto comma = rest.find(',');
-      prs.emplace_back(rest.substr(0, comma));
-      if (comma == std::string_view::npos) break;
-      rest.remove_prefix(comma + 1);
-    }
-  }
-  o.raw("linked_prs", r.linked_prs ? json_strings(prs) : "null")
+  o.raw("linked_prs", r.linked_prs ? json_strings(split_list(*r.linked_prs)) : "null")
       .num("linked_at", r.linked_at)
       .num("updated_at", r.updated_at)
       .num("last_seq", r.last_seq);

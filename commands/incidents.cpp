@@ -10,6 +10,7 @@
 
 #include "commands/internal.hpp"
 #include "events/errors.hpp"
+#include "events/json.hpp"
 #include "projections/apply.hpp"
 #include "storage/backend.hpp"
 #include "storage/legacy_incidents.hpp"
@@ -52,11 +53,6 @@ void check_observation(const IncidentObservation& o) {
   }
 }
 
-std::string join(const std::vector<std::string>& list) {
-  std::string out;
-  for (const auto& s : list) out += (out.empty() ? "" : ",") + s;
-  return out;
-}
 
 // The link an upsert makes of `before` (if any): the given parts replace,
 // the others stay.
@@ -77,7 +73,7 @@ IncidentLinked merged(const IncidentKey& key, const std::string& target,
   if (o.permalink) e.permalink = o.permalink;
   if (o.first_seen) e.first_seen = o.first_seen;
   if (o.last_seen) e.last_seen = o.last_seen;
-  if (o.linked_prs) e.linked_prs = join(*o.linked_prs);
+  if (o.linked_prs) e.linked_prs = join_list(*o.linked_prs);
   return e;
 }
 
@@ -233,17 +229,7 @@ IncidentImport ControlStore::import_incident_links(const std::vector<LegacyIncid
       if (r.linked_prs) {
         require_size(*r.linked_prs, kMaxMetadataBytes, "linked_prs");
         // Each reference as `incident link --pr` takes it.
-        std::vector<std::string> prs;
-        std::string_view rest = *r.linked_prs;
-        if (!rest.empty()) {
-          for (;;) {
-            const auto comma = rest.find(',');
-            prs.emplace_back(rest.substr(0, comma));
-            if (comma == std::string_view::npos) break;
-            rest.remove_prefix(comma + 1);
-          }
-        }
-        check_observation({{}, {}, {}, {}, {}, prs});
+        check_observation({{}, {}, {}, {}, {}, split_list(*r.linked_prs)});
       }
     } catch (const InvalidArgument& e) {
       throw InvalidArgument(fmt::format("legacy row {}: {}; nothing was imported", r.rowid,

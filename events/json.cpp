@@ -8,6 +8,27 @@
 
 namespace cplane {
 
+std::string join_list(const std::vector<std::string>& parts) {
+  std::string out;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) out += ',';
+    out += parts[i];
+  }
+  return out;
+}
+
+std::vector<std::string> split_list(std::string_view text) {
+  std::vector<std::string> out;
+  if (text.empty()) return out;
+  for (;;) {
+    const auto comma = text.find(',');
+    out.emplace_back(text.substr(0, comma));
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
 std::size_t utf8_sequence_length(std::string_view text, std::size_t at) {
   auto byte = [&](std::size_t i) -> unsigned { return static_cast<unsigned char>(text[i]); };
   const unsigned b0 = byte(at);

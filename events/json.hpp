@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace cplane {
 
@@ -23,5 +25,12 @@ void require_payload(std::string_view payload_json);
 // The length (1-4) of the well-formed UTF-8 sequence starting at `text[at]`,
 // or 0 if there is none (overlong, surrogate, out of range, truncated).
 std::size_t utf8_sequence_length(std::string_view text, std::size_t at);
+
+// A list as rows and options join it with commas (an assignment's actions,
+// an incident's linked pull requests): every part, empty ones too, so that
+// "a,,b" and "a," are never read as something tidier; "" is no part.
+std::vector<std::string> split_list(std::string_view text);
+// The parts joined by commas (split_list's inverse).
+std::string join_list(const std::vector<std::string>& parts);
 
 }  // namespace cplane

@@ -96,6 +96,7 @@
 #include "events/codec.hpp"
 #include "storage/coalescing_vfs.hpp"
 #include "events/errors.hpp"
+#include "events/json.hpp"
 
 namespace cplane::storage {
 namespace {
@@ -511,31 +512,6 @@ std::optional<ReviewState> parse_review_text(std::string_view text) {
   return std::nullopt;
 }
 
-// The actions of an assignment, stored joined by commas (an action name
-// never holds one).
-std::string join_actions(const std::vector<std::string>& actions) {
-  std::string out;
-  for (const auto& a : actions) {
-    if (!out.empty()) out += ',';
-    out += a;
-  }
-  return out;
-}
-
-// Every part, empty ones too: a stored list edited to "a,b," reads back as
-// three actions, and verify names the difference.
-std::vector<std::string> split_actions(std::string_view text) {
-  std::vector<std::string> out;
-  if (text.empty()) return out;
-  for (;;) {
-    const auto comma = text.find(',');
-    out.emplace_back(text.substr(0, comma));
-    if (comma == std::string_view::npos) break;
-    text.remove_prefix(comma + 1);
-  }
-  return out;
-}
-
 // Reads an item row; a status, kind or review that is none of theirs goes
 // to `invalid_*` (the row is then reported by verify, repaired by rebuild).
 void fill_item(const Statement& s, ScannedItem& scanned) {
@@ -579,7 +555,7 @@ void fill_item(const Statement& s, ScannedItem& scanned) {
   s.text_into(18, row.session);
   std::string actions;
   s.text_into(19, actions);
-  row.actions = split_actions(actions);
+  row.actions = split_list(actions);  // "a,b," reads back as three: verify names it
   s.text_into(20, row.expected_head);
   s.text_into(21, row.close_reason);
   row.head_moved = s.i64(22) != 0;
@@ -1377,7 +1353,7 @@ class SqliteBackend final : public Backend {
   void put_item(const ItemRow& r) override { bind_item(stmts_.put_item, r).run(); }
 
   static Statement& bind_item(Statement& s, const ItemRow& r) {
-    const std::string actions = join_actions(r.actions);
+    const std::string actions = join_list(r.actions);
     return s.bind(r.item_id, r.project_id, r.payload, to_string(r.status), NullIfEmpty{r.owner},
                   r.fence, r.attempts, NullIfZero{r.lease_expires_at}, NullIfEmpty{r.detail},
                   r.queued_seq, r.queued_at, r.updated_at, r.last_seq, to_string(r.kind),

@@ -17,6 +17,7 @@
 
 #include "events/chain.hpp"
 #include "events/errors.hpp"
+#include "events/json.hpp"
 
 namespace cplane::storage {
 
@@ -385,13 +386,7 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
         r.head = q.text(15);
         r.author = q.text(17);
         r.session = q.text(18);
-        const std::string actions = q.text(19);
-        for (std::string_view rest = actions; !rest.empty();) {
-          const auto comma = rest.find(',');
-          r.actions.emplace_back(rest.substr(0, comma));
-          if (comma == std::string_view::npos) break;
-          rest.remove_prefix(comma + 1);
-        }
+        r.actions = split_list(q.text(19));
         r.head_moved = q.i64(22) != 0;
         r.priority = static_cast<std::int32_t>(q.i64(23));
         r.terminal_since = q.i64(24);

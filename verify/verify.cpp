@@ -693,7 +693,7 @@ struct ItemsProjection {
     }
     d.text("author", stored.author, folded.author);
     d.text("session", stored.session, folded.session);
-    d.text("actions", join(stored.actions), join(folded.actions));
+    d.text("actions", join_list(stored.actions), join_list(folded.actions));
     d.text("expected_head", stored.expected_head, folded.expected_head);
     d.add("head_moved", stored.head_moved, folded.head_moved);
     if (!scanned.invalid_routing.empty()) {
@@ -707,15 +707,6 @@ struct ItemsProjection {
     d.text("terminal_reason", stored.terminal_reason, folded.terminal_reason);
     d.text("close_reason", stored.close_reason, folded.close_reason);
     return d.done();
-  }
-
-  static std::string join(const std::vector<std::string>& list) {
-    std::string out;
-    for (const auto& a : list) {
-      if (!out.empty()) out += ',';
-      out += a;
-    }
-    return out;
   }
 
   static std::vector<LedgerProblem> disagree(const Stored& stored, const Row& folded,
