@@ -20,25 +20,18 @@
 namespace {
 
 using namespace cplane;
+using cplane::test::problem_kinds;
 using cplane::test::run_cli;
 using cplane::test::sql;
 using cplane::test::sql_column;
 using cplane::test::TempDir;
+using cplane::test::verify_file;
 using cplane::test::test_context;
 
 constexpr Micros T0 = 1'700'000'000'000'000;
 constexpr Micros kSecond = 1'000'000;
 
-std::set<std::string> kinds_of(const std::vector<LedgerProblem>& problems) {
-  std::set<std::string> out;
-  for (const auto& p : problems) out.insert(p.kind);
-  return out;
-}
 
-std::vector<LedgerProblem> verify_file(const std::string& db) {
-  ControlStore store{db};
-  return verify_ledger(store);
-}
 
 std::string events_count(const std::string& db) {
   return sql_column(db, "SELECT count(*) FROM events").at(0);
@@ -326,7 +319,7 @@ TEST_CASE("verify names terminal_locks and incident_links edited behind the engi
       }
       REQUIRE(verify_file(q.db).empty());
       sql(q.db, c.tamper);
-      CHECK(kinds_of(verify_file(q.db)).contains(c.kind));
+      CHECK(problem_kinds(verify_file(q.db)).contains(c.kind));
       ControlStore store{q.db};
       rebuild(store, false);
       CHECK(verify_ledger(store).empty());

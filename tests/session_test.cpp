@@ -25,10 +25,12 @@
 namespace {
 
 using namespace cplane;
+using cplane::test::problem_kinds;
 using cplane::test::run_cli;
 using cplane::test::sql;
 using cplane::test::sql_column;
 using cplane::test::TempDir;
+using cplane::test::verify_file;
 using cplane::test::test_context;
 
 constexpr Micros T0 = 1'700'000'000'000'000;
@@ -58,16 +60,7 @@ std::vector<std::string> types(ControlStore& store, const std::string& item) {
   return out;
 }
 
-std::vector<LedgerProblem> verify_file(const std::string& db) {
-  ControlStore store{db};
-  return verify_ledger(store);
-}
 
-std::set<std::string> kinds_of(const std::vector<LedgerProblem>& problems) {
-  std::set<std::string> out;
-  for (const auto& p : problems) out.insert(p.kind);
-  return out;
-}
 
 template <class F>
 NotFound::Reason not_found(F&& f) {
@@ -534,7 +527,7 @@ TEST_CASE("verify names sessions and forge fields edited behind the engine's bac
       }
       REQUIRE(verify_file(f.db).empty());
       sql(f.db, c.tamper);
-      CHECK(kinds_of(verify_file(f.db)).contains(c.kind));
+      CHECK(problem_kinds(verify_file(f.db)).contains(c.kind));
       ControlStore store{f.db};
       rebuild(store, false);
       CHECK(verify_ledger(store).empty());
@@ -544,7 +537,7 @@ TEST_CASE("verify names sessions and forge fields edited behind the engine's bac
     TempDir dir;
     Forge f(dir);
     sql(f.db, "INSERT INTO sessions VALUES ('made-up', NULL, 1, 1, NULL, 1)");
-    CHECK(kinds_of(verify_file(f.db)) == std::set<std::string>{"session_row_without_event"});
+    CHECK(problem_kinds(verify_file(f.db)) == std::set<std::string>{"session_row_without_event"});
     ControlStore store{f.db};
     const auto report = rebuild(store, false);
     CHECK(report.kept_total == 1);
@@ -574,7 +567,7 @@ TEST_CASE("a mutation recorded outside the gate, or an assignment over a live le
                                        event.project_id, type_name(event.body), event.at, hex,
                                        to_string(stream.kind), stream.id));
   };
-  auto forged_problems = [&] { return kinds_of(verify_file(f.db)); };
+  auto forged_problems = [&] { return problem_kinds(verify_file(f.db)); };
   SECTION("an assignment to a session never opened") {
     forge_event({T0 + 61 * kSecond, "ghost", "alpha", f.pr,
                  ItemAssigned{"ghost", 2, T0 + 100 * kSecond, 2, {"push"}, "aaa"}});
@@ -615,16 +608,16 @@ TEST_CASE("a mutation recorded outside the gate, or an assignment over a live le
   }
   SECTION("a mutation by a session that holds nothing") {
     forge_event({T0 + 1, "s2", "alpha", f.pr, MutationRecorded{"s2", 1, "push", ""}});
-    CHECK(kinds_of(verify_file(f.db)).contains("mutation_without_assignment"));
+    CHECK(problem_kinds(verify_file(f.db)).contains("mutation_without_assignment"));
   }
   SECTION("a mutation of an action not allowed") {
     forge_event({T0 + 1, "s1", "alpha", f.pr, MutationRecorded{"s1", 1, "merge", ""}});
-    CHECK(kinds_of(verify_file(f.db)).contains("mutation_without_assignment"));
+    CHECK(problem_kinds(verify_file(f.db)).contains("mutation_without_assignment"));
   }
   SECTION("a second session assigned while the first's lease is live") {
     forge_event({T0 + 1, "s2", "alpha", f.pr,
                  ItemAssigned{"s2", 2, T0 + 100 * kSecond, 2, {"push"}, "aaa"}});
-    CHECK(kinds_of(verify_file(f.db)).contains("claim_while_leased"));
+    CHECK(problem_kinds(verify_file(f.db)).contains("claim_while_leased"));
   }
   // rebuild never writes rows from such a log.
   ControlStore store{f.db};

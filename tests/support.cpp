@@ -1,5 +1,7 @@
 #include "tests/support.hpp"
 
+#include <cplane/cplane.hpp>
+
 #include <fcntl.h>
 #include <sqlite3.h>
 
@@ -227,6 +229,17 @@ CliResult run_cli(const std::vector<std::string>& args, const CliRun& how) {
   if (!how.stdout_file) result.out = slurp(out_path);
   result.err = slurp(err_path);
   return result;
+}
+
+std::vector<LedgerProblem> verify_file(const std::string& db) {
+  ControlStore store{db};
+  return verify_ledger(store);
+}
+
+std::set<std::string> problem_kinds(const std::vector<LedgerProblem>& problems) {
+  std::set<std::string> out;
+  for (const auto& p : problems) out.insert(p.kind);
+  return out;
 }
 
 }  // namespace cplane::test

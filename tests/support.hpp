@@ -7,8 +7,11 @@
 
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
+
+#include <cplane/ledger.hpp>
 
 namespace cplane::test {
 
@@ -92,6 +95,11 @@ inline constexpr const char* kBackToVersion1 =
     "ALTER TABLE events DROP COLUMN stream_id; CREATE INDEX events_by_item ON events(item_id, seq); "
     "DROP INDEX items_lease; CREATE INDEX items_lease ON items(project_id, lease_expires_at) "
     "WHERE status = 'claimed'; PRAGMA user_version = 1; ";
+
+// verify_ledger on the store at `db` (opened to write, so that it migrates),
+// and the kinds of the problems it names.
+std::vector<LedgerProblem> verify_file(const std::string& db);
+std::set<std::string> problem_kinds(const std::vector<LedgerProblem>& problems);
 
 // The result of running the cplane CLI.
 struct CliResult {
