@@ -995,29 +995,76 @@ struct TerminalLocksProjection {
   static std::string evidence_of_loss(const Stored&, const Row&) { return {}; }
 };
 
+// What the projections of one row per stream, keyed by the stream id,
+// share (sessions, incident links): problem kinds `<prefix>_missing`,
+// `<prefix>_without_event` and `<prefix>_disagrees`, rows never erased, and
+// a row whose last_seq is ahead of the log kept (the log lost its events).
+// D gives Row, table, stream, prefix, noun, creation (the event that makes
+// the row), id(row), slot(audit) and diff.
+template <class D, class R>
+struct OneRowPerStream {
+  using Stored = R;
+  using Row = R;
+  static const std::string& stream_id(const Stored& s) { return D::id(s); }
+  static bool same(const Stored& s, const Row& r) { return D::id(s) == D::id(r); }
+  static std::string key(const Row& r) { return D::id(r); }
+  static std::string stored_key(const Stored& s) { return D::id(s); }
+  static std::vector<Row> folded(StreamAudit& a) {
+    const auto& slot = D::slot(a);
+    if (!slot) return {};
+    return {*slot};
+  }
+  static bool creates(const StreamAudit& a) { return D::slot(a).has_value(); }
+  static bool erasable(const StreamAudit&) { return false; }
+  static bool comparable(const StreamAudit& a) { return !a.unreadable; }
+  static void cross_check(const StreamAudit&, const LogFacts&, std::vector<LedgerProblem>&) {}
+  static std::vector<LedgerProblem> disagree(const Stored& stored, const Row& folded,
+                                             const StreamAudit&) {
+    std::vector<LedgerProblem> out;
+    for (const auto& d : D::diff(stored, folded)) {
+      out.push_back({fmt::format("{}_disagrees", D::prefix), "", "",
+                     fmt::format("{} {}: {} is {} in the row but {} in the log", D::noun,
+                                 quoted(D::id(stored)), d.field, d.stored, d.folded)});
+    }
+    return out;
+  }
+  static std::optional<LedgerProblem> missing(const Row& folded, const StreamAudit&) {
+    return LedgerProblem{fmt::format("{}_missing", D::prefix), "", "",
+                         fmt::format("{} {} has events (the last at seq {}) but no row", D::noun,
+                                     quoted(D::id(folded)), folded.last_seq)};
+  }
+  static std::optional<LedgerProblem> unexplained(const Stored& stored, const StreamAudit& a) {
+    if (a.unreadable) return std::nullopt;
+    return LedgerProblem{fmt::format("{}_without_event", D::prefix), "", "",
+                         fmt::format("{} {} has a row but no {} event", D::noun,
+                                     quoted(D::id(stored)), D::creation)};
+  }
+  static std::string evidence_of_loss(const Stored& stored, const Row& folded) {
+    if (stored.last_seq > folded.last_seq) {
+      return fmt::format("last_seq {} in the row is newer than the log's {}: the log lost "
+                         "events; left alone",
+                         stored.last_seq, folded.last_seq);
+    }
+    return {};
+  }
+};
+
 // incident_links: one row per incident stream.
-struct IncidentsProjection {
-  using Stored = IncidentLinkRow;
-  using Row = IncidentLinkRow;
+struct IncidentsProjection : OneRowPerStream<IncidentsProjection, IncidentLinkRow> {
   static constexpr const char* table = "incident_links";
   static constexpr StreamKind stream = StreamKind::incident;
   static constexpr const char* no_creation = "no incident_linked event in the log";
+  static constexpr const char* prefix = "incident_link";
+  static constexpr const char* noun = "incident";
+  static constexpr const char* creation = "incident_linked";
 
   static std::unique_ptr<storage::Cursor<Stored>> scan(storage::Backend& b) {
     return b.scan_incidents();
   }
-  static const std::string& stream_id(const Stored& s) { return s.incident_id; }
-  static bool same(const Stored& s, const Row& r) { return s.incident_id == r.incident_id; }
-  static std::string key(const Row& r) { return r.incident_id; }
-  static std::string stored_key(const Stored& s) { return s.incident_id; }
-  static std::vector<Row> folded(StreamAudit& a) {
-    if (!a.incident) return {};
-    return {*a.incident};
-  }
-  static bool creates(const StreamAudit& a) { return a.incident.has_value(); }
-  static bool erasable(const StreamAudit&) { return false; }
-  static bool comparable(const StreamAudit& a) { return !a.unreadable; }
-  static void cross_check(const StreamAudit&, const LogFacts&, std::vector<LedgerProblem>&) {}
+  static const std::string& id(const Row& r) { return r.incident_id; }
+  static const std::optional<Row>& slot(const StreamAudit& a) { return a.incident; }
+  static void put(storage::Backend& b, const Row& r) { b.put_incident(r); }
+  static void erase(storage::Backend& b, const Stored& s) { b.delete_incident(s.incident_id); }
   static std::string opt(const std::optional<std::string>& v) {
     return v ? quoted(*v) : std::string("NULL");
   }
@@ -1042,62 +1089,24 @@ struct IncidentsProjection {
         .add("last_seq", stored.last_seq, folded.last_seq);
     return d.done();
   }
-  static std::vector<LedgerProblem> disagree(const Stored& stored, const Row& folded,
-                                             const StreamAudit&) {
-    std::vector<LedgerProblem> out;
-    for (const auto& d : diff(stored, folded)) {
-      out.push_back({"incident_link_disagrees", "", "",
-                     fmt::format("incident {}: {} is {} in the row but {} in the log",
-                                 quoted(stored.incident_id), d.field, d.stored, d.folded)});
-    }
-    return out;
-  }
-  static std::optional<LedgerProblem> missing(const Row& folded, const StreamAudit&) {
-    return LedgerProblem{"incident_link_missing", "", "",
-                         fmt::format("incident {} was linked (last event seq {}) but has no row",
-                                     quoted(folded.incident_id), folded.last_seq)};
-  }
-  static std::optional<LedgerProblem> unexplained(const Stored& stored, const StreamAudit& a) {
-    if (a.unreadable) return std::nullopt;
-    return LedgerProblem{"incident_link_without_event", "", "",
-                         fmt::format("incident {} has a row but no incident_linked event",
-                                     quoted(stored.incident_id))};
-  }
-  static void put(storage::Backend& b, const Row& r) { b.put_incident(r); }
-  static void erase(storage::Backend& b, const Stored& s) { b.delete_incident(s.incident_id); }
-  static std::string evidence_of_loss(const Stored& stored, const Row& folded) {
-    if (stored.last_seq > folded.last_seq) {
-      return fmt::format("last_seq {} in the row is newer than the log's {}: the log lost "
-                         "events; left alone",
-                         stored.last_seq, folded.last_seq);
-    }
-    return {};
-  }
 };
 
 // sessions: one row per session stream.
-struct SessionsProjection {
-  using Stored = SessionRow;
-  using Row = SessionRow;
+struct SessionsProjection : OneRowPerStream<SessionsProjection, SessionRow> {
   static constexpr const char* table = "sessions";
   static constexpr StreamKind stream = StreamKind::session;
   static constexpr const char* no_creation = "no session_opened event in the log";
+  static constexpr const char* prefix = "session_row";
+  static constexpr const char* noun = "session";
+  static constexpr const char* creation = "session_opened";
 
   static std::unique_ptr<storage::Cursor<Stored>> scan(storage::Backend& b) {
     return b.scan_sessions();
   }
-  static const std::string& stream_id(const Stored& s) { return s.session_id; }
-  static bool same(const Stored& s, const Row& r) { return s.session_id == r.session_id; }
-  static std::string key(const Row& r) { return r.session_id; }
-  static std::string stored_key(const Stored& s) { return s.session_id; }
-  static std::vector<Row> folded(StreamAudit& a) {
-    if (!a.session) return {};
-    return {*a.session};
-  }
-  static bool creates(const StreamAudit& a) { return a.session.has_value(); }
-  static bool erasable(const StreamAudit&) { return false; }
-  static bool comparable(const StreamAudit& a) { return !a.unreadable; }
-  static void cross_check(const StreamAudit&, const LogFacts&, std::vector<LedgerProblem>&) {}
+  static const std::string& id(const Row& r) { return r.session_id; }
+  static const std::optional<Row>& slot(const StreamAudit& a) { return a.session; }
+  static void put(storage::Backend& b, const Row& r) { b.put_session(r); }
+  static void erase(storage::Backend& b, const Stored& s) { b.delete_session(s.session_id); }
   static std::vector<FieldDiff> diff(const Stored& stored, const Row& folded) {
     return Differ()
         .text("actor", stored.actor, folded.actor)
@@ -1106,38 +1115,6 @@ struct SessionsProjection {
         .add("closed_at", stored.closed_at, folded.closed_at)
         .add("last_seq", stored.last_seq, folded.last_seq)
         .done();
-  }
-  static std::vector<LedgerProblem> disagree(const Stored& stored, const Row& folded,
-                                             const StreamAudit&) {
-    std::vector<LedgerProblem> out;
-    for (const auto& d : diff(stored, folded)) {
-      out.push_back({"session_row_disagrees", "", "",
-                     fmt::format("session {}: {} is {} in the row but {} in the log",
-                                 quoted(stored.session_id), d.field, d.stored, d.folded)});
-    }
-    return out;
-  }
-  static std::optional<LedgerProblem> missing(const Row& folded, const StreamAudit&) {
-    return LedgerProblem{"session_row_missing", "", "",
-                         fmt::format("session {} was opened (last event seq {}) but has no row",
-                                     quoted(folded.session_id), folded.last_seq)};
-  }
-  static std::optional<LedgerProblem> unexplained(const Stored& stored, const StreamAudit& a) {
-    if (a.unreadable) return std::nullopt;
-    return LedgerProblem{"session_row_without_event", "", "",
-                         fmt::format("session {} has a row but no session_opened event",
-                                     quoted(stored.session_id))};
-  }
-  static void put(storage::Backend& b, const Row& r) { b.put_session(r); }
-  static void erase(storage::Backend& b, const Stored& s) { b.delete_session(s.session_id); }
-  // A row newer than the log's fold was made by events the log lost.
-  static std::string evidence_of_loss(const Stored& stored, const Row& folded) {
-    if (stored.last_seq > folded.last_seq) {
-      return fmt::format("last_seq {} in the row is newer than the log's {}: the log lost "
-                         "events; left alone",
-                         stored.last_seq, folded.last_seq);
-    }
-    return {};
   }
 };
 
