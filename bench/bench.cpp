@@ -5,17 +5,22 @@
 //   cplane-bench --scenario enqueue   [--items N] [--batch B]
 //   cplane-bench --scenario single    [--items N] [--mode plain|batch|next]
 //   cplane-bench --scenario drain     [--workers W] [--items N] [--mode M] [--durability D]
+//                                     [--db URL]   (drain, drain-matrix, latency: the store
+//                                     to drain, not cleared; default a fresh SQLite file)
 //   cplane-bench --scenario drain-matrix [--items N] [--mode M]   (1,2,4,16,64 x normal,fenced,full)
 //   cplane-bench --scenario latency   [--workers 16] [--items N]
 //   cplane-bench --scenario depth     [--max-depth 1000000]
 //   cplane-bench --scenario verify    [--max-items 1000000]
 //   cplane-bench --scenario assign-gate [--items 2000] [--durability D]
 //   cplane-bench --scenario allocate  [--items 2000] [--max-depth 1000000] [--durability D]
+//   cplane-bench --scenario pg-raw --db postgresql://... [--workers 16] [--items N]
+//                [--claim one-statement|multi-statement]   (default both; see pg_raw.hpp)
 //   cplane-bench --plot DIR           (drain-matrix + depth, as PNG charts; needs gnuplot)
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -24,6 +29,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -31,6 +37,7 @@
 
 #include <cplane/cplane.hpp>
 
+#include "bench/pg_raw.hpp"
 #include "probe/fleet.hpp"
 
 namespace cplane::bench {
@@ -190,8 +197,15 @@ DrainResult drain_fleet(const std::string& db, int workers, Mode mode, Durabilit
   return result;
 }
 
-std::string drain_json(const char* scenario, Mode mode, Durability durability,
-                       const std::string& lock, const DrainResult& r) {
+// "sqlite" or "postgresql": the backend a store URL names.
+std::string_view store_kind(std::string_view url) {
+  std::string scheme(url.substr(0, url.find("://") + 1));
+  for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return scheme == "postgresql:" || scheme == "postgres:" ? "postgresql" : "sqlite";
+}
+
+// What every fleet drain reports: throughput, claim latency, fairness.
+std::string drain_figures(const DrainResult& r) {
   std::vector<double> latency;
   std::int64_t min_claims = -1, max_claims = 0, busy = 0;
   double longest = 0;
@@ -204,11 +218,18 @@ std::string drain_json(const char* scenario, Mode mode, Durability durability,
   }
   const double mean = r.workers.empty() ? 0 : double(r.items) / r.workers.size();
   return fmt::format(
-      R"({{"scenario":"{}","workers":{},"mode":"{}","durability":"{}","lock":"{}","items":{},"seconds":{:.3f},"items_per_s":{:.0f},"claim_p50_ms":{:.3f},"claim_p99_ms":{:.3f},"claim_max_ms":{:.3f},"longest_wait_ms":{:.1f},"min_claims":{},"max_claims":{},"mean_claims":{:.1f},"fair":{},"busy_errors":{}}})",
-      scenario, r.workers.size(), to_string(mode), cplane::to_string(durability), lock, r.items,
-      r.seconds, r.items / r.seconds, 1e3 * fleet::percentile(latency, 50),
+      R"("items":{},"seconds":{:.3f},"items_per_s":{:.0f},"claim_p50_ms":{:.3f},"claim_p99_ms":{:.3f},"claim_max_ms":{:.3f},"longest_wait_ms":{:.1f},"min_claims":{},"max_claims":{},"mean_claims":{:.1f},"fair":{},"busy_errors":{})",
+      r.items, r.seconds, r.items / r.seconds, 1e3 * fleet::percentile(latency, 50),
       1e3 * fleet::percentile(latency, 99), 1e3 * fleet::percentile(latency, 100), 1e3 * longest,
       min_claims, max_claims, mean, (min_claims >= mean / 4) ? "true" : "false", busy);
+}
+
+std::string drain_json(const char* scenario, Mode mode, Durability durability,
+                       const std::string& lock, std::string_view store, const DrainResult& r) {
+  return fmt::format(
+      R"({{"scenario":"{}","store":"{}","workers":{},"mode":"{}","durability":"{}","lock":"{}",{}}})",
+      scenario, store, r.workers.size(), to_string(mode), cplane::to_string(durability), lock,
+      drain_figures(r));
 }
 
 // Peak resident memory of this process, MiB.
@@ -224,10 +245,19 @@ class Bench {
 
   kj::MainFunc main() {
     return kj::MainBuilder(context_, "cplane-bench 0.1.0",
-                           "Benchmarks of cplane on SQLite; one JSON object per result line.")
+                           "Benchmarks of cplane on SQLite (drains also on PostgreSQL), and "
+                           "of raw libpq statements as their baseline; one JSON object per "
+                           "result line.")
         .addOptionWithArg({"scenario"}, KJ_BIND_METHOD(*this, set_scenario), "<name>",
                           "enqueue, single, drain, drain-matrix, latency, depth, verify, "
-                          "assign-gate, allocate")
+                          "assign-gate, allocate, pg-raw")
+        .addOptionWithArg({"db"}, KJ_BIND_METHOD(*this, set_db), "<url>",
+                          "drain, drain-matrix, latency: the store to drain (a path or "
+                          "postgresql://...; must hold no open items; not cleared); "
+                          "pg-raw: the server (required)")
+        .addOptionWithArg({"claim"}, KJ_BIND_METHOD(*this, set_claim),
+                          "<one-statement|multi-statement>",
+                          "pg-raw: how a claim and a finish reach the server (default both)")
         .addOptionWithArg({"items"}, KJ_BIND_METHOD(*this, set_items), "<n>",
                           "items to drain (default 10000; assign-gate 2000; allocate: "
                           "calls per depth, 2000)")
@@ -287,6 +317,18 @@ class Bench {
     if (lock_ != "flock" && lock_ != "busy") return "--lock is flock or busy";
     return true;
   }
+  Validity set_db(kj::StringPtr s) {
+    db_ = s.cStr();
+    return true;
+  }
+  Validity set_claim(kj::StringPtr s) {
+    try {
+      claim_ = parse_raw_claim(s.cStr());
+    } catch (const std::exception& e) {
+      return kj::str(e.what());
+    }
+    return true;
+  }
   Validity set_plot(kj::StringPtr s) {
     plot_ = s.cStr();
     return true;
@@ -324,9 +366,12 @@ class Bench {
         assign_gate();
       } else if (scenario_ == "allocate") {
         allocate();
+      } else if (scenario_ == "pg-raw") {
+        if (!db_ || store_kind(*db_) != "postgresql") return "pg-raw needs --db postgresql://...";
+        pg_raw();
       } else {
         return "--scenario is one of enqueue, single, drain, drain-matrix, latency, depth, "
-               "verify, assign-gate, allocate (or use --plot DIR)";
+               "verify, assign-gate, allocate, pg-raw (or use --plot DIR)";
       }
     } catch (const std::exception& e) {
       std::cerr << "cplane-bench: " << e.what() << '\n';
@@ -340,16 +385,40 @@ class Bench {
     lines_.push_back(line);
   }
 
+  // On a fresh SQLite file, or on the store --db names, which is not
+  // cleared: open items there would be drained too, so there must be none.
   std::string drain_once(const char* scenario, int workers, Mode mode, Durability durability) {
-    ScratchDir dir;
-    const auto db = dir.file("bench.db");
+    ScratchDir dir;  // the workers' records, and the store unless --db
+    const auto db = db_ ? *db_ : dir.file("bench.db");
+    if (db_) {
+      const auto counts = ControlStore{db}.status_counts();
+      if (counts.ready + counts.claimed != 0) {
+        throw std::runtime_error(fmt::format("{} has {} open items: give a drained store",
+                                             db, counts.ready + counts.claimed));
+      }
+    }
     fill(db, items_);
     auto result = drain_fleet(db, workers, mode, durability, lock_ == "flock", dir.file("worker"));
     if (result.items != items_) {
       throw std::runtime_error(
           fmt::format("drain finished {} of {} items", result.items, items_));
     }
-    return drain_json(scenario, mode, durability, lock_, result);
+    return drain_json(scenario, mode, durability, lock_, store_kind(db), result);
+  }
+
+  // The raw baseline: each claim variant asked for (default both) drains a
+  // fresh queue of --items with --workers processes.
+  void pg_raw() {
+    std::vector<RawClaim> claims = {RawClaim::one_statement, RawClaim::multi_statement};
+    if (claim_) claims = {*claim_};
+    for (RawClaim claim : claims) {
+      ScratchDir dir;
+      const RawDrain raw = drain_raw(*db_, workers_, items_, claim, dir.file("worker"));
+      const DrainResult r{raw.seconds, raw.items, raw.workers};
+      emit(fmt::format(
+          R"({{"scenario":"pg-raw","store":"postgresql","workers":{},"claim":"{}","synchronous_commit":"{}",{}}})",
+          r.workers.size(), to_string(claim), raw.synchronous_commit, drain_figures(r)));
+    }
   }
 
   void enqueue() {
@@ -747,6 +816,8 @@ class Bench {
   Mode mode_ = Mode::plain;
   std::string lock_ = "flock";
   Durability durability_ = Durability::normal;
+  std::optional<std::string> db_;
+  std::optional<RawClaim> claim_;
   std::optional<std::string> plot_;
   std::vector<std::string> lines_;
 };

@@ -105,7 +105,7 @@ constexpr std::array kValueOptions = {"--db",     "--now",   "--durability", "--
                                       "--action", "--provider", "--fingerprint", "--org",
                                       "--repo",   "--environment", "--target", "--event-count",
                                       "--permalink", "--first-seen", "--last-seen", "--pr",
-                                      "--from"};
+                                      "--from", "--key", "--wait"};
 
 std::vector<std::string> join_option_values(int argc, char** argv) {
   std::vector<std::string> out;

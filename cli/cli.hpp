@@ -236,6 +236,8 @@ class Cli {
   Validity set_owner(kj::StringPtr text);
   Validity set_lease(kj::StringPtr text);
   Validity set_max(kj::StringPtr text);
+  Validity set_key(kj::StringPtr text);
+  Validity set_wait(kj::StringPtr text);
   ClaimOptions claim_options() const;
   std::string claimed_json(const ClaimedItem& c) const;
   static std::string claimed_text(const ClaimedItem& c);
@@ -456,6 +458,8 @@ class Cli {
   bool record_ = false;
   bool apply_ = false;
   std::optional<std::int32_t> priority_;
+  std::optional<std::string> key_;
+  std::optional<double> wait_;
   struct {
     std::optional<std::string> provider, fingerprint, org, repo, environment, target, status,
         permalink, first_seen, last_seen;

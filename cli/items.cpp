@@ -25,6 +25,9 @@ kj::MainFunc Cli::enqueue_command() {
                         "a pr's author")
       .addOptionWithArg({"priority"}, KJ_BIND_METHOD(*this, set_priority), "<n>",
                         "the allocator's priority, higher first (default 0)")
+      .addOptionWithArg({"key"}, KJ_BIND_METHOD(*this, set_key), "<key>",
+                        "an idempotency key: the same key twice in a project prints the first "
+                        "item's id and queues nothing")
       .expectArg("PROJECT", KJ_BIND_METHOD(*this, set_positional))
       .expectOptionalArg("PAYLOAD_JSON", KJ_BIND_METHOD(*this, set_positional))
       .callAfterParsing(KJ_BIND_METHOD(*this, run_enqueue))
@@ -88,9 +91,9 @@ Validity Cli::run_enqueue() {
   if (!batch_ && args_.size() < 2) {
     return "enqueue needs PAYLOAD_JSON (JSON text, - for standard input, @FILE), or --batch";
   }
-  if (batch_ && (kind_ || ref_ || head_ || author_ || priority_)) {
-    return "enqueue --batch queues plain tasks: --kind, --ref, --head, --author and --priority "
-           "are for one item";
+  if (batch_ && (kind_ || ref_ || head_ || author_ || priority_ || key_)) {
+    return "enqueue --batch queues plain tasks: --kind, --ref, --head, --author, --priority "
+           "and --key are for one item";
   }
   return run([&] {
     require_name(args_[0], "project id");
@@ -115,6 +118,7 @@ Validity Cli::run_enqueue() {
                                                .head = head_.value_or(""),
                                                .author = author_.value_or(""),
                                                .priority = priority_.value_or(0),
+                                               .key = key_.value_or(""),
                                                .actor = actor_,
                                                .now = now_};
     if (options.kind != WorkKind::pr && (head_ || author_)) {
@@ -143,6 +147,9 @@ kj::MainFunc Cli::claim_command() {
                         "how long the claim holds (default 900)")
       .addOptionWithArg({"max"}, KJ_BIND_METHOD(*this, set_max), "<n>",
                         "claim up to n items in one transaction")
+      .addOptionWithArg({"wait"}, KJ_BIND_METHOD(*this, set_wait), "<seconds>",
+                        "when nothing is claimable, wait up to this long for an item "
+                        "(PostgreSQL: LISTEN/NOTIFY; SQLite: a watch on the WAL), then exit 3")
       .callAfterParsing(KJ_BIND_METHOD(*this, run_claim))
       .build();
 }
@@ -166,6 +173,22 @@ Validity Cli::set_lease(kj::StringPtr text) {
   return true;
 }
 
+Validity Cli::set_key(kj::StringPtr text) {
+  if (text.size() == 0) return "--key needs a non-empty key";
+  KJ_IF_MAYBE(error, check_name(text, "key").releaseError()) { return kj::mv(*error); }
+  key_ = std::string(text.cStr());
+  return true;
+}
+
+Validity Cli::set_wait(kj::StringPtr text) {
+  auto v = parse_decimal(text);
+  if (!v || !(*v >= 0) || *v > kMaxLeaseSeconds) {
+    return "--wait takes a non-negative decimal number of seconds (such as 30 or 0.5)";
+  }
+  wait_ = *v;
+  return true;
+}
+
 Validity Cli::set_max(kj::StringPtr text) {
   auto v = parse_int<std::size_t>(text);
   if (!v && out_of_range(text) && text[0] != '-') return "--max is too large";
@@ -177,6 +200,7 @@ Validity Cli::set_max(kj::StringPtr text) {
 ClaimOptions Cli::claim_options() const {
   ClaimOptions options{actor_, {}, now_};
   if (lease_) options.lease = Seconds{*lease_};
+  if (wait_) options.wait = Seconds{*wait_};
   return options;
 }
 
@@ -207,6 +231,7 @@ void Cli::nothing_to_claim(const char* message, const char* empty_json) {
 
 Validity Cli::run_claim() {
   if (!owner_) return "claim needs --owner OWNER";
+  if (max_ && wait_) return "claim --wait claims one item: leave out --max";
   return run([&] {
     auto store = open();
     if (max_) {

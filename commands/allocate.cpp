@@ -98,57 +98,58 @@ Allocation ControlStore::allocate_next(const std::string& session, bool apply,
   if (now) require_now(*now);
   // A preview reads one snapshot; apply decides under the write lock, so
   // that nothing can take the item between the choice and the reservation.
-  auto tx = apply ? Transaction::write(*backend_, sync_for_claims()) : Transaction::read(*backend_);
-  const Micros at = clock(now);
-  const SessionRow holder = open_session_row(session);
-  // Per project in scope, an index walk in the allocator's order that stops
-  // at the first item the session may take: the cost grows with the
-  // candidates skipped before it, never with the depth of the queue.
-  std::vector<Candidate> candidates;
-  for (const auto& project :
-       backend_->project_ids(holder.actor.empty() ? nullptr : &holder.actor)) {
-    auto cursor = backend_->scan_allocatable(project);
-    ItemRow row;
-    while (cursor->next(row)) {
-      const CandidateFate fate = judge_candidate(row, session, at);
-      if (fate == CandidateFate::own) continue;
-      candidates.push_back(candidate_of(row, fate));
-      if (fate == CandidateFate::take) break;
+  return transact(apply, sync_for_claims(), [&](Transaction& tx) -> Allocation {
+    const Micros at = clock(now);
+    const SessionRow holder = open_session_row(session);
+    // Per project in scope, an index walk in the allocator's order that stops
+    // at the first item the session may take: the cost grows with the
+    // candidates skipped before it, never with the depth of the queue.
+    std::vector<Candidate> candidates;
+    for (const auto& project :
+         backend_->project_ids(holder.actor.empty() ? nullptr : &holder.actor)) {
+      auto cursor = backend_->scan_allocatable(project);
+      ItemRow row;
+      while (cursor->next(row)) {
+        const CandidateFate fate = judge_candidate(row, session, at);
+        if (fate == CandidateFate::own) continue;
+        candidates.push_back(candidate_of(row, fate));
+        if (fate == CandidateFate::take) break;
+      }
     }
-  }
-  AllocationPlan plan = plan_allocation(std::move(candidates), kMaxSkippedListed);
-  Allocation out;
-  out.skipped = std::move(plan.skipped);
-  out.skipped_total = plan.skipped_total;
-  if (!plan.chosen) {
-    out.outcome = plan.until != 0 ? AllocateOutcome::wait : AllocateOutcome::no_safe_work;
-    out.until = plan.until;
+    AllocationPlan plan = plan_allocation(std::move(candidates), kMaxSkippedListed);
+    Allocation out;
+    out.skipped = std::move(plan.skipped);
+    out.skipped_total = plan.skipped_total;
+    if (!plan.chosen) {
+      out.outcome = plan.until != 0 ? AllocateOutcome::wait : AllocateOutcome::no_safe_work;
+      out.until = plan.until;
+      return out;
+    }
+    // The walk read what ranks and judges; the choice is read whole.
+    const std::optional<ItemRow> chosen = backend_->find_item(plan.chosen->item_id);
+    if (!chosen) throw InternalError("the allocator's choice vanished inside its transaction");
+    AssignDecision decision =
+        decide_assign(chosen, true, session, allowed, lease_us, acting_for(holder), at);
+    if (!decision.answer.is_assigned() || !decision.event ||
+        !std::holds_alternative<ItemAssigned>(decision.event->body)) {
+      throw InternalError(fmt::format("the allocator chose item {}, which assign would not take",
+                                      quote_id(chosen->item_id)));
+    }
+    out.item_id = chosen->item_id;
+    out.fence = decision.answer.fence;
+    out.lease_expires_at = decision.answer.lease_expires_at;
+    out.expected_head = decision.answer.expected_head;
+    out.actions = decision.answer.actions;
+    if (!apply) {
+      out.outcome = AllocateOutcome::preview;
+      return out;  // the read transaction ends: nothing written
+    }
+    const Seq seq = backend_->append(*decision.event);
+    backend_->put_item(cplane::apply(*chosen, StoredEvent{seq, *decision.event}));
+    tx.commit();
+    out.outcome = AllocateOutcome::assigned;
     return out;
-  }
-  // The walk read what ranks and judges; the choice is read whole.
-  const std::optional<ItemRow> chosen = backend_->find_item(plan.chosen->item_id);
-  if (!chosen) throw InternalError("the allocator's choice vanished inside its transaction");
-  AssignDecision decision =
-      decide_assign(chosen, true, session, allowed, lease_us, acting_for(holder), at);
-  if (!decision.answer.is_assigned() || !decision.event ||
-      !std::holds_alternative<ItemAssigned>(decision.event->body)) {
-    throw InternalError(fmt::format("the allocator chose item {}, which assign would not take",
-                                    quote_id(chosen->item_id)));
-  }
-  out.item_id = chosen->item_id;
-  out.fence = decision.answer.fence;
-  out.lease_expires_at = decision.answer.lease_expires_at;
-  out.expected_head = decision.answer.expected_head;
-  out.actions = decision.answer.actions;
-  if (!apply) {
-    out.outcome = AllocateOutcome::preview;
-    return out;  // the read transaction ends: nothing written
-  }
-  const Seq seq = backend_->append(*decision.event);
-  backend_->put_item(cplane::apply(*chosen, StoredEvent{seq, *decision.event}));
-  tx.commit();
-  out.outcome = AllocateOutcome::assigned;
-  return out;
+  });
 }
 
 // ---- the terminal path ------------------------------------------------------------

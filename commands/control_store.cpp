@@ -253,12 +253,13 @@ void ControlStore::create_project(const std::string& id, const std::string& titl
   require_size(status, kMaxTextBytes, "status");
   if (status.empty()) throw InvalidArgument("a project status must not be empty");
   if (now) require_now(*now);
-  auto tx = Transaction::write(*backend_, sync_for_claims());
-  const Event event =
-      decide_create_project(backend_->find_project(id), id, title, status, clock(now));
-  const Seq seq = backend_->append(event);
-  backend_->put_project(apply(ProjectRow{}, StoredEvent{seq, event}));
-  tx.commit();
+  return write(sync_for_claims(), [&](Transaction& tx) {
+    const Event event =
+        decide_create_project(backend_->find_project(id), id, title, status, clock(now));
+    const Seq seq = backend_->append(event);
+    backend_->put_project(apply(ProjectRow{}, StoredEvent{seq, event}));
+    tx.commit();
+  });
 }
 
 void ControlStore::grant(const std::string& project_id, const std::string& actor,
@@ -267,16 +268,17 @@ void ControlStore::grant(const std::string& project_id, const std::string& actor
   require_name(project_id, "project id");
   require_name(actor, "actor");
   if (now) require_now(*now);
-  auto tx = Transaction::write(*backend_, sync_for_claims());
-  // Read once the write lock is held: the decision is made at this time.
-  const Micros at = clock(now);
-  auto project = backend_->find_project(project_id);
-  if (!project) throw NotFound(NotFound::Reason::unknown_project, fmt::format("no such project: {}", quote_id(project_id)));
-  auto event = decide_grant(*project, backend_->is_assigned(project_id, actor), actor, at);
-  if (!event) return;  // already assigned: nothing changed, nothing to record
-  const Seq seq = backend_->append(*event);
-  backend_->put_assignment(apply(ProjectActorRow{}, StoredEvent{seq, *event}));
-  tx.commit();
+  return write(sync_for_claims(), [&](Transaction& tx) {
+    // Read once the write lock is held: the decision is made at this time.
+    const Micros at = clock(now);
+    auto project = backend_->find_project(project_id);
+    if (!project) throw NotFound(NotFound::Reason::unknown_project, fmt::format("no such project: {}", quote_id(project_id)));
+    auto event = decide_grant(*project, backend_->is_assigned(project_id, actor), actor, at);
+    if (!event) return;  // already assigned: nothing changed, nothing to record
+    const Seq seq = backend_->append(*event);
+    backend_->put_assignment(apply(ProjectActorRow{}, StoredEvent{seq, *event}));
+    tx.commit();
+  });
 }
 
 std::vector<std::string> ControlStore::visible_projects(const std::optional<std::string>& actor) {
@@ -314,9 +316,11 @@ std::string ControlStore::enqueue_in_tx(const ProjectRow& project, const std::st
     queued.head = forge->head;
     queued.author = forge->author;
     queued.priority = forge->priority;
+    queued.key = forge->key;
   }
   const Seq seq = backend_->append(event);
   backend_->insert_item(apply(ItemRow{}, StoredEvent{seq, event}));
+  backend_->announce_work();  // wakes claims waiting for work when this commits
   return event.item_id;
 }
 
@@ -328,13 +332,14 @@ std::string ControlStore::enqueue(const std::string& project_id, const std::stri
   require_actor(actor);
   require_payload(payload_json);
   if (now) require_now(*now);
-  auto tx = Transaction::write(*backend_, sync_for_claims());
-  // Read once the write lock is held: the decision is made at this time.
-  const Micros at = clock(now);
-  const ProjectRow project = visible_project(project_id, actor);
-  std::string id = enqueue_in_tx(project, payload_json, actor, at);
-  tx.commit();
-  return id;
+  return write(sync_for_claims(), [&](Transaction& tx) {
+    // Read once the write lock is held: the decision is made at this time.
+    const Micros at = clock(now);
+    const ProjectRow project = visible_project(project_id, actor);
+    std::string id = enqueue_in_tx(project, payload_json, actor, at);
+    tx.commit();
+    return id;
+  });
 }
 
 std::string ControlStore::enqueue(const std::string& project_id, const std::string& payload_json,
@@ -359,14 +364,20 @@ std::string ControlStore::enqueue(const std::string& project_id, const std::stri
     }
     require_name(*value, what);
   }
+  if (!options.key.empty()) require_name(options.key, "key");
   if (options.now) require_now(*options.now);
-  auto tx = Transaction::write(*backend_, sync_for_claims());
-  // Read once the write lock is held: the decision is made at this time.
-  const Micros at = clock(options.now);
-  const ProjectRow project = visible_project(project_id, options.actor);
-  std::string id = enqueue_in_tx(project, payload_json, options.actor, at, &options);
-  tx.commit();
-  return id;
+  return write(sync_for_claims(), [&](Transaction& tx) {
+    // Read once the write lock is held: the decision is made at this time.
+    const Micros at = clock(options.now);
+    const ProjectRow project = visible_project(project_id, options.actor);
+    if (!options.key.empty()) {
+      // Enqueued before under this key: that item, and nothing appended.
+      if (auto first = backend_->find_item_by_key(project_id, options.key)) return first->item_id;
+    }
+    std::string id = enqueue_in_tx(project, payload_json, options.actor, at, &options);
+    tx.commit();
+    return id;
+  });
 }
 
 std::vector<std::string> ControlStore::enqueue_batch(const std::string& project_id,
@@ -385,15 +396,16 @@ std::vector<std::string> ControlStore::enqueue_batch(const std::string& project_
     }
   }
   if (now) require_now(*now);
-  auto tx = Transaction::write(*backend_, sync_for_claims());
-  // Read once the write lock is held: the decision is made at this time.
-  const Micros at = clock(now);
-  const ProjectRow project = visible_project(project_id, actor);
-  std::vector<std::string> ids;
-  ids.reserve(payloads_json.size());
-  for (const auto& payload : payloads_json) ids.push_back(enqueue_in_tx(project, payload, actor, at));
-  tx.commit();
-  return ids;
+  return write(sync_for_claims(), [&](Transaction& tx) {
+    // Read once the write lock is held: the decision is made at this time.
+    const Micros at = clock(now);
+    const ProjectRow project = visible_project(project_id, actor);
+    std::vector<std::string> ids;
+    ids.reserve(payloads_json.size());
+    for (const auto& payload : payloads_json) ids.push_back(enqueue_in_tx(project, payload, actor, at));
+    tx.commit();
+    return ids;
+  });
 }
 
 std::optional<ClaimedItem> ControlStore::claim_in_tx(const std::string& owner,
@@ -423,11 +435,37 @@ std::optional<ClaimedItem> ControlStore::claim(const std::string& owner,
                                                const ClaimOptions& options) {
   const InUse in_use(*this);
   const Micros lease = check_claim(owner, options);
-  auto tx = Transaction::write(*backend_, sync_for_claims());
+  if (options.wait && !(options.wait->count() >= 0 && options.wait->count() <= kMaxLeaseSeconds)) {
+    throw InvalidArgument(fmt::format("a claim's wait must be between 0 and {} seconds, not {}",
+                                      kMaxLeaseSeconds, options.wait->count()));
+  }
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(options.wait.value_or(Seconds{0}));
+  for (;;) {
+    auto claimed = write(sync_for_claims(), [&](Transaction& tx) {
+      const Micros at = clock(options.now);
+      auto claimed = claim_in_tx(owner, options, lease, at);
+      if (claimed) tx.commit();
+      return claimed;
+    });
+    if (claimed || std::chrono::steady_clock::now() >= deadline) return claimed;
+    backend_->wait_for_work(std::min(deadline, next_lapse_deadline(options)));
+  }
+}
+
+// When the first lease in the caller's scope lapses (a claim can take it
+// then), on the steady clock; the far future when none is claimed.
+std::chrono::steady_clock::time_point ControlStore::next_lapse_deadline(const ClaimOptions& options) {
+  auto tx = Transaction::read(*backend_);
   const Micros at = clock(options.now);
-  auto claimed = claim_in_tx(owner, options, lease, at);
-  if (claimed) tx.commit();
-  return claimed;
+  std::optional<Micros> first;
+  for (const auto& project : backend_->project_ids(options.actor ? &*options.actor : nullptr)) {
+    if (auto lapse = backend_->next_lapse(project); lapse && (!first || *lapse < *first)) first = lapse;
+  }
+  tx.commit();
+  if (!first) return std::chrono::steady_clock::time_point::max();
+  return std::chrono::steady_clock::now() + std::chrono::microseconds(std::max<Micros>(*first - at, 0));
 }
 
 std::vector<ClaimedItem> ControlStore::claim_batch(const std::string& owner, std::size_t max_items,
@@ -435,16 +473,17 @@ std::vector<ClaimedItem> ControlStore::claim_batch(const std::string& owner, std
   const InUse in_use(*this);
   const Micros lease = check_claim(owner, options);
   if (max_items == 0) throw InvalidArgument("a batch claim needs max_items of at least 1");
-  auto tx = Transaction::write(*backend_, sync_for_claims());
-  const Micros at = clock(options.now);
-  std::vector<ClaimedItem> out;
-  while (out.size() < max_items) {
-    auto claimed = claim_in_tx(owner, options, lease, at);
-    if (!claimed) break;
-    out.push_back(std::move(*claimed));
-  }
-  if (!out.empty()) tx.commit();
-  return out;
+  return write(sync_for_claims(), [&](Transaction& tx) {
+    const Micros at = clock(options.now);
+    std::vector<ClaimedItem> out;
+    while (out.size() < max_items) {
+      auto claimed = claim_in_tx(owner, options, lease, at);
+      if (!claimed) break;
+      out.push_back(std::move(*claimed));
+    }
+    if (!out.empty()) tx.commit();
+    return out;
+  });
 }
 
 template <class Decide>
@@ -486,11 +525,12 @@ void ControlStore::finish(const std::string& item_id, Fence fence, Outcome outco
   check_report(item_id, outcome, options.detail);
   require_actor(options.actor);
   if (options.now) require_now(*options.now);
-  auto tx = Transaction::write(*backend_, sync_for_finish());
-  // Read once the write lock is held: the decision is made at this time.
-  const Micros at = clock(options.now);
-  finish_in_tx(item_id, fence, outcome, options.detail, at, options.actor);
-  tx.commit();
+  return write(sync_for_finish(), [&](Transaction& tx) {
+    // Read once the write lock is held: the decision is made at this time.
+    const Micros at = clock(options.now);
+    finish_in_tx(item_id, fence, outcome, options.detail, at, options.actor);
+    tx.commit();
+  });
 }
 
 Micros ControlStore::heartbeat(const std::string& item_id, Fence fence,
@@ -501,43 +541,45 @@ Micros ControlStore::heartbeat(const std::string& item_id, Fence fence,
   const Micros lease = require_lease(options.lease.value_or(options_.lease));
   if (options.now) require_now(*options.now);
   // A lease extended is a promise to a worker, like a claim: as durable.
-  auto tx = Transaction::write(*backend_, sync_for_claims());
-  // Read once the write lock is held: the decision is made at this time.
-  const Micros at = clock(options.now);
-  const ItemRow next = report_in_tx(item_id, options.actor, [&](const std::optional<ItemRow>& row) {
-    return decide_heartbeat(row, item_id, fence, lease, kControlPlane, at);
+  return write(sync_for_claims(), [&](Transaction& tx) {
+    // Read once the write lock is held: the decision is made at this time.
+    const Micros at = clock(options.now);
+    const ItemRow next = report_in_tx(item_id, options.actor, [&](const std::optional<ItemRow>& row) {
+      return decide_heartbeat(row, item_id, fence, lease, kControlPlane, at);
+    });
+    tx.commit();
+    return next.lease_expires_at;
   });
-  tx.commit();
-  return next.lease_expires_at;
 }
 
 std::int64_t ControlStore::expire_leases(std::optional<Micros> now) {
   const InUse in_use(*this);
   if (now) require_now(*now);
   // A lost expiry record loses nothing but history: finish durability.
-  auto tx = Transaction::write(*backend_, sync_for_finish());
-  // Read once the write lock is held: the decision is made at this time.
-  const Micros at = clock(now);
-  std::int64_t expired = 0;
-  for (const auto& project : backend_->project_ids(nullptr)) {
-    for (auto& row : backend_->lapsed_items(at, project)) {
-      // Recorded once per claim: skip an item whose last event already is
-      // this claim's expiry.
-      const auto history = backend_->stream_events({StreamKind::item, row.item_id});
-      if (!history.empty()) {
-        const Event last = decode(history.back().body);
-        const auto* done = std::get_if<LeaseExpired>(&last.body);
-        if (done != nullptr && done->fence == row.fence) continue;
+  return write(sync_for_finish(), [&](Transaction& tx) {
+    // Read once the write lock is held: the decision is made at this time.
+    const Micros at = clock(now);
+    std::int64_t expired = 0;
+    for (const auto& project : backend_->project_ids(nullptr)) {
+      for (auto& row : backend_->lapsed_items(at, project)) {
+        // Recorded once per claim: skip an item whose last event already is
+        // this claim's expiry.
+        const auto history = backend_->stream_events({StreamKind::item, row.item_id});
+        if (!history.empty()) {
+          const Event last = decode(history.back().body);
+          const auto* done = std::get_if<LeaseExpired>(&last.body);
+          if (done != nullptr && done->fence == row.fence) continue;
+        }
+        const Event event{at, kControlPlane, row.project_id, row.item_id,
+                          LeaseExpired{row.fence, row.owner, row.lease_expires_at}};
+        const Seq seq = backend_->append(event);
+        backend_->put_item(apply(std::move(row), StoredEvent{seq, event}));
+        ++expired;
       }
-      const Event event{at, kControlPlane, row.project_id, row.item_id,
-                        LeaseExpired{row.fence, row.owner, row.lease_expires_at}};
-      const Seq seq = backend_->append(event);
-      backend_->put_item(apply(std::move(row), StoredEvent{seq, event}));
-      ++expired;
     }
-  }
-  tx.commit();
-  return expired;
+    tx.commit();
+    return expired;
+  });
 }
 
 void ControlStore::release(const std::string& item_id, Fence fence, const std::string& reason,
@@ -547,13 +589,15 @@ void ControlStore::release(const std::string& item_id, Fence fence, const std::s
   require_actor(options.actor);
   require_size(reason, kMaxTextBytes, "reason");
   if (options.now) require_now(*options.now);
-  auto tx = Transaction::write(*backend_, sync_for_finish());
-  // Read once the write lock is held: the decision is made at this time.
-  const Micros at = clock(options.now);
-  report_in_tx(item_id, options.actor, [&](const std::optional<ItemRow>& row) {
-    return decide_release(row, item_id, fence, reason, kControlPlane, at);
+  return write(sync_for_finish(), [&](Transaction& tx) {
+    // Read once the write lock is held: the decision is made at this time.
+    const Micros at = clock(options.now);
+    report_in_tx(item_id, options.actor, [&](const std::optional<ItemRow>& row) {
+      return decide_release(row, item_id, fence, reason, kControlPlane, at);
+    });
+    backend_->announce_work();  // the item is ready again: wake a waiting claim
+    tx.commit();
   });
-  tx.commit();
 }
 
 // ---- sessions ------------------------------------------------------------------
@@ -578,28 +622,29 @@ void ControlStore::open_session(const std::string& session, const std::optional<
   require_name(session, "session id");
   require_actor(actor);
   if (now) require_now(*now);
-  auto tx = Transaction::write(*backend_, sync_for_claims());
-  // Read once the write lock is held: the decision is made at this time.
-  const Micros at = clock(now);
-  const std::string scope = actor.value_or("");
-  if (auto existing = backend_->find_session(session)) {
-    if (!existing->is_open()) {
-      throw InvalidArgument(fmt::format("session {} was closed at {}; session ids are not "
-                                        "reused: open a new one",
-                                        quote_id(session), existing->closed_at));
+  return write(sync_for_claims(), [&](Transaction& tx) {
+    // Read once the write lock is held: the decision is made at this time.
+    const Micros at = clock(now);
+    const std::string scope = actor.value_or("");
+    if (auto existing = backend_->find_session(session)) {
+      if (!existing->is_open()) {
+        throw InvalidArgument(fmt::format("session {} was closed at {}; session ids are not "
+                                          "reused: open a new one",
+                                          quote_id(session), existing->closed_at));
+      }
+      if (existing->actor != scope) {
+        throw InvalidArgument(fmt::format("session {} is already open {}", quote_id(session),
+                                          existing->actor.empty()
+                                              ? std::string("unscoped")
+                                              : "as actor " + quote_id(existing->actor)));
+      }
+      return;  // open already, as asked: nothing to record
     }
-    if (existing->actor != scope) {
-      throw InvalidArgument(fmt::format("session {} is already open {}", quote_id(session),
-                                        existing->actor.empty()
-                                            ? std::string("unscoped")
-                                            : "as actor " + quote_id(existing->actor)));
-    }
-    return;  // open already, as asked: nothing to record
-  }
-  const Event event{at, scope, "", "", SessionOpened{session, scope}};
-  const Seq seq = backend_->append(event);
-  backend_->put_session(apply(SessionRow{}, StoredEvent{seq, event}));
-  tx.commit();
+    const Event event{at, scope, "", "", SessionOpened{session, scope}};
+    const Seq seq = backend_->append(event);
+    backend_->put_session(apply(SessionRow{}, StoredEvent{seq, event}));
+    tx.commit();
+  });
 }
 
 std::vector<std::pair<std::string, Micros>> ControlStore::session_heartbeat(
@@ -609,24 +654,25 @@ std::vector<std::pair<std::string, Micros>> ControlStore::session_heartbeat(
   const Micros lease_us = require_lease(lease.value_or(options_.lease));
   if (now) require_now(*now);
   // Leases extended are promises, as durable as a claim.
-  auto tx = Transaction::write(*backend_, sync_for_claims());
-  // Read once the write lock is held: the decision is made at this time.
-  const Micros at = clock(now);
-  const SessionRow row = open_session_row(session);
-  std::vector<std::pair<std::string, Micros>> extended;
-  for (auto& item : backend_->session_items(session)) {
-    if (!lease_live(item, at)) continue;  // a lapsed lease stays lapsed
-    const Event event{at, acting_for(row), item.project_id, item.item_id,
-                      LeaseExtended{item.fence, at + lease_us}};
-    const Seq seq = backend_->append(event);
-    backend_->put_item(apply(std::move(item), StoredEvent{seq, event}));
-    extended.emplace_back(event.item_id, at + lease_us);
-  }
-  const Event seen{at, row.actor, "", "", SessionSeen{session}};
-  const Seq seq = backend_->append(seen);
-  backend_->put_session(apply(row, StoredEvent{seq, seen}));
-  tx.commit();
-  return extended;
+  return write(sync_for_claims(), [&](Transaction& tx) {
+    // Read once the write lock is held: the decision is made at this time.
+    const Micros at = clock(now);
+    const SessionRow row = open_session_row(session);
+    std::vector<std::pair<std::string, Micros>> extended;
+    for (auto& item : backend_->session_items(session)) {
+      if (!lease_live(item, at)) continue;  // a lapsed lease stays lapsed
+      const Event event{at, acting_for(row), item.project_id, item.item_id,
+                        LeaseExtended{item.fence, at + lease_us}};
+      const Seq seq = backend_->append(event);
+      backend_->put_item(apply(std::move(item), StoredEvent{seq, event}));
+      extended.emplace_back(event.item_id, at + lease_us);
+    }
+    const Event seen{at, row.actor, "", "", SessionSeen{session}};
+    const Seq seq = backend_->append(seen);
+    backend_->put_session(apply(row, StoredEvent{seq, seen}));
+    tx.commit();
+    return extended;
+  });
 }
 
 std::vector<std::string> ControlStore::close_session(const std::string& session,
@@ -634,28 +680,29 @@ std::vector<std::string> ControlStore::close_session(const std::string& session,
   const InUse in_use(*this);
   require_name(session, "session id");
   if (now) require_now(*now);
-  auto tx = Transaction::write(*backend_, sync_for_finish());
-  // Read once the write lock is held: the decision is made at this time.
-  const Micros at = clock(now);
-  auto row = backend_->find_session(session);
-  if (!row) {
-    throw NotFound(NotFound::Reason::unknown_session,
-                   fmt::format("no such session: {}", quote_id(session)));
-  }
-  if (!row->is_open()) return {};  // closed already: nothing to record
-  std::vector<std::string> released;
-  for (auto& item : backend_->session_items(session)) {
-    const Event event{at, acting_for(*row), item.project_id, item.item_id,
-                      ItemReleased{item.fence, "session closed"}};
-    const Seq seq = backend_->append(event);
-    backend_->put_item(apply(std::move(item), StoredEvent{seq, event}));
-    released.push_back(event.item_id);
-  }
-  const Event closed{at, row->actor, "", "", SessionClosed{session}};
-  const Seq seq = backend_->append(closed);
-  backend_->put_session(apply(std::move(*row), StoredEvent{seq, closed}));
-  tx.commit();
-  return released;
+  return write(sync_for_finish(), [&](Transaction& tx) -> std::vector<std::string> {
+    // Read once the write lock is held: the decision is made at this time.
+    const Micros at = clock(now);
+    auto row = backend_->find_session(session);
+    if (!row) {
+      throw NotFound(NotFound::Reason::unknown_session,
+                     fmt::format("no such session: {}", quote_id(session)));
+    }
+    if (!row->is_open()) return {};  // closed already: nothing to record
+    std::vector<std::string> released;
+    for (auto& item : backend_->session_items(session)) {
+      const Event event{at, acting_for(*row), item.project_id, item.item_id,
+                        ItemReleased{item.fence, "session closed"}};
+      const Seq seq = backend_->append(event);
+      backend_->put_item(apply(std::move(item), StoredEvent{seq, event}));
+      released.push_back(event.item_id);
+    }
+    const Event closed{at, row->actor, "", "", SessionClosed{session}};
+    const Seq seq = backend_->append(closed);
+    backend_->put_session(apply(std::move(*row), StoredEvent{seq, closed}));
+    tx.commit();
+    return released;
+  });
 }
 
 std::vector<SessionInfo> ControlStore::sessions(std::optional<Micros> now) {
@@ -714,16 +761,17 @@ bool ControlStore::observe_head(const std::string& item_id, const std::string& h
   require_name(item_id, "item id");
   require_name(head, "head");
   if (now) require_now(*now);
-  auto tx = Transaction::write(*backend_, sync_for_claims());
-  // Read once the write lock is held: the decision is made at this time.
-  const Micros at = clock(now);
-  const bool changed = observe_in_tx(item_id, at, [&](const ItemRow& row) -> std::optional<EventBody> {
-    require_pr(row, "head");
-    if (is_terminal(row.status) || row.head == head) return std::nullopt;
-    return HeadMoved{head};
+  return write(sync_for_claims(), [&](Transaction& tx) {
+    // Read once the write lock is held: the decision is made at this time.
+    const Micros at = clock(now);
+    const bool changed = observe_in_tx(item_id, at, [&](const ItemRow& row) -> std::optional<EventBody> {
+      require_pr(row, "head");
+      if (is_terminal(row.status) || row.head == head) return std::nullopt;
+      return HeadMoved{head};
+    });
+    if (changed) tx.commit();
+    return changed;
   });
-  if (changed) tx.commit();
-  return changed;
 }
 
 bool ControlStore::observe_review(const std::string& item_id, ReviewState review,
@@ -735,16 +783,17 @@ bool ControlStore::observe_review(const std::string& item_id, ReviewState review
     throw InvalidArgument(fmt::format("unknown review state {}", static_cast<int>(review)));
   }
   if (now) require_now(*now);
-  auto tx = Transaction::write(*backend_, sync_for_claims());
-  // Read once the write lock is held: the decision is made at this time.
-  const Micros at = clock(now);
-  const bool changed = observe_in_tx(item_id, at, [&](const ItemRow& row) -> std::optional<EventBody> {
-    require_pr(row, "review state");
-    if (is_terminal(row.status) || row.review == review) return std::nullopt;
-    return ReviewChanged{review};
+  return write(sync_for_claims(), [&](Transaction& tx) {
+    // Read once the write lock is held: the decision is made at this time.
+    const Micros at = clock(now);
+    const bool changed = observe_in_tx(item_id, at, [&](const ItemRow& row) -> std::optional<EventBody> {
+      require_pr(row, "review state");
+      if (is_terminal(row.status) || row.review == review) return std::nullopt;
+      return ReviewChanged{review};
+    });
+    if (changed) tx.commit();
+    return changed;
   });
-  if (changed) tx.commit();
-  return changed;
 }
 
 bool ControlStore::observe_close(const std::string& item_id, CloseReason reason,
@@ -755,15 +804,16 @@ bool ControlStore::observe_close(const std::string& item_id, CloseReason reason,
     throw InvalidArgument(fmt::format("unknown close reason {}", static_cast<int>(reason)));
   }
   if (now) require_now(*now);
-  auto tx = Transaction::write(*backend_, sync_for_claims());
-  // Read once the write lock is held: the decision is made at this time.
-  const Micros at = clock(now);
-  const bool changed = observe_in_tx(item_id, at, [&](const ItemRow& row) -> std::optional<EventBody> {
-    if (is_terminal(row.status)) return std::nullopt;
-    return ItemClosed{reason};
+  return write(sync_for_claims(), [&](Transaction& tx) {
+    // Read once the write lock is held: the decision is made at this time.
+    const Micros at = clock(now);
+    const bool changed = observe_in_tx(item_id, at, [&](const ItemRow& row) -> std::optional<EventBody> {
+      if (is_terminal(row.status)) return std::nullopt;
+      return ItemClosed{reason};
+    });
+    if (changed) tx.commit();
+    return changed;
   });
-  if (changed) tx.commit();
-  return changed;
 }
 
 // The terminal path (the allocator routes it first; see commands/allocate.cpp).
@@ -773,33 +823,35 @@ bool ControlStore::enter_terminal_path(const std::string& item_id, const std::st
   require_name(item_id, "item id");
   require_size(reason, 64 << 10, "reason");
   if (now) require_now(*now);
-  auto tx = Transaction::write(*backend_, sync_for_finish());
-  const Micros at = clock(now);
-  const bool changed = observe_in_tx(item_id, at, [&](const ItemRow& row) -> std::optional<EventBody> {
-    if (is_terminal(row.status)) {
-      throw InvalidArgument(fmt::format("item {} is {}: only an open item goes on the terminal "
-                                        "path",
-                                        quote_id(item_id), to_string(row.status)));
-    }
-    if (row.terminal_since != 0) return std::nullopt;  // on it already
-    return TerminalPathEntered{reason};
+  return write(sync_for_finish(), [&](Transaction& tx) {
+    const Micros at = clock(now);
+    const bool changed = observe_in_tx(item_id, at, [&](const ItemRow& row) -> std::optional<EventBody> {
+      if (is_terminal(row.status)) {
+        throw InvalidArgument(fmt::format("item {} is {}: only an open item goes on the terminal "
+                                          "path",
+                                          quote_id(item_id), to_string(row.status)));
+      }
+      if (row.terminal_since != 0) return std::nullopt;  // on it already
+      return TerminalPathEntered{reason};
+    });
+    if (changed) tx.commit();
+    return changed;
   });
-  if (changed) tx.commit();
-  return changed;
 }
 
 bool ControlStore::leave_terminal_path(const std::string& item_id, std::optional<Micros> now) {
   const InUse in_use(*this);
   require_name(item_id, "item id");
   if (now) require_now(*now);
-  auto tx = Transaction::write(*backend_, sync_for_finish());
-  const Micros at = clock(now);
-  const bool changed = observe_in_tx(item_id, at, [&](const ItemRow& row) -> std::optional<EventBody> {
-    if (row.terminal_since == 0) return std::nullopt;
-    return TerminalPathLeft{};
+  return write(sync_for_finish(), [&](Transaction& tx) {
+    const Micros at = clock(now);
+    const bool changed = observe_in_tx(item_id, at, [&](const ItemRow& row) -> std::optional<EventBody> {
+      if (row.terminal_since == 0) return std::nullopt;
+      return TerminalPathLeft{};
+    });
+    if (changed) tx.commit();
+    return changed;
   });
-  if (changed) tx.commit();
-  return changed;
 }
 
 void ControlStore::sync_terminal_lock(const ItemRow& before, const ItemRow& after) {
@@ -825,22 +877,23 @@ Assignment ControlStore::assign_and_lease(const std::string& session, const std:
   const auto actions = checked_actions(allowed_actions, false);
   const Micros lease_us = require_lease(lease.value_or(options_.lease));
   if (now) require_now(*now);
-  auto tx = Transaction::write(*backend_, sync_for_claims());
-  // Read once the write lock is held: the decision is made at this time.
-  const Micros at = clock(now);
-  const SessionRow holder = open_session_row(session);
-  auto row = backend_->find_item(item_id);
-  const bool visible =
-      row && (holder.actor.empty() || backend_->is_assigned(row->project_id, holder.actor));
-  AssignDecision decision =
-      decide_assign(row, visible, session, actions, lease_us, acting_for(holder), at);
-  decision.answer.item_id = item_id;
-  if (decision.event) {
-    const Seq seq = backend_->append(*decision.event);
-    backend_->put_item(apply(std::move(*row), StoredEvent{seq, *decision.event}));
-    tx.commit();
-  }
-  return decision.answer;
+  return write(sync_for_claims(), [&](Transaction& tx) {
+    // Read once the write lock is held: the decision is made at this time.
+    const Micros at = clock(now);
+    const SessionRow holder = open_session_row(session);
+    auto row = backend_->find_item(item_id);
+    const bool visible =
+        row && (holder.actor.empty() || backend_->is_assigned(row->project_id, holder.actor));
+    AssignDecision decision =
+        decide_assign(row, visible, session, actions, lease_us, acting_for(holder), at);
+    decision.answer.item_id = item_id;
+    if (decision.event) {
+      const Seq seq = backend_->append(*decision.event);
+      backend_->put_item(apply(std::move(*row), StoredEvent{seq, *decision.event}));
+      tx.commit();
+    }
+    return decision.answer;
+  });
 }
 
 namespace {
@@ -897,19 +950,20 @@ GateVerdict ControlStore::record_mutation(const std::string& session, const std:
   if (now) require_now(*now);
   // The record of a mutation made is as durable as the assignment it was
   // made under.
-  auto tx = Transaction::write(*backend_, sync_for_claims());
-  // Read once the write lock is held: the decision is made at this time.
-  const Micros at = clock(now);
-  std::optional<ItemRow> row;
-  std::optional<SessionRow> holder;
-  auto verdict = gate_in_tx(session, item_id, fence, action, head, at, &row, &holder);
-  if (!verdict) return verdict;  // a denial records nothing
-  const Event event{at, acting_for(*holder), row->project_id, row->item_id,
-                    MutationRecorded{session, fence, action, head.value_or("")}};
-  const Seq seq = backend_->append(event);
-  backend_->put_item(apply(std::move(*row), StoredEvent{seq, event}));
-  tx.commit();
-  return verdict;
+  return write(sync_for_claims(), [&](Transaction& tx) {
+    // Read once the write lock is held: the decision is made at this time.
+    const Micros at = clock(now);
+    std::optional<ItemRow> row;
+    std::optional<SessionRow> holder;
+    auto verdict = gate_in_tx(session, item_id, fence, action, head, at, &row, &holder);
+    if (!verdict) return verdict;  // a denial records nothing
+    const Event event{at, acting_for(*holder), row->project_id, row->item_id,
+                      MutationRecorded{session, fence, action, head.value_or("")}};
+    const Seq seq = backend_->append(event);
+    backend_->put_item(apply(std::move(*row), StoredEvent{seq, event}));
+    tx.commit();
+    return verdict;
+  });
 }
 
 FenceVerdict ControlStore::check_fence(const std::string& item_id, Fence fence,
@@ -938,11 +992,12 @@ void ControlStore::finish_batch(const std::vector<Report>& reports, std::optiona
     }
   }
   if (now) require_now(*now);
-  auto tx = Transaction::write(*backend_, sync_for_finish());
-  // Read once the write lock is held: the decision is made at this time.
-  const Micros at = clock(now);
-  for (const auto& r : reports) finish_in_tx(r.item_id, r.fence, r.outcome, r.detail, at, actor);
-  tx.commit();
+  return write(sync_for_finish(), [&](Transaction& tx) {
+    // Read once the write lock is held: the decision is made at this time.
+    const Micros at = clock(now);
+    for (const auto& r : reports) finish_in_tx(r.item_id, r.fence, r.outcome, r.detail, at, actor);
+    tx.commit();
+  });
 }
 
 std::optional<ClaimedItem> ControlStore::finish_and_claim(const std::string& item_id, Fence fence,
@@ -952,12 +1007,13 @@ std::optional<ClaimedItem> ControlStore::finish_and_claim(const std::string& ite
   const InUse in_use(*this);
   check_report(item_id, outcome, detail);
   const Micros lease = check_claim(owner, options);
-  auto tx = Transaction::write(*backend_, sync_for_claims());
-  const Micros at = clock(options.now);
-  finish_in_tx(item_id, fence, outcome, detail, at, options.actor);
-  auto next = claim_in_tx(owner, options, lease, at);
-  tx.commit();
-  return next;
+  return write(sync_for_claims(), [&](Transaction& tx) {
+    const Micros at = clock(options.now);
+    finish_in_tx(item_id, fence, outcome, detail, at, options.actor);
+    auto next = claim_in_tx(owner, options, lease, at);
+    tx.commit();
+    return next;
+  });
 }
 
 ControlStore::StatusCounts ControlStore::status_counts(const std::optional<std::string>& project_id) {

@@ -97,16 +97,17 @@ bool ControlStore::link_incident(const IncidentKey& key, const std::string& targ
   require_name(target, "target");
   check_observation(observation);
   if (now) require_now(*now);
-  auto tx = Transaction::write(*backend_, sync_for_finish());
-  const Micros at = clock(now);
-  const auto before = backend_->find_incident(id_of(key));
-  IncidentLinked linked = merged(key, target, observation, before);
-  if (before && same_link(linked, *before)) return false;  // nothing new: nothing recorded
-  const Event event{at, kControlPlane, "", "", std::move(linked)};
-  const Seq seq = backend_->append(event);
-  backend_->put_incident(apply(before.value_or(IncidentLinkRow{}), StoredEvent{seq, event}));
-  tx.commit();
-  return true;
+  return write(sync_for_finish(), [&](Transaction& tx) {
+    const Micros at = clock(now);
+    const auto before = backend_->find_incident(id_of(key));
+    IncidentLinked linked = merged(key, target, observation, before);
+    if (before && same_link(linked, *before)) return false;  // nothing new: nothing recorded
+    const Event event{at, kControlPlane, "", "", std::move(linked)};
+    const Seq seq = backend_->append(event);
+    backend_->put_incident(apply(before.value_or(IncidentLinkRow{}), StoredEvent{seq, event}));
+    tx.commit();
+    return true;
+  });
 }
 
 IncidentLinkRow ControlStore::incident(const IncidentKey& key) {
@@ -240,59 +241,62 @@ IncidentImport ControlStore::import_incident_links(const std::vector<LegacyIncid
         .push_back(&r);
   }
   report.links = static_cast<std::int64_t>(groups.size());
-  auto tx = dry_run ? Transaction::read(*backend_) : Transaction::write(*backend_, sync_for_finish());
-  const Micros at = clock(now);
-  std::vector<IncidentLinked> to_write;
-  for (const auto& [id, group] : groups) {
-    const IncidentLinked link = link_of(*group.front());
-    const IncidentKey key{link.provider, link.fingerprint, link.org, link.repo, link.environment};
-    auto fields = disagreements(group);
-    const auto stored = backend_->find_incident(id);
-    if (fields.empty() && stored && !same_link(link, *stored)) {
-      // The store's own link disagrees: name each field with both values.
-      const IncidentLinkRow& s = *stored;
-      auto both = [&](const char* name, std::string store_value, std::string legacy_value) {
-        if (store_value != legacy_value) {
-          fields.emplace_back(name, std::vector<std::string>{"store: " + store_value,
-                                                             std::move(legacy_value)});
-        }
-      };
-      both("target", shown(std::optional<std::string>(s.target)),
-           shown(std::optional<std::string>(link.target)));
-      both("status", shown(s.status), shown(link.status));
-      both("event_count", shown(s.event_count), shown(link.event_count));
-      both("permalink", shown(s.permalink), shown(link.permalink));
-      both("first_seen", shown(s.first_seen), shown(link.first_seen));
-      both("last_seen", shown(s.last_seen), shown(link.last_seen));
-      both("linked_prs", shown(s.linked_prs), shown(link.linked_prs));
+  const IncidentImport checked = report;  // each attempt starts from here
+  return transact(!dry_run, sync_for_finish(), [&](Transaction& tx) -> IncidentImport {
+    IncidentImport report = checked;
+    const Micros at = clock(now);
+    std::vector<IncidentLinked> to_write;
+    for (const auto& [id, group] : groups) {
+      const IncidentLinked link = link_of(*group.front());
+      const IncidentKey key{link.provider, link.fingerprint, link.org, link.repo, link.environment};
+      auto fields = disagreements(group);
+      const auto stored = backend_->find_incident(id);
+      if (fields.empty() && stored && !same_link(link, *stored)) {
+        // The store's own link disagrees: name each field with both values.
+        const IncidentLinkRow& s = *stored;
+        auto both = [&](const char* name, std::string store_value, std::string legacy_value) {
+          if (store_value != legacy_value) {
+            fields.emplace_back(name, std::vector<std::string>{"store: " + store_value,
+                                                               std::move(legacy_value)});
+          }
+        };
+        both("target", shown(std::optional<std::string>(s.target)),
+             shown(std::optional<std::string>(link.target)));
+        both("status", shown(s.status), shown(link.status));
+        both("event_count", shown(s.event_count), shown(link.event_count));
+        both("permalink", shown(s.permalink), shown(link.permalink));
+        both("first_seen", shown(s.first_seen), shown(link.first_seen));
+        both("last_seen", shown(s.last_seen), shown(link.last_seen));
+        both("linked_prs", shown(s.linked_prs), shown(link.linked_prs));
+      }
+      if (!fields.empty()) {
+        IncidentImport::Conflict conflict{key, {}, std::move(fields)};
+        for (const auto* r : group) conflict.rowids.push_back(r->rowid);
+        report.conflicts.push_back(std::move(conflict));
+        continue;
+      }
+      report.collapsed += static_cast<std::int64_t>(group.size()) - 1;
+      if (stored) {
+        ++report.unchanged;
+      } else {
+        ++report.imported;
+        to_write.push_back(link);
+      }
     }
-    if (!fields.empty()) {
-      IncidentImport::Conflict conflict{key, {}, std::move(fields)};
-      for (const auto* r : group) conflict.rowids.push_back(r->rowid);
-      report.conflicts.push_back(std::move(conflict));
-      continue;
+    // Fails closed: one conflict and nothing is imported.
+    if (!report.conflicts.empty()) {
+      report.imported = 0;
+      return report;
     }
-    report.collapsed += static_cast<std::int64_t>(group.size()) - 1;
-    if (stored) {
-      ++report.unchanged;
-    } else {
-      ++report.imported;
-      to_write.push_back(link);
+    if (dry_run) return report;
+    for (auto& link : to_write) {
+      const Event event{at, kControlPlane, "", "", std::move(link)};
+      const Seq seq = backend_->append(event);
+      backend_->put_incident(apply(IncidentLinkRow{}, StoredEvent{seq, event}));
     }
-  }
-  // Fails closed: one conflict and nothing is imported.
-  if (!report.conflicts.empty()) {
-    report.imported = 0;
+    tx.commit();
     return report;
-  }
-  if (dry_run) return report;
-  for (auto& link : to_write) {
-    const Event event{at, kControlPlane, "", "", std::move(link)};
-    const Seq seq = backend_->append(event);
-    backend_->put_incident(apply(IncidentLinkRow{}, StoredEvent{seq, event}));
-  }
-  tx.commit();
-  return report;
+  });
 }
 
 }  // namespace cplane

@@ -2,11 +2,21 @@
 // the names events are made under.
 #pragma once
 
+#include <unistd.h>
+
+#include <chrono>
 #include <optional>
+#include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include <cplane/store.hpp>
+
 #include "projections/rows.hpp"
+#include "storage/backend.hpp"
 
 namespace cplane::detail {
 
@@ -25,3 +35,36 @@ const std::string& acting_for(const SessionRow& session);
 std::vector<std::string> checked_actions(const std::vector<std::string>& actions, bool allow_none);
 
 }  // namespace cplane::detail
+
+namespace cplane {
+
+// How many times a command runs its decide step before a Conflict is
+// handed to the caller (as busy: retry later).
+inline constexpr int kConflictAttempts = 10;
+
+template <class F>
+auto ControlStore::write(storage::Sync sync, F&& f) {
+  for (int attempt = 1;; ++attempt) {
+    try {
+      auto tx = storage::Transaction::write(*backend_, sync);
+      return f(tx);
+    } catch (const storage::Conflict& e) {
+      if (attempt >= kConflictAttempts) {
+        throw StorageError(StorageError::Category::busy,
+                           fmt::format("{} (gave up after {} attempts; retry)", e.what(), attempt));
+      }
+      // Apart a little, at random, so that the racers do not meet again.
+      thread_local std::minstd_rand jitter(static_cast<unsigned>(::getpid()));
+      std::this_thread::sleep_for(std::chrono::microseconds(jitter() % (200 * attempt)));
+    }
+  }
+}
+
+template <class F>
+auto ControlStore::transact(bool writing, storage::Sync sync, F&& f) {
+  if (writing) return write(sync, std::forward<F>(f));
+  auto tx = storage::Transaction::read(*backend_);
+  return f(tx);
+}
+
+}  // namespace cplane

@@ -103,6 +103,7 @@ std::string encode(const Event& event) {
                    b.setHead(text(e.head));
                    b.setAuthor(text(e.author));
                    b.setPriority(e.priority);
+                   b.setKey(text(e.key));
                  },
                  [&](const TerminalPathEntered& e) {
                    body.initTerminalPathEntered().setReason(text(e.reason));
@@ -226,7 +227,8 @@ Event decode_aligned(kj::ArrayPtr<const capnp::word> words) {
     case wire::Event::Body::ITEM_QUEUED: {
       auto b = body.getItemQueued();
       event.body = ItemQueued{str(b.getPayload()), from_wire(b.getKind()), str(b.getRef()),
-                              str(b.getHead()), str(b.getAuthor()), b.getPriority()};
+                              str(b.getHead()), str(b.getAuthor()), b.getPriority(),
+                              str(b.getKey())};
       break;
     }
     case wire::Event::Body::TERMINAL_PATH_ENTERED:

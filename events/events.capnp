@@ -55,6 +55,7 @@ struct ItemQueued {
   head @3 :Text;       # a pr's head revision (a commit sha) when queued
   author @4 :Text;     # a pr's author (a session id)
   priority @5 :Int32;  # the allocator's: higher first (0 before priorities existed)
+  key @6 :Text;        # the caller's idempotency key, or empty
 }
 
 struct ItemClaimed {

@@ -42,6 +42,7 @@ ItemRow apply(ItemRow row, const StoredEvent& stored) {
             row.head = queued.head;
             row.author = queued.author;
             row.priority = queued.priority;
+            row.key = queued.key;
             return true;
           },
           [&](const ItemClaimed& claimed) {

@@ -37,16 +37,28 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "events/errors.hpp"
 #include "events/event.hpp"
 #include "projections/rows.hpp"
 
 namespace cplane::storage {
+
+// A write transaction lost a race another one won: a serialization failure,
+// a deadlock, a stream head or idempotency key taken meanwhile (PostgreSQL,
+// where writers lock rows, not the database). Nothing was written; the
+// command runs its whole decide step again, re-reading. Category busy, so a
+// caller that sees it once the retries ran out retries later.
+class Conflict : public StorageError {
+ public:
+  explicit Conflict(const std::string& message) : StorageError(Category::busy, message) {}
+};
 
 // How durable a commit must be before it returns.
 enum class Sync {
@@ -166,6 +178,9 @@ class Backend {
 
   // ---- items --------------------------------------------------------------
   virtual std::optional<ItemRow> find_item(std::string_view item_id) = 0;
+  // The item of a project enqueued under the idempotency key `key`.
+  virtual std::optional<ItemRow> find_item_by_key(const std::string& project_id,
+                                                  std::string_view key) = 0;
   // Inserts a new item; StorageError if the id is taken (never overwrites).
   virtual void insert_item(const ItemRow& row) = 0;
   virtual void put_item(const ItemRow& row) = 0;  // insert or replace
@@ -178,6 +193,9 @@ class Backend {
   // Every claimed item of a project whose lease lapsed at or before `now`,
   // lapsed first (the sweep, expire_leases): an index range.
   virtual std::vector<ItemRow> lapsed_items(Micros now, const std::string& project_id) = 0;
+  // The earliest lease end of a project's claimed items (when one lapses,
+  // a claim can take it), or nullopt when none is claimed.
+  virtual std::optional<Micros> next_lapse(const std::string& project_id) = 0;
   // Every item row, ordered by item_id (bytewise).
   virtual std::unique_ptr<Cursor<ScannedItem>> scan_items() = 0;
 
@@ -232,6 +250,16 @@ class Backend {
   // a rolled-back transaction takes none), so that a missing seq is
   // evidence; false when gaps are normal (a PostgreSQL sequence).
   virtual bool seqs_dense() { return false; }
+
+  // Waiting for work (claim --wait). A write transaction that makes an item
+  // claimable calls announce_work() before it commits; wait_for_work()
+  // returns when such a commit may have happened since the previous call,
+  // or at `deadline`, whichever comes first. It may return early (a wake-up
+  // that finds nothing): the caller claims again and waits again. The first
+  // call only arms the wake-up and returns at once, so that work committed
+  // between the caller's last look and the arming is not missed.
+  virtual void announce_work() = 0;
+  virtual void wait_for_work(std::chrono::steady_clock::time_point deadline) = 0;
 
   // The time a command runs at when its caller gives none, microseconds
   // since the epoch: the process's clock here, a server's own elsewhere.

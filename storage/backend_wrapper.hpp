@@ -42,6 +42,17 @@ class BackendWrapper : public Backend {
   std::optional<ItemRow> find_item(std::string_view item_id) override {
     return inner_->find_item(item_id);
   }
+  std::optional<ItemRow> find_item_by_key(const std::string& project_id,
+                                          std::string_view key) override {
+    return inner_->find_item_by_key(project_id, key);
+  }
+  std::optional<Micros> next_lapse(const std::string& project_id) override {
+    return inner_->next_lapse(project_id);
+  }
+  void announce_work() override { inner_->announce_work(); }
+  void wait_for_work(std::chrono::steady_clock::time_point deadline) override {
+    inner_->wait_for_work(deadline);
+  }
   void insert_item(const ItemRow& row) override { inner_->insert_item(row); }
   void put_item(const ItemRow& row) override { inner_->put_item(row); }
   void delete_item(std::string_view item_id) override { inner_->delete_item(item_id); }

@@ -72,7 +72,9 @@
 #include <sodium.h>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sys/inotify.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -85,6 +87,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -97,6 +100,7 @@
 #include "storage/coalescing_vfs.hpp"
 #include "events/errors.hpp"
 #include "events/json.hpp"
+#include "storage/stored_text.hpp"
 
 namespace cplane::storage {
 namespace {
@@ -232,6 +236,12 @@ INSERT INTO items (item_id, project_id, payload, status, owner, fence, attempts,
 DROP TABLE items_v4;
 )sql" + kSessionsTable;
 
+// Version 6: enqueue's idempotency key, unique per project.
+const char* const kMigration6 = R"sql(
+ALTER TABLE items ADD COLUMN idem_key TEXT;
+CREATE UNIQUE INDEX items_by_key ON items(project_id, idem_key) WHERE idem_key IS NOT NULL;
+)sql";
+
 const std::string kSchemaRest = R"sql(
 CREATE TABLE projects (
   project_id TEXT PRIMARY KEY,
@@ -250,7 +260,7 @@ CREATE TABLE project_actors (
 ) WITHOUT ROWID;
 CREATE INDEX project_actors_by_actor ON project_actors(actor, project_id);
 
-)sql" + std::string(kItemsTable) + kSessionsTable;
+)sql" + std::string(kItemsTable) + kSessionsTable + kMigration6;
 const std::string kSchema =
     std::string(kSchemaTables) + kChainTables +
     "INSERT INTO log_digest (shard, events, last_seq, digest) VALUES (0, 0, 0, zeroblob(32));\n" +
@@ -273,6 +283,7 @@ ALTER TABLE events ADD COLUMN hash BLOB;
 //           review, author, session, actions, expected_head, close_reason
 //           and the closed status (the table is copied, as SQLite cannot
 //           change a CHECK); the sessions table.
+//   5 -> 6  items.idem_key (enqueue --key) and its unique index.
 const char* const kMigrations[] = {
     nullptr,
     nullptr,
@@ -291,15 +302,17 @@ CREATE INDEX events_by_stream ON events(stream_kind, stream_id, seq);
 )sql",
     kMigration4.c_str(),
     kMigration5.c_str(),
+    kMigration6,
 };
 
 const char* const kItemColumns =
     "item_id, project_id, payload, status, owner, fence, attempts, lease_expires_at, detail, "
     "queued_seq, queued_at, updated_at, last_seq, kind, ref, head, review, author, session, "
-    "actions, expected_head, close_reason, head_moved, priority, terminal_since, terminal_reason";
+    "actions, expected_head, close_reason, head_moved, priority, terminal_since, terminal_reason, "
+    "idem_key";
 const char* const kItemValues =
     "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, "
-    "?21, ?22, ?23, ?24, ?25, ?26";
+    "?21, ?22, ?23, ?24, ?25, ?26, ?27";
 const char* const kIncidentColumns =
     "provider, fingerprint, org, repo, environment, target, status, event_count, permalink, "
     "first_seen, last_seen, linked_prs, incident_id, linked_at, updated_at, last_seq";
@@ -498,20 +511,6 @@ class Statement {
   sqlite3_stmt* stmt_ = nullptr;
 };
 
-std::optional<WorkKind> parse_work_kind_text(std::string_view text) {
-  if (text == "task") return WorkKind::task;
-  if (text == "issue") return WorkKind::issue;
-  if (text == "pr") return WorkKind::pr;
-  return std::nullopt;
-}
-
-std::optional<ReviewState> parse_review_text(std::string_view text) {
-  if (text == "none") return ReviewState::none;
-  if (text == "approved") return ReviewState::approved;
-  if (text == "changes_requested") return ReviewState::changes_requested;
-  return std::nullopt;
-}
-
 // Reads an item row; a status, kind or review that is none of theirs goes
 // to `invalid_*` (the row is then reported by verify, repaired by rebuild).
 void fill_item(const Statement& s, ScannedItem& scanned) {
@@ -573,6 +572,7 @@ void fill_item(const Statement& s, ScannedItem& scanned) {
     scanned.invalid_routing = fmt::format("terminal_since '{}'", s.text(24));
   }
   s.text_into(25, row.terminal_reason);
+  s.text_into(26, row.key);
 }
 
 // An item row a command decides on: one with an invalid status, kind or
@@ -997,6 +997,64 @@ class WriterLock {
   }
 };
 
+// An inotify watch on the folder of a database, woken by writes to the
+// database or its WAL (a commit of any process).
+class WalWatch {
+ public:
+  explicit WalWatch(const std::string& path) {
+    const std::filesystem::path p = std::filesystem::absolute(path);
+    name_ = p.filename().string();
+    fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd_ < 0 || ::inotify_add_watch(fd_, p.parent_path().c_str(),
+                                       IN_MODIFY | IN_CREATE | IN_MOVED_TO) < 0) {
+      const int e = errno;
+      if (fd_ >= 0) ::close(fd_);
+      throw StorageError(StorageError::Category::io,
+                         fmt::format("cannot watch {} for new work: {}", path, std::strerror(e)));
+    }
+  }
+  WalWatch(const WalWatch&) = delete;
+  WalWatch& operator=(const WalWatch&) = delete;
+  ~WalWatch() { ::close(fd_); }
+
+  void wait(std::chrono::steady_clock::time_point deadline) {
+    for (;;) {
+      if (drain()) return;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 1 << 30))) < 0 &&
+          errno != EINTR) {
+        throw StorageError(StorageError::Category::io,
+                           fmt::format("poll failed: {}", std::strerror(errno)));
+      }
+    }
+  }
+
+ private:
+  // Reads what is queued: true if any of it touched the database's files.
+  bool drain() {
+    alignas(inotify_event) char buffer[4096];
+    bool touched = false;
+    for (;;) {
+      const ssize_t n = ::read(fd_, buffer, sizeof buffer);
+      if (n <= 0) return touched;
+      for (ssize_t at = 0; at < n;) {
+        const auto* e = reinterpret_cast<const inotify_event*>(buffer + at);
+        if (e->len > 0) {
+          const std::string_view file(e->name);
+          touched = touched || file == name_ || file == name_ + "-wal";
+        }
+        at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
+      }
+    }
+  }
+
+  int fd_ = -1;
+  std::string name_;
+};
+
 class SqliteBackend final : public Backend {
  public:
   SqliteBackend(const std::string& path, const OpenOptions& options)
@@ -1352,6 +1410,34 @@ class SqliteBackend final : public Backend {
 
   void put_item(const ItemRow& r) override { bind_item(stmts_.put_item, r).run(); }
 
+  std::optional<ItemRow> find_item_by_key(const std::string& project_id,
+                                          std::string_view key) override {
+    return one_item(stmts_.find_item_by_key.bind(project_id, key));
+  }
+
+  std::optional<Micros> next_lapse(const std::string& project_id) override {
+    Statement s(db_, "SELECT min(lease_expires_at) FROM items WHERE status = 'claimed' AND "
+                     "project_id = ?1");
+    s.bind(project_id);
+    if (!s.step() || s.type(0) == SQLITE_NULL) return std::nullopt;
+    return s.i64(0);
+  }
+
+  // Waiting for work: every commit writes PATH-wal, so an inotify watch on
+  // the folder, filtered to the database's own files, wakes a waiter on
+  // each commit of any process (no polling; a wake-up that finds nothing
+  // waits again). Nothing to announce.
+  void announce_work() override {}
+
+  void wait_for_work(std::chrono::steady_clock::time_point deadline) override {
+    check_usable();
+    if (!work_watch_) {
+      work_watch_.emplace(path_);
+      return;  // the caller looks once more: work may have come before the watch
+    }
+    work_watch_->wait(deadline);
+  }
+
   static Statement& bind_item(Statement& s, const ItemRow& r) {
     const std::string actions = join_list(r.actions);
     return s.bind(r.item_id, r.project_id, r.payload, to_string(r.status), NullIfEmpty{r.owner},
@@ -1362,7 +1448,7 @@ class SqliteBackend final : public Backend {
                   NullIfEmpty{r.expected_head}, NullIfEmpty{r.close_reason},
                   static_cast<std::int64_t>(r.head_moved ? 1 : 0),
                   static_cast<std::int64_t>(r.priority), NullIfZero{r.terminal_since},
-                  NullIfEmpty{r.terminal_reason});
+                  NullIfEmpty{r.terminal_reason}, NullIfEmpty{r.key});
   }
 
   void delete_item(std::string_view item_id) override { stmts_.delete_item.bind(item_id).run(); }
@@ -1579,7 +1665,7 @@ class SqliteBackend final : public Backend {
   struct Statements {
     Statement begin_immediate, begin_deferred, commit;
     Statement append, stream_events, find_head, put_head, update_head, put_digest, load_digest;
-    Statement find_item, insert_item, put_item, delete_item;
+    Statement find_item, find_item_by_key, insert_item, put_item, delete_item;
     Statement find_session, put_session, delete_session, session_items;
     Statement put_terminal_lock, delete_terminal_lock, allocation;
     Statement find_incident, put_incident, delete_incident;
@@ -1896,6 +1982,8 @@ class SqliteBackend final : public Backend {
         "SELECT {} FROM events WHERE stream_kind = ?1 AND stream_id = ?2 ORDER BY seq",
         kEventColumns));
     stmts_.find_item = p(fmt::format("SELECT {} FROM items WHERE item_id = ?1", kItemColumns));
+    stmts_.find_item_by_key = p(fmt::format(
+        "SELECT {} FROM items WHERE project_id = ?1 AND idem_key = ?2", kItemColumns));
     stmts_.insert_item =
         p(fmt::format("INSERT INTO items ({}) VALUES ({})", kItemColumns, kItemValues));
     stmts_.put_item =
@@ -1952,6 +2040,7 @@ class SqliteBackend final : public Backend {
   std::optional<LogDigestState> digest_;  // inside a write transaction that appended
   std::string scratch_;
   pid_t pid_ = ::getpid();
+  std::optional<WalWatch> work_watch_;  // armed by the first wait_for_work
 };
 
 }  // namespace
@@ -1981,38 +2070,6 @@ int sqlite_synchronous(Backend& backend) {
 
 std::unique_ptr<Backend> open_sqlite(const std::string& path, const OpenOptions& options) {
   return std::make_unique<SqliteBackend>(path, options);
-}
-
-namespace {
-bool has_scheme(const std::string& url, std::string_view scheme) {
-  if (url.size() < scheme.size()) return false;
-  for (std::size_t i = 0; i < scheme.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(url[i])) != scheme[i]) return false;
-  }
-  return true;
-}
-}  // namespace
-
-std::string sqlite_path(const std::string& url) {
-  if (has_scheme(url, "postgresql://") || has_scheme(url, "postgres://")) return "";
-  if (has_scheme(url, "sqlite://")) return url.substr(9);  // sqlite:///abs/x.db -> /abs/x.db
-  if (has_scheme(url, "sqlite:")) return url.substr(7);    // sqlite:x.db -> x.db
-  return url;
-}
-
-std::unique_ptr<Backend> open_store(const std::string& url, const OpenOptions& options) {
-  const std::string path = sqlite_path(url);
-  if (path.empty() && has_scheme(url, "sqlite:")) {
-    throw InvalidArgument(fmt::format("{} names no file", quote_id(url)));
-  }
-  if (path.empty() && !url.empty()) {
-    throw StorageError(StorageError::Category::unavailable,
-                       fmt::format("{} names a PostgreSQL server, and this cplane is built "
-                                   "without PostgreSQL support",
-                                   quote_id(url)));
-  }
-  if (path.empty()) throw InvalidArgument("a store needs a path or URL");
-  return open_sqlite(path, options);
 }
 
 }  // namespace cplane::storage

@@ -548,6 +548,12 @@ class ExportLog final : public storage::Backend {
   void insert_item(const ItemRow&) override { read_only(); }
   void put_item(const ItemRow&) override { read_only(); }
   void delete_item(std::string_view) override { read_only(); }
+  std::optional<ItemRow> find_item_by_key(const std::string&, std::string_view) override {
+    read_only();
+  }
+  std::optional<Micros> next_lapse(const std::string&) override { read_only(); }
+  void announce_work() override { read_only(); }
+  void wait_for_work(std::chrono::steady_clock::time_point) override { read_only(); }
   std::optional<ItemRow> oldest_ready(const std::string&) override { read_only(); }
   std::optional<ItemRow> earliest_lapsed(Micros, const std::string&) override { read_only(); }
   std::vector<ItemRow> lapsed_items(Micros, const std::string&) override { read_only(); }

@@ -56,7 +56,7 @@ const std::vector<std::string> kProblemKinds = {
     "session_row_disagrees", "assignment_not_allowed", "forge_fact_invalid",
     "session_closed_while_holding", "routing_disagrees", "terminal_lock_missing",
     "terminal_lock_without_event", "terminal_lock_disagrees", "incident_link_missing",
-    "incident_link_without_event", "incident_link_disagrees",
+    "incident_link_without_event", "incident_link_disagrees", "key_disagrees",
 };
 
 RebuildRefused::RebuildRefused(std::vector<LedgerProblem> problems, std::int64_t total)
@@ -662,6 +662,7 @@ struct ItemsProjection {
     Differ d;
     d.text("project_id", stored.project_id, folded.project_id);
     d.text("payload", stored.payload, folded.payload);
+    d.text("key", stored.key, folded.key);
     if (!scanned.invalid_status.empty()) {
       // Not a status at all: always a difference, whatever the fold says.
       d.add("status", quoted(scanned.invalid_status) + " (not a status)",

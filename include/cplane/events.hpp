@@ -60,6 +60,9 @@ struct ItemQueued {
   std::string head;     // a pr's head revision when queued, or ""
   std::string author;   // a pr's author (a session id), or ""
   std::int32_t priority = 0;  // the allocator's: higher first
+  // The caller's idempotency key (enqueue --key), or "": a second enqueue
+  // with the same key in the same project returns this item and appends nothing.
+  std::string key;
   bool operator==(const ItemQueued&) const = default;
 };
 

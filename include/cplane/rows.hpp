@@ -60,6 +60,7 @@ struct ItemRow {
   // or finishing the item takes it off.
   Micros terminal_since = 0;
   std::string terminal_reason;
+  std::string key;                // the enqueue's idempotency key, or ""
   bool operator==(const ItemRow&) const = default;
 };
 

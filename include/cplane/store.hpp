@@ -35,6 +35,7 @@ namespace cplane {
 
 namespace storage {
 class Backend;  // the storage contract (storage/backend.hpp), not part of this API
+class Transaction;
 enum class Sync;
 }  // namespace storage
 
@@ -228,6 +229,11 @@ struct ClaimOptions {
   std::optional<std::string> actor;   // scope: claim only from this actor's projects
   std::optional<Seconds> lease;       // else StoreOptions::lease
   std::optional<Micros> now;          // else the wall clock
+  // claim only: when nothing is claimable, block up to this long until an
+  // item is (enqueued, released, or a lease lapses), then claim it; nullopt
+  // when it comes to nothing. PostgreSQL wakes by LISTEN/NOTIFY, SQLite by
+  // an inotify watch on the database's WAL: neither polls.
+  std::optional<Seconds> wait;
 };
 
 class ControlStore {
@@ -272,6 +278,11 @@ class ControlStore {
     std::string head;    // a pr's head revision; only for a pr
     std::string author;  // a pr's author (a session id); only for a pr
     std::int32_t priority = 0;  // the allocator's: higher first
+    // An idempotency key: a second enqueue with the same key into the same
+    // project appends nothing and returns the first item's id (its payload
+    // is not compared), so that a caller may retry an enqueue whose outcome
+    // it did not learn. "" for none.
+    std::string key;
     std::optional<std::string> actor;
     std::optional<Micros> now;
   };
@@ -595,6 +606,16 @@ class ControlStore {
     ControlStore& store_;
   };
 
+  // Runs f(tx) in a write transaction, and runs it again, whole (re-reading
+  // and deciding again), when the backend reports a Conflict: a race lost
+  // to another writer (PostgreSQL). A bounded number of attempts.
+  // (Defined in commands/internal.hpp.)
+  template <class F>
+  auto write(storage::Sync sync, F&& f);
+  // write(sync, f) when `writing`, else f(tx) once in a read transaction.
+  template <class F>
+  auto transact(bool writing, storage::Sync sync, F&& f);
+  std::chrono::steady_clock::time_point next_lapse_deadline(const ClaimOptions& options);
   std::optional<ClaimedItem> claim_in_tx(const std::string& owner, const ClaimOptions& options,
                                          Micros lease, Micros at);
   // A fenced report on one item in the open transaction: scope, then the

@@ -1,0 +1,1404 @@
+// The PostgreSQL schema (version 1)
+// =================================
+//
+// The same tables as SQLite's (storage/sqlite_backend.cpp), created in the
+// connection's current schema (the first of its search_path: `public`
+// unless the URL says otherwise, e.g. ?options=-csearch_path%3Dfleet):
+//
+//   events, stream_heads, log_digest, store_info    the log and its chain
+//   items, projects, project_actors, sessions,
+//   terminal_locks, incident_links                  the projected rows
+//   events_seq                                      the sequence seqs come from
+//
+// Every id column is `COLLATE "C"`, so that scans order ids bytewise, as
+// the contract wants and verify's merge joins need.
+//
+// How it meets the contract without a global write lock:
+//
+// * begin_write is READ COMMITTED, and every read a command decides on
+//   locks what it read: find_item, find_session, find_incident take the
+//   row FOR UPDATE; a claim's candidates are taken FOR UPDATE SKIP LOCKED,
+//   so claimers never queue behind one another. What a command read cannot
+//   change before it commits.
+// * append locks the stream's head (FOR UPDATE) before it draws the next
+//   seq from events_seq, so that within a stream seqs rise in commit order
+//   and the chain has no forks. A new stream's head is inserted only if no
+//   other transaction created it meanwhile; else the command is retried
+//   (Conflict), as are serialization failures and deadlocks.
+// * The log's digest is kept in shards (log_digest.shard: the server
+//   process id modulo kDigestShards), each updated by XOR at commit, so
+//   commits do not serialise on one row. The digest is their XOR.
+// * seqs come from a sequence: they have gaps (a rolled-back transaction
+//   takes one), so seqs_dense() is false and verify does not read a gap as
+//   a deletion; the chain and the heads still show one.
+// * The clock is the server's: begin_write and begin_read read
+//   clock_timestamp() in the same round trip as BEGIN.
+// * begin_read is REPEATABLE READ, READ ONLY: one snapshot, never waiting
+//   for a writer. Scans read through server-side cursors, a page at a time.
+//
+// Errors: a lost connection is `unavailable` (the next transaction
+// reconnects), a connection lost during COMMIT is `commit_unknown`; a lock
+// wait longer than the lock timeout is `busy`; a full disk `full`.
+
+#include "storage/postgres/postgres_backend.hpp"
+
+#include <libpq-fe.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "events/chain.hpp"
+#include "events/codec.hpp"
+#include "events/errors.hpp"
+#include "events/json.hpp"
+#include "storage/stored_text.hpp"
+
+namespace cplane::storage {
+namespace {
+
+constexpr int kDigestShards = 16;
+constexpr int kFetchRows = 1000;
+
+const char* const kSchema = R"sql(
+CREATE TABLE store_info (
+  key   text COLLATE "C" PRIMARY KEY,
+  value text NOT NULL
+);
+CREATE SEQUENCE events_seq;
+CREATE TABLE events (
+  seq         bigint PRIMARY KEY,
+  item_id     text COLLATE "C",
+  project_id  text COLLATE "C" NOT NULL,
+  type        text NOT NULL,
+  at          bigint NOT NULL,
+  body        bytea NOT NULL,
+  stream_kind text COLLATE "C" NOT NULL,
+  stream_id   text COLLATE "C" NOT NULL,
+  stream_rev  bigint NOT NULL,
+  hash        bytea
+);
+CREATE INDEX events_by_stream ON events (stream_kind, stream_id, seq);
+CREATE TABLE stream_heads (
+  stream_kind text COLLATE "C" NOT NULL,
+  stream_id   text COLLATE "C" NOT NULL,
+  revision    bigint NOT NULL,
+  last_seq    bigint NOT NULL,
+  hash        bytea NOT NULL,
+  PRIMARY KEY (stream_kind, stream_id)
+);
+CREATE TABLE log_digest (
+  shard    integer PRIMARY KEY,
+  events   bigint NOT NULL,
+  last_seq bigint NOT NULL,
+  d0 bigint NOT NULL, d1 bigint NOT NULL, d2 bigint NOT NULL, d3 bigint NOT NULL
+);
+INSERT INTO log_digest VALUES (0, 0, 0, 0, 0, 0, 0);
+CREATE TABLE projects (
+  project_id text COLLATE "C" PRIMARY KEY,
+  title      text NOT NULL,
+  status     text NOT NULL,
+  created_at bigint NOT NULL,
+  last_seq   bigint NOT NULL
+);
+CREATE TABLE project_actors (
+  project_id  text COLLATE "C" NOT NULL,
+  actor       text COLLATE "C" NOT NULL,
+  assigned_at bigint NOT NULL,
+  last_seq    bigint NOT NULL,
+  PRIMARY KEY (project_id, actor)
+);
+CREATE INDEX project_actors_by_actor ON project_actors (actor, project_id);
+CREATE TABLE items (
+  item_id          text COLLATE "C" PRIMARY KEY,
+  project_id       text COLLATE "C" NOT NULL,
+  payload          text NOT NULL,
+  status           text NOT NULL CHECK (status IN ('ready', 'claimed', 'done', 'failed', 'closed')),
+  owner            text,
+  fence            bigint NOT NULL,
+  attempts         bigint NOT NULL,
+  lease_expires_at bigint,
+  detail           text,
+  queued_seq       bigint NOT NULL,
+  queued_at        bigint NOT NULL,
+  updated_at       bigint NOT NULL,
+  last_seq         bigint NOT NULL,
+  kind             text NOT NULL DEFAULT 'task',
+  ref              text,
+  head             text,
+  review           text NOT NULL DEFAULT 'none',
+  author           text,
+  session          text COLLATE "C",
+  actions          text,
+  expected_head    text,
+  close_reason     text,
+  head_moved       bigint NOT NULL DEFAULT 0,
+  priority         integer NOT NULL DEFAULT 0,
+  terminal_since   bigint,
+  terminal_reason  text,
+  idem_key         text COLLATE "C"
+);
+CREATE INDEX items_ready ON items (project_id, queued_seq) WHERE status = 'ready';
+CREATE INDEX items_lease ON items (project_id, lease_expires_at, queued_seq)
+  WHERE status = 'claimed';
+CREATE INDEX items_by_session ON items (session, item_id)
+  WHERE status = 'claimed' AND session IS NOT NULL;
+CREATE INDEX items_alloc ON items (project_id, (terminal_since IS NOT NULL) DESC, priority DESC,
+                                   queued_seq)
+  WHERE status IN ('ready', 'claimed');
+CREATE UNIQUE INDEX items_by_key ON items (project_id, idem_key) WHERE idem_key IS NOT NULL;
+CREATE TABLE sessions (
+  session_id   text COLLATE "C" PRIMARY KEY,
+  actor        text,
+  opened_at    bigint NOT NULL,
+  last_seen_at bigint NOT NULL,
+  closed_at    bigint,
+  last_seq     bigint NOT NULL
+);
+CREATE TABLE terminal_locks (
+  item_id text COLLATE "C" PRIMARY KEY,
+  since   bigint NOT NULL,
+  reason  text NOT NULL,
+  item    text COLLATE "C" GENERATED ALWAYS AS (item_id) STORED
+);
+CREATE TABLE incident_links (
+  provider    text COLLATE "C" NOT NULL,
+  fingerprint text COLLATE "C" NOT NULL,
+  org         text COLLATE "C" NOT NULL DEFAULT '',
+  repo        text COLLATE "C" NOT NULL DEFAULT '',
+  environment text COLLATE "C" NOT NULL DEFAULT '',
+  target      text COLLATE "C" NOT NULL,
+  status      text,
+  event_count bigint,
+  permalink   text,
+  first_seen  text,
+  last_seen   text,
+  linked_prs  text,
+  incident_id text COLLATE "C" NOT NULL UNIQUE,
+  linked_at   bigint NOT NULL,
+  updated_at  bigint NOT NULL,
+  last_seq    bigint NOT NULL,
+  PRIMARY KEY (provider, fingerprint, org, repo, environment)
+);
+CREATE INDEX incident_links_by_target ON incident_links (target, incident_id);
+)sql";
+
+const char* const kItemColumns =
+    "item_id, project_id, payload, status, owner, fence, attempts, lease_expires_at, detail, "
+    "queued_seq, queued_at, updated_at, last_seq, kind, ref, head, review, author, session, "
+    "actions, expected_head, close_reason, head_moved, priority, terminal_since, "
+    "terminal_reason, idem_key";
+const char* const kItemValues =
+    "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, "
+    "$21, $22, $23, $24, $25, $26, $27";
+const char* const kItemUpdate =
+    "project_id = EXCLUDED.project_id, payload = EXCLUDED.payload, status = EXCLUDED.status, "
+    "owner = EXCLUDED.owner, fence = EXCLUDED.fence, attempts = EXCLUDED.attempts, "
+    "lease_expires_at = EXCLUDED.lease_expires_at, detail = EXCLUDED.detail, "
+    "queued_seq = EXCLUDED.queued_seq, queued_at = EXCLUDED.queued_at, "
+    "updated_at = EXCLUDED.updated_at, last_seq = EXCLUDED.last_seq, kind = EXCLUDED.kind, "
+    "ref = EXCLUDED.ref, head = EXCLUDED.head, review = EXCLUDED.review, "
+    "author = EXCLUDED.author, session = EXCLUDED.session, actions = EXCLUDED.actions, "
+    "expected_head = EXCLUDED.expected_head, close_reason = EXCLUDED.close_reason, "
+    "head_moved = EXCLUDED.head_moved, priority = EXCLUDED.priority, "
+    "terminal_since = EXCLUDED.terminal_since, terminal_reason = EXCLUDED.terminal_reason, "
+    "idem_key = EXCLUDED.idem_key";
+const char* const kIncidentColumns =
+    "provider, fingerprint, org, repo, environment, target, status, event_count, permalink, "
+    "first_seen, last_seen, linked_prs, incident_id, linked_at, updated_at, last_seq";
+const char* const kAllocationColumns =
+    "item_id, project_id, status, session, lease_expires_at, review, author, terminal_since, "
+    "priority, queued_seq";
+const char* const kSessionColumns =
+    "session_id, actor, opened_at, last_seen_at, closed_at, last_seq";
+const char* const kEventColumns =
+    "seq, stream_kind, stream_id, item_id, project_id, type, at, body, stream_rev, hash";
+
+using Category = StorageError::Category;
+
+// ---- parameters ------------------------------------------------------------
+
+// The parameters of one statement, in text format except bytea (binary).
+class Params {
+ public:
+  Params& text(std::string_view v) {
+    values_.emplace_back(v);
+    nulls_.push_back(false);
+    binary_.push_back(0);
+    return *this;
+  }
+  Params& null() {
+    values_.emplace_back();
+    nulls_.push_back(true);
+    binary_.push_back(0);
+    return *this;
+  }
+  Params& i64(std::int64_t v) { return text(std::to_string(v)); }
+  Params& bytes(std::string_view v) {
+    text(v);
+    binary_.back() = 1;
+    return *this;
+  }
+  Params& text_or_null(std::string_view v) { return v.empty() ? null() : text(v); }
+  Params& i64_or_null(std::int64_t v) { return v == 0 ? null() : i64(v); }
+  Params& opt(const std::optional<std::string>& v) { return v ? text(*v) : null(); }
+  Params& opt(const std::optional<std::int64_t>& v) { return v ? i64(*v) : null(); }
+
+  int size() const { return static_cast<int>(values_.size()); }
+  void finish() {
+    pointers_.clear();
+    lengths_.clear();
+    for (std::size_t i = 0; i < values_.size(); ++i) {
+      pointers_.push_back(nulls_[i] ? nullptr : values_[i].data());
+      lengths_.push_back(static_cast<int>(values_[i].size()));
+    }
+  }
+  const char* const* pointers() const { return pointers_.data(); }
+  const int* lengths() const { return lengths_.data(); }
+  const int* formats() const { return binary_.data(); }
+
+ private:
+  std::vector<std::string> values_;
+  std::vector<bool> nulls_;
+  std::vector<int> binary_;
+  std::vector<const char*> pointers_;
+  std::vector<int> lengths_;
+};
+
+// ---- results ---------------------------------------------------------------
+
+class Result {
+ public:
+  Result() = default;
+  explicit Result(PGresult* r) : r_(r) {}
+  Result(Result&& o) noexcept : r_(o.r_) { o.r_ = nullptr; }
+  Result& operator=(Result&& o) noexcept {
+    std::swap(r_, o.r_);
+    return *this;
+  }
+  ~Result() { PQclear(r_); }
+  int rows() const { return PQntuples(r_); }
+  bool null(int row, int col) const { return PQgetisnull(r_, row, col) != 0; }
+  std::string text(int row, int col) const {
+    return std::string(PQgetvalue(r_, row, col), static_cast<std::size_t>(PQgetlength(r_, row, col)));
+  }
+  std::int64_t i64(int row, int col) const {
+    if (null(row, col)) return 0;
+    const char* p = PQgetvalue(r_, row, col);
+    std::int64_t v = 0;
+    std::from_chars(p, p + PQgetlength(r_, row, col), v);
+    return v;
+  }
+  // A bytea column in text format: "\x" and hex digits.
+  std::string bytes(int row, int col) const {
+    if (null(row, col)) return {};
+    const char* p = PQgetvalue(r_, row, col);
+    const int n = PQgetlength(r_, row, col);
+    std::string out;
+    if (n < 2 || p[0] != '\\' || p[1] != 'x') return std::string(p, static_cast<std::size_t>(n));
+    out.reserve(static_cast<std::size_t>(n - 2) / 2);
+    auto nibble = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      return c - 'A' + 10;
+    };
+    for (int i = 2; i + 1 < n; i += 2) out.push_back(static_cast<char>(nibble(p[i]) << 4 | nibble(p[i + 1])));
+    return out;
+  }
+  PGresult* get() const { return r_; }
+
+ private:
+  PGresult* r_ = nullptr;
+};
+
+std::string sqlstate(const PGresult* r) {
+  const char* s = r != nullptr ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+  return s != nullptr ? s : "";
+}
+
+void fill_item(const Result& r, int i, ScannedItem& scanned) {
+  ItemRow& row = scanned.row;
+  row = ItemRow{};
+  row.item_id = r.text(i, 0);
+  row.project_id = r.text(i, 1);
+  row.payload = r.text(i, 2);
+  scanned.invalid_status = r.text(i, 3);
+  if (auto parsed = parse_item_status(scanned.invalid_status)) {
+    row.status = *parsed;
+    scanned.invalid_status.clear();
+  } else if (scanned.invalid_status.empty()) {
+    scanned.invalid_status = "(empty)";
+  }
+  row.owner = r.text(i, 4);
+  row.fence = static_cast<Fence>(r.i64(i, 5));
+  row.attempts = static_cast<std::uint32_t>(r.i64(i, 6));
+  row.lease_expires_at = r.i64(i, 7);
+  row.detail = r.text(i, 8);
+  row.queued_seq = r.i64(i, 9);
+  row.queued_at = r.i64(i, 10);
+  row.updated_at = r.i64(i, 11);
+  row.last_seq = r.i64(i, 12);
+  scanned.invalid_kind = r.text(i, 13);
+  if (auto kind = parse_work_kind_text(scanned.invalid_kind)) {
+    row.kind = *kind;
+    scanned.invalid_kind.clear();
+  } else if (scanned.invalid_kind.empty()) {
+    scanned.invalid_kind = "(empty)";
+  }
+  row.ref = r.text(i, 14);
+  row.head = r.text(i, 15);
+  scanned.invalid_review = r.text(i, 16);
+  if (auto review = parse_review_text(scanned.invalid_review)) {
+    row.review = *review;
+    scanned.invalid_review.clear();
+  } else if (scanned.invalid_review.empty()) {
+    scanned.invalid_review = "(empty)";
+  }
+  row.author = r.text(i, 17);
+  row.session = r.text(i, 18);
+  row.actions = split_list(r.text(i, 19));
+  row.expected_head = r.text(i, 20);
+  row.close_reason = r.text(i, 21);
+  row.head_moved = r.i64(i, 22) != 0;
+  row.priority = static_cast<std::int32_t>(r.i64(i, 23));
+  row.terminal_since = r.i64(i, 24);
+  scanned.invalid_routing.clear();
+  if (!r.null(i, 24) && row.terminal_since == 0) scanned.invalid_routing = "terminal_since '0'";
+  row.terminal_reason = r.text(i, 25);
+  row.key = r.text(i, 26);
+}
+
+ItemRow read_item(const Result& r, int i) {
+  ScannedItem scanned;
+  fill_item(r, i, scanned);
+  for (const auto& [what, value] : {std::pair{"status", &scanned.invalid_status},
+                                    std::pair{"kind", &scanned.invalid_kind},
+                                    std::pair{"review state", &scanned.invalid_review},
+                                    std::pair{"routing value", &scanned.invalid_routing}}) {
+    if (value->empty()) continue;
+    throw StorageError(Category::corruption,
+                       fmt::format("item {} has an unknown {} '{}' (edited behind cplane's "
+                                   "back?): run cplane verify, then cplane rebuild",
+                                   quote_id(scanned.row.item_id), what, *value));
+  }
+  return std::move(scanned.row);
+}
+
+void fill_event(const Result& r, int i, RawEvent& e) {
+  e.bad_column.clear();
+  e.seq = r.i64(i, 0);
+  e.stream_kind = r.text(i, 1);
+  e.stream_id = r.text(i, 2);
+  e.item_id = r.text(i, 3);
+  e.project_id = r.text(i, 4);
+  e.type = r.text(i, 5);
+  e.at = r.i64(i, 6);
+  e.body = r.bytes(i, 7);
+  e.revision = r.i64(i, 8);
+  e.hash = r.bytes(i, 9);
+}
+
+void fill_head(const Result& r, int i, StreamHead& h) {
+  h.stream_kind = r.text(i, 0);
+  h.stream_id = r.text(i, 1);
+  h.revision = r.i64(i, 2);
+  h.last_seq = r.i64(i, 3);
+  h.hash = r.bytes(i, 4);
+}
+
+IncidentLinkRow read_incident(const Result& r, int i) {
+  IncidentLinkRow row;
+  row.provider = r.text(i, 0);
+  row.fingerprint = r.text(i, 1);
+  row.org = r.text(i, 2);
+  row.repo = r.text(i, 3);
+  row.environment = r.text(i, 4);
+  row.target = r.text(i, 5);
+  auto opt = [&](int col) -> std::optional<std::string> {
+    if (r.null(i, col)) return std::nullopt;
+    return r.text(i, col);
+  };
+  row.status = opt(6);
+  if (!r.null(i, 7)) row.event_count = r.i64(i, 7);
+  row.permalink = opt(8);
+  row.first_seen = opt(9);
+  row.last_seen = opt(10);
+  row.linked_prs = opt(11);
+  row.incident_id = r.text(i, 12);
+  row.linked_at = r.i64(i, 13);
+  row.updated_at = r.i64(i, 14);
+  row.last_seq = r.i64(i, 15);
+  return row;
+}
+
+SessionRow read_session(const Result& r, int i) {
+  return SessionRow{r.text(i, 0), r.text(i, 1), r.i64(i, 2), r.i64(i, 3), r.i64(i, 4), r.i64(i, 5)};
+}
+
+ProjectRow read_project(const Result& r, int i) {
+  return ProjectRow{r.text(i, 0), r.text(i, 1), r.text(i, 2), r.i64(i, 3), r.i64(i, 4)};
+}
+
+// The 32 bytes of a hash as four big-endian 64-bit integers (log_digest's
+// d0..d3, which the server XORs with `#`), and back.
+std::array<std::int64_t, 4> hash_words(const Hash& h) {
+  std::array<std::int64_t, 4> out{};
+  for (int w = 0; w < 4; ++w) {
+    std::uint64_t v = 0;
+    for (int b = 0; b < 8; ++b) v = v << 8 | h[static_cast<std::size_t>(w * 8 + b)];
+    out[static_cast<std::size_t>(w)] = static_cast<std::int64_t>(v);
+  }
+  return out;
+}
+std::string words_hash(const std::array<std::int64_t, 4>& words) {
+  std::string out(32, '\0');
+  for (int w = 0; w < 4; ++w) {
+    auto v = static_cast<std::uint64_t>(words[static_cast<std::size_t>(w)]);
+    for (int b = 7; b >= 0; --b) {
+      out[static_cast<std::size_t>(w * 8 + b)] = static_cast<char>(v & 0xff);
+      v >>= 8;
+    }
+  }
+  return out;
+}
+
+class PostgresBackend;
+
+// A scan through a server-side cursor, kFetchRows at a time.
+template <class Row>
+class PgCursor final : public Cursor<Row> {
+ public:
+  using Fill = void (*)(const Result&, int, Row&);
+  PgCursor(PostgresBackend& backend, std::string name, Fill fill)
+      : backend_(backend), name_(std::move(name)), fill_(fill) {}
+  ~PgCursor() override;
+  bool next(Row& row) override;
+
+ private:
+  PostgresBackend& backend_;
+  std::string name_;
+  Fill fill_;
+  Result page_;
+  int at_ = 0;
+  bool done_ = false;
+  bool fetched_ = false;
+  int page_size_ = 0;
+};
+
+class PostgresBackend final : public Backend {
+ public:
+  PostgresBackend(const std::string& url, const OpenOptions& options)
+      : url_(url), options_(options) {
+    connect();
+    identify_or_create();
+  }
+
+  ~PostgresBackend() override { PQfinish(conn_); }
+
+  // ---- the connection ------------------------------------------------------
+
+  void connect() {
+    if (conn_ != nullptr) PQfinish(conn_);
+    conn_ = PQconnectdb(url_.c_str());
+    prepared_.clear();
+    if (PQstatus(conn_) != CONNECTION_OK) {
+      std::string message = PQerrorMessage(conn_);
+      while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
+      throw StorageError(Category::unavailable,
+                         fmt::format("cannot connect to PostgreSQL at {}: {}", redacted(url_), message));
+    }
+    PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
+    std::string setup = fmt::format(
+        "SET lock_timeout = {}; SET idle_in_transaction_session_timeout = 0; "
+        "SET client_min_messages = warning",
+        std::max<std::int64_t>(options_.lock_timeout.count(), 1));
+    if (options_.read_only) setup += "; SET default_transaction_read_only = on";
+    simple(setup.c_str(), "cannot set up the connection");
+    shard_ = PQbackendPID(conn_) % kDigestShards;
+    listening_ = false;
+  }
+
+  static std::string redacted(const std::string& url) {
+    // postgresql://user:secret@host -> postgresql://user:***@host
+    const auto scheme = url.find("://");
+    const auto at = url.find('@');
+    if (scheme == std::string::npos || at == std::string::npos) return url;
+    const auto colon = url.find(':', scheme + 3);
+    if (colon == std::string::npos || colon > at) return url;
+    return url.substr(0, colon + 1) + "***" + url.substr(at);
+  }
+
+  // The connection broke (the server restarted, the network went away):
+  // reconnect before the next transaction; unavailable if it cannot.
+  void ensure_connected() {
+    if (::getpid() != pid_) {
+      throw StorageError(Category::unavailable,
+                         "this store was opened in another process (before fork): open a new one");
+    }
+    if (PQstatus(conn_) == CONNECTION_OK) return;
+    connect();
+  }
+
+  [[noreturn]] void fail(const PGresult* r, const std::string& what) {
+    const std::string state = sqlstate(r);
+    std::string message = r != nullptr ? PQresultErrorMessage(r) : "";
+    if (message.empty()) message = PQerrorMessage(conn_);
+    while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
+    const std::string text = fmt::format("{}: {}", what, message);
+    if (PQstatus(conn_) != CONNECTION_OK || state.starts_with("08") || state == "57P01" ||
+        state == "57P02" || state == "57P03") {
+      throw StorageError(Category::unavailable,
+                         text + " (the connection to PostgreSQL was lost; the transaction did "
+                                "not commit: retry, cplane reconnects)");
+    }
+    if (state == "40001" || state == "40P01") throw Conflict(text);
+    if (state == "55P03" || state == "57014") {
+      throw StorageError(Category::busy,
+                         text + " (a row this command needs stayed locked past the lock timeout: "
+                                "retry, or raise --lock-timeout)");
+    }
+    if (state == "53100") {
+      throw StorageError(Category::full,
+                         text + " (the server's disk is full; nothing of the transaction was "
+                                "written: free space and retry)");
+    }
+    if (state.starts_with("XX")) throw StorageError(Category::corruption, text);
+    if (state == "25006") {
+      throw InvalidArgument(fmt::format("{} was opened for reading: it cannot write", redacted(url_)));
+    }
+    throw StorageError(Category::io, text);
+  }
+
+  // A statement without parameters (and possibly several of them).
+  Result simple(const char* sql, const char* what) {
+    Result r(PQexec(conn_, sql));
+    const auto status = PQresultStatus(r.get());
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) fail(r.get(), what);
+    return r;
+  }
+
+  // A prepared statement (prepared on this connection at its first use).
+  Result run(const std::string& sql, Params params = {}) {
+    auto it = prepared_.find(sql);
+    if (it == prepared_.end()) {
+      std::string name = fmt::format("s{}", prepared_.size());
+      Result p(PQprepare(conn_, name.c_str(), sql.c_str(), 0, nullptr));
+      if (PQresultStatus(p.get()) != PGRES_COMMAND_OK) fail(p.get(), "cannot prepare a statement");
+      it = prepared_.emplace(sql, std::move(name)).first;
+    }
+    params.finish();
+    Result r(PQexecPrepared(conn_, it->second.c_str(), params.size(), params.pointers(),
+                            params.lengths(), params.formats(), 0));
+    const auto status = PQresultStatus(r.get());
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) fail(r.get(), "statement failed");
+    return r;
+  }
+
+  // A server-side cursor over `sql` (inside the current transaction).
+  template <class Row>
+  std::unique_ptr<Cursor<Row>> cursor(const std::string& sql, Params params,
+                                      typename PgCursor<Row>::Fill fill) {
+    if (PQtransactionStatus(conn_) != PQTRANS_INTRANS) {
+      throw InternalError("a scan of a PostgreSQL store must run inside a transaction");
+    }
+    std::string name = fmt::format("c{}", ++cursors_);
+    params.finish();
+    const std::string declare = fmt::format("DECLARE {} NO SCROLL CURSOR FOR {}", name, sql);
+    Result r(PQexecParams(conn_, declare.c_str(), params.size(), nullptr, params.pointers(),
+                          params.lengths(), params.formats(), 0));
+    if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) fail(r.get(), "cannot open a scan");
+    return std::make_unique<PgCursor<Row>>(*this, std::move(name), fill);
+  }
+  Result fetch(const std::string& name, int rows) {
+    Result r(PQexec(conn_, fmt::format("FETCH {} FROM {}", rows, name).c_str()));
+    if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) fail(r.get(), "scan failed");
+    return r;
+  }
+  void close_cursor(const std::string& name) noexcept {
+    if (PQstatus(conn_) != CONNECTION_OK || PQtransactionStatus(conn_) != PQTRANS_INTRANS) return;
+    PQclear(PQexec(conn_, fmt::format("CLOSE {}", name).c_str()));
+  }
+
+  // ---- opening ---------------------------------------------------------------
+
+  void identify_or_create() {
+    Result schema = simple("SELECT current_schema()", "cannot read the current schema");
+    if (schema.null(0, 0)) {
+      throw StorageError(Category::unavailable,
+                         fmt::format("{}: the connection's search_path names no schema that "
+                                     "exists: create it, or name one in the URL "
+                                     "(?options=-csearch_path%3DNAME)",
+                                     redacted(url_)));
+    }
+    schema_ = schema.text(0, 0);
+    int version = read_version();
+    if (version == 0 && !options_.read_only && options_.create) {
+      // One creator at a time: the others wait here, then find the tables.
+      simple("BEGIN", "cannot create the schema");
+      try {
+        run("SELECT pg_advisory_xact_lock(hashtext('cplane:' || current_schema()))");
+        version = read_version();
+        if (version == 0) {
+          simple(kSchema, "cannot create the schema");
+          run("INSERT INTO store_info (key, value) VALUES ('schema_version', $1), "
+              "('database_id', md5(random()::text || clock_timestamp()::text))",
+              Params().i64(kPostgresSchemaVersion));
+        }
+        simple("COMMIT", "cannot commit the schema");
+      } catch (...) {
+        PQclear(PQexec(conn_, "ROLLBACK"));
+        throw;
+      }
+      version = kPostgresSchemaVersion;
+    }
+    if (version == 0) {
+      throw StorageError(Category::unavailable,
+                         fmt::format("no cplane store in schema {} at {} (this command never "
+                                     "creates one)",
+                                     quote_id(schema_), redacted(url_)));
+    }
+    if (version > kPostgresSchemaVersion) {
+      throw StorageError(Category::incompatible,
+                         fmt::format("the store in schema {} has schema version {}, newer than "
+                                     "this cplane understands ({}): upgrade cplane",
+                                     quote_id(schema_), version, kPostgresSchemaVersion));
+    }
+  }
+
+  // 0 when the schema holds no cplane store (and nothing else of the names
+  // cplane uses); throws corruption when it holds a foreign table of them.
+  int read_version() {
+    Result r = run("SELECT to_regclass(quote_ident(current_schema()) || '.store_info') IS NOT NULL, "
+                   "to_regclass(quote_ident(current_schema()) || '.events') IS NOT NULL, "
+                   "to_regclass(quote_ident(current_schema()) || '.items') IS NOT NULL");
+    const bool info = r.text(0, 0) == "t", events = r.text(0, 1) == "t", items = r.text(0, 2) == "t";
+    if (!info) {
+      if (events || items) {
+        throw StorageError(Category::corruption,
+                           fmt::format("schema {} at {} holds tables named events or items that "
+                                       "are not cplane's: point cplane at another schema",
+                                       quote_id(schema_), redacted(url_)));
+      }
+      return 0;
+    }
+    Result v = run("SELECT value FROM store_info WHERE key = 'schema_version'");
+    if (v.rows() == 0) {
+      throw StorageError(Category::corruption,
+                         fmt::format("schema {} at {} holds a store_info table without a schema "
+                                     "version: not a cplane store",
+                                     quote_id(schema_), redacted(url_)));
+    }
+    int version = 0;
+    const std::string text = v.text(0, 0);
+    std::from_chars(text.data(), text.data() + text.size(), version);
+    return version;
+  }
+
+  // ---- transactions ----------------------------------------------------------
+
+  void begin_write(Sync sync) override {
+    if (options_.read_only) {
+      throw InvalidArgument(fmt::format("{} was opened for reading: it cannot write", redacted(url_)));
+    }
+    ensure_connected();
+    const char* sql =
+        sync == Sync::full
+            ? "BEGIN ISOLATION LEVEL READ COMMITTED; "
+              "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
+            : "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL synchronous_commit = off; "
+              "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
+    begin(sql);
+    writing_ = true;
+  }
+
+  void begin_read() override {
+    ensure_connected();
+    begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
+          "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint");
+    writing_ = false;
+  }
+
+  void begin(const char* sql) {
+    Result r(PQexec(conn_, sql));
+    if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) {
+      const bool lost = PQstatus(conn_) != CONNECTION_OK;
+      if (lost) {
+        // A connection that broke while idle (the server restarted): one
+        // reconnect, then the transaction once more.
+        connect();
+        r = Result(PQexec(conn_, sql));
+      }
+      if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) {
+        PQclear(PQexec(conn_, "ROLLBACK"));
+        fail(r.get(), "cannot begin a transaction");
+      }
+    }
+    tx_now_ = r.i64(0, 0);
+    delta_.reset();
+  }
+
+  void commit() override {
+    std::string sql;
+    if (delta_) {
+      const auto w = hash_words(delta_->digest);
+      sql = fmt::format(
+          "INSERT INTO log_digest AS d (shard, events, last_seq, d0, d1, d2, d3) "
+          "VALUES ({0}, {1}, {2}, {3}, {4}, {5}, {6}) ON CONFLICT (shard) DO UPDATE SET "
+          "events = d.events + {1}, last_seq = greatest(d.last_seq, {2}), d0 = d.d0 # {3}, "
+          "d1 = d.d1 # {4}, d2 = d.d2 # {5}, d3 = d.d3 # {6}; ",
+          shard_, delta_->events, delta_->last_seq, w[0], w[1], w[2], w[3]);
+      delta_.reset();
+    }
+    sql += "COMMIT";
+    Result r(PQexec(conn_, sql.c_str()));
+    const bool ok = PQresultStatus(r.get()) == PGRES_COMMAND_OK &&
+                    std::strcmp(PQcmdStatus(r.get()), "COMMIT") == 0;
+    if (ok) return;
+    if (PQstatus(conn_) != CONNECTION_OK) {
+      throw StorageError(Category::commit_unknown,
+                         fmt::format("commit outcome unknown: the connection to PostgreSQL was "
+                                     "lost during COMMIT ({}); do not retry blindly: read the "
+                                     "item's events to see whether it happened",
+                                     trimmed(PQerrorMessage(conn_))));
+    }
+    if (PQresultStatus(r.get()) == PGRES_COMMAND_OK) {
+      // COMMIT answered ROLLBACK: the transaction had failed earlier.
+      throw StorageError(Category::io, "the transaction failed and was rolled back");
+    }
+    PQclear(PQexec(conn_, "ROLLBACK"));
+    fail(r.get(), "commit failed (rolled back)");
+  }
+
+  static std::string trimmed(std::string s) {
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+  }
+
+  void rollback() noexcept override {
+    delta_.reset();
+    writing_ = false;
+    if (PQstatus(conn_) != CONNECTION_OK) return;
+    if (PQtransactionStatus(conn_) == PQTRANS_IDLE) return;
+    PQclear(PQexec(conn_, "ROLLBACK"));
+  }
+
+  Micros now() override {
+    if (PQstatus(conn_) == CONNECTION_OK && PQtransactionStatus(conn_) == PQTRANS_INTRANS) {
+      return tx_now_;
+    }
+    ensure_connected();
+    Result r = simple("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint",
+                      "cannot read the server's clock");
+    return r.i64(0, 0);
+  }
+
+  // ---- the log ---------------------------------------------------------------
+
+  struct Delta {
+    std::int64_t events = 0;
+    Seq last_seq = 0;
+    Hash digest{};
+  };
+
+  Seq append(const Event& event) override {
+    const std::string body = encode(event);
+    const StreamRef stream = stream_of(event);
+    const std::string_view kind = to_string(stream.kind);
+    // The head is locked before the seq is drawn: within a stream, seqs
+    // rise in the order the appends commit.
+    Result head = run(
+        "SELECT nextval('events_seq'), h.revision, h.hash FROM (SELECT 1) x LEFT JOIN LATERAL "
+        "(SELECT revision, hash FROM stream_heads WHERE stream_kind = $1 AND stream_id = $2 "
+        "FOR UPDATE) h ON true",
+        Params().text(kind).text(stream.id));
+    const Seq seq = head.i64(0, 0);
+    Hash prev = kNoHash;
+    std::int64_t revision = 0;
+    if (!head.null(0, 1)) {
+      revision = head.i64(0, 1);
+      if (!hash_from_bytes(head.bytes(0, 2), prev)) {
+        throw StorageError(Category::corruption,
+                           fmt::format("the head of stream {} {} holds no hash (edited outside "
+                                       "cplane): run cplane verify",
+                                       kind, quote_id(stream.id)));
+      }
+    }
+    ++revision;
+    const Hash hash = chain_hash(prev, seq, revision, kind, stream.id, body);
+    // The event and its stream's new head in one statement. A head that
+    // another transaction created since we looked (no row to lock then) is
+    // not overwritten: the command runs again.
+    Result put = run(
+        "WITH e AS (INSERT INTO events (seq, item_id, project_id, type, at, body, stream_kind, "
+        "stream_id, stream_rev, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)), "
+        "h AS (INSERT INTO stream_heads AS s (stream_kind, stream_id, revision, last_seq, hash) "
+        "VALUES ($7, $8, $9, $1, $10) ON CONFLICT (stream_kind, stream_id) DO UPDATE SET "
+        "revision = EXCLUDED.revision, last_seq = EXCLUDED.last_seq, hash = EXCLUDED.hash "
+        "WHERE s.revision = EXCLUDED.revision - 1 RETURNING 1) SELECT count(*) FROM h",
+        Params()
+            .i64(seq)
+            .text_or_null(event.item_id)
+            .text(event.project_id)
+            .text(type_name(event.body))
+            .i64(event.at)
+            .bytes(body)
+            .text(kind)
+            .text(stream.id)
+            .i64(revision)
+            .bytes(as_bytes(hash)));
+    if (put.i64(0, 0) != 1) {
+      throw Conflict(fmt::format("stream {} {} was appended to by another transaction meanwhile",
+                                 kind, quote_id(stream.id)));
+    }
+    if (!delta_) delta_ = Delta{};
+    xor_into(delta_->digest, prev);
+    xor_into(delta_->digest, hash);
+    ++delta_->events;
+    delta_->last_seq = std::max(delta_->last_seq, seq);
+    return seq;
+  }
+
+  void import_event(const RawEvent& e) override {
+    run("INSERT INTO events (seq, item_id, project_id, type, at, body, stream_kind, stream_id, "
+        "stream_rev, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        Params()
+            .i64(e.seq)
+            .text_or_null(e.item_id)
+            .text(e.project_id)
+            .text(e.type)
+            .i64(e.at)
+            .bytes(e.body)
+            .text(e.stream_kind)
+            .text(e.stream_id)
+            .i64(e.revision)
+            .bytes(e.hash));
+    // Seqs handed out later must pass every imported one.
+    run("SELECT setval('events_seq', greatest($1, (SELECT last_value FROM events_seq)))",
+        Params().i64(e.seq));
+  }
+
+  void put_head(const StreamHead& h) override {
+    run("INSERT INTO stream_heads (stream_kind, stream_id, revision, last_seq, hash) VALUES "
+        "($1, $2, $3, $4, $5) ON CONFLICT (stream_kind, stream_id) DO UPDATE SET "
+        "revision = EXCLUDED.revision, last_seq = EXCLUDED.last_seq, hash = EXCLUDED.hash",
+        Params().text(h.stream_kind).text(h.stream_id).i64(h.revision).i64(h.last_seq).bytes(h.hash));
+  }
+
+  void put_log_digest(const LogDigest& d) override {
+    delta_.reset();
+    Hash hash{};
+    hash_from_bytes(d.digest, hash);
+    const auto w = hash_words(hash);
+    run("DELETE FROM log_digest");
+    run("INSERT INTO log_digest (shard, events, last_seq, d0, d1, d2, d3) VALUES "
+        "(0, $1, $2, $3, $4, $5, $6)",
+        Params().i64(d.events).i64(d.last_seq).i64(w[0]).i64(w[1]).i64(w[2]).i64(w[3]));
+    run("SELECT setval('events_seq', greatest($1, (SELECT last_value FROM events_seq)))",
+        Params().i64(std::max<Seq>(d.last_seq, 1)));
+  }
+
+  std::unique_ptr<Cursor<StreamHead>> scan_heads(StreamKind kind) override {
+    return cursor<StreamHead>(
+        "SELECT stream_kind, stream_id, revision, last_seq, hash FROM stream_heads "
+        "WHERE stream_kind = $1 ORDER BY stream_id",
+        Params().text(to_string(kind)), fill_head);
+  }
+
+  static std::string known_kinds_list() {
+    std::string list;
+    for (auto kind : kStreamKinds) {
+      if (!list.empty()) list += ", ";
+      list += fmt::format("'{}'", to_string(kind));
+    }
+    return list;
+  }
+
+  std::vector<StreamHead> unfiled_heads() override {
+    Result r = run(fmt::format("SELECT stream_kind, stream_id, revision, last_seq, hash FROM "
+                               "stream_heads WHERE stream_kind NOT IN ({}) ORDER BY stream_kind, "
+                               "stream_id",
+                               known_kinds_list()));
+    std::vector<StreamHead> out(static_cast<std::size_t>(r.rows()));
+    for (int i = 0; i < r.rows(); ++i) fill_head(r, i, out[static_cast<std::size_t>(i)]);
+    return out;
+  }
+
+  std::optional<LogDigest> log_digest() override {
+    Result r = run(
+        "SELECT count(*), coalesce(sum(events), 0), coalesce(max(last_seq), 0), "
+        "coalesce(bit_xor(d0), 0), coalesce(bit_xor(d1), 0), coalesce(bit_xor(d2), 0), "
+        "coalesce(bit_xor(d3), 0) FROM log_digest");
+    if (r.i64(0, 0) == 0) return std::nullopt;
+    return LogDigest{r.i64(0, 1), r.i64(0, 2),
+                     words_hash({r.i64(0, 3), r.i64(0, 4), r.i64(0, 5), r.i64(0, 6)})};
+  }
+
+  std::string database_id() override {
+    Result r = run("SELECT value FROM store_info WHERE key = 'database_id'");
+    return r.rows() > 0 ? r.text(0, 0) : std::string();
+  }
+
+  std::vector<RawEvent> stream_events(const StreamRef& stream) override {
+    Result r = run(fmt::format("SELECT {} FROM events WHERE stream_kind = $1 AND stream_id = $2 "
+                               "ORDER BY seq",
+                               kEventColumns),
+                   Params().text(to_string(stream.kind)).text(stream.id));
+    std::vector<RawEvent> out(static_cast<std::size_t>(r.rows()));
+    for (int i = 0; i < r.rows(); ++i) fill_event(r, i, out[static_cast<std::size_t>(i)]);
+    return out;
+  }
+
+  std::unique_ptr<Cursor<RawEvent>> scan_stream(StreamKind kind) override {
+    return cursor<RawEvent>(
+        fmt::format("SELECT {} FROM events WHERE stream_kind = $1 ORDER BY stream_id, seq",
+                    kEventColumns),
+        Params().text(to_string(kind)), fill_event);
+  }
+
+  std::unique_ptr<Cursor<RawEvent>> scan_unfiled() override {
+    return cursor<RawEvent>(fmt::format("SELECT {} FROM events WHERE stream_kind NOT IN ({})",
+                                        kEventColumns, known_kinds_list()),
+                            Params(), fill_event);
+  }
+
+  std::int64_t event_count() override { return run("SELECT count(*) FROM events").i64(0, 0); }
+
+  // ---- items -------------------------------------------------------------------
+
+  // A row a write transaction reads is locked until it commits.
+  const char* lock() const { return writing_ ? " FOR UPDATE" : ""; }
+
+  std::optional<ItemRow> one_item(const Result& r) {
+    if (r.rows() == 0) return std::nullopt;
+    return read_item(r, 0);
+  }
+
+  std::optional<ItemRow> find_item(std::string_view item_id) override {
+    return one_item(run(fmt::format("SELECT {} FROM items WHERE item_id = $1{}", kItemColumns, lock()),
+                        Params().text(item_id)));
+  }
+
+  std::optional<ItemRow> find_item_by_key(const std::string& project_id,
+                                          std::string_view key) override {
+    return one_item(run(fmt::format("SELECT {} FROM items WHERE project_id = $1 AND idem_key = $2{}",
+                                    kItemColumns, lock()),
+                        Params().text(project_id).text(key)));
+  }
+
+  static Params item_params(const ItemRow& r) {
+    Params p;
+    p.text(r.item_id)
+        .text(r.project_id)
+        .text(r.payload)
+        .text(to_string(r.status))
+        .text_or_null(r.owner)
+        .i64(static_cast<std::int64_t>(r.fence))
+        .i64(r.attempts)
+        .i64_or_null(r.lease_expires_at)
+        .text_or_null(r.detail)
+        .i64(r.queued_seq)
+        .i64(r.queued_at)
+        .i64(r.updated_at)
+        .i64(r.last_seq)
+        .text(to_string(r.kind))
+        .text_or_null(r.ref)
+        .text_or_null(r.head)
+        .text(to_string(r.review))
+        .text_or_null(r.author)
+        .text_or_null(r.session)
+        .text_or_null(join_list(r.actions))
+        .text_or_null(r.expected_head)
+        .text_or_null(r.close_reason)
+        .i64(r.head_moved ? 1 : 0)
+        .i64(r.priority)
+        .i64_or_null(r.terminal_since)
+        .text_or_null(r.terminal_reason)
+        .text_or_null(r.key);
+    return p;
+  }
+
+  void insert_item(const ItemRow& r) override {
+    try {
+      run(fmt::format("INSERT INTO items ({}) VALUES ({})", kItemColumns, kItemValues),
+          item_params(r));
+    } catch (const StorageError& e) {
+      if (last_state_is("23505")) {
+        if (!r.key.empty()) {
+          // Another transaction enqueued under the same key meanwhile: run
+          // the command again, and it finds that item.
+          throw Conflict(fmt::format("key {} was taken meanwhile", quote_id(r.key)));
+        }
+        throw StorageError(Category::io, fmt::format("item id {} is already taken", r.item_id));
+      }
+      throw;
+    }
+  }
+
+  bool last_state_is(const char* state) const { return last_error_state_ == state; }
+
+  void put_item(const ItemRow& r) override {
+    run(fmt::format("INSERT INTO items ({}) VALUES ({}) ON CONFLICT (item_id) DO UPDATE SET {}",
+                    kItemColumns, kItemValues, kItemUpdate),
+        item_params(r));
+  }
+
+  void delete_item(std::string_view item_id) override {
+    run("DELETE FROM items WHERE item_id = $1", Params().text(item_id));
+  }
+
+  // A claim's candidates: locked, skipping rows another claim holds.
+  const char* claim_lock() const { return writing_ ? " FOR UPDATE SKIP LOCKED" : ""; }
+
+  std::optional<ItemRow> oldest_ready(const std::string& project_id) override {
+    return one_item(run(fmt::format("SELECT {} FROM items WHERE status = 'ready' AND project_id = "
+                                    "$1 ORDER BY queued_seq LIMIT 1{}",
+                                    kItemColumns, claim_lock()),
+                        Params().text(project_id)));
+  }
+
+  std::optional<ItemRow> earliest_lapsed(Micros now, const std::string& project_id) override {
+    return one_item(run(fmt::format("SELECT {} FROM items WHERE status = 'claimed' AND project_id "
+                                    "= $1 AND lease_expires_at <= $2 ORDER BY lease_expires_at, "
+                                    "queued_seq LIMIT 1{}",
+                                    kItemColumns, claim_lock()),
+                        Params().text(project_id).i64(now)));
+  }
+
+  std::vector<ItemRow> lapsed_items(Micros now, const std::string& project_id) override {
+    Result r = run(fmt::format("SELECT {} FROM items WHERE status = 'claimed' AND project_id = $1 "
+                               "AND lease_expires_at <= $2 ORDER BY lease_expires_at, queued_seq{}",
+                               kItemColumns, claim_lock()),
+                   Params().text(project_id).i64(now));
+    std::vector<ItemRow> out;
+    for (int i = 0; i < r.rows(); ++i) out.push_back(read_item(r, i));
+    return out;
+  }
+
+  std::optional<Micros> next_lapse(const std::string& project_id) override {
+    Result r = run("SELECT min(lease_expires_at) FROM items WHERE status = 'claimed' AND "
+                   "project_id = $1",
+                   Params().text(project_id));
+    if (r.null(0, 0)) return std::nullopt;
+    return r.i64(0, 0);
+  }
+
+  std::unique_ptr<Cursor<ScannedItem>> scan_items() override {
+    return cursor<ScannedItem>(fmt::format("SELECT {} FROM items ORDER BY item_id", kItemColumns),
+                               Params(), fill_item);
+  }
+
+  std::unique_ptr<Cursor<ItemRow>> scan_allocatable(const std::string& project_id) override {
+    return cursor<ItemRow>(
+        fmt::format("SELECT {} FROM items WHERE project_id = $1 AND status IN ('ready', "
+                    "'claimed') ORDER BY (terminal_since IS NOT NULL) DESC, priority DESC, "
+                    "queued_seq",
+                    kAllocationColumns),
+        Params().text(project_id), [](const Result& r, int i, ItemRow& row) {
+          row = ItemRow{};
+          row.item_id = r.text(i, 0);
+          row.project_id = r.text(i, 1);
+          row.status = parse_item_status(r.text(i, 2)).value_or(ItemStatus::ready);
+          row.session = r.text(i, 3);
+          row.lease_expires_at = r.i64(i, 4);
+          row.review = parse_review_text(r.text(i, 5)).value_or(ReviewState::none);
+          row.author = r.text(i, 6);
+          if (!r.null(i, 7) && r.i64(i, 7) == 0) {
+            throw StorageError(Category::corruption,
+                               fmt::format("item {} has a terminal_since stored as cplane never "
+                                           "writes it (edited behind cplane's back?): run "
+                                           "cplane verify, then cplane rebuild",
+                                           quote_id(row.item_id)));
+          }
+          row.terminal_since = r.i64(i, 7);
+          row.priority = static_cast<std::int32_t>(r.i64(i, 8));
+          row.queued_seq = r.i64(i, 9);
+        });
+  }
+
+  // ---- the terminal path, incidents, sessions --------------------------------
+
+  void put_terminal_lock(const TerminalLockRow& r) override {
+    run("INSERT INTO terminal_locks (item_id, since, reason) VALUES ($1, $2, $3) "
+        "ON CONFLICT (item_id) DO UPDATE SET since = EXCLUDED.since, reason = EXCLUDED.reason",
+        Params().text(r.item_id).i64(r.since).text(r.reason));
+  }
+  void delete_terminal_lock(std::string_view item_id) override {
+    run("DELETE FROM terminal_locks WHERE item_id = $1", Params().text(item_id));
+  }
+  std::unique_ptr<Cursor<TerminalLockRow>> scan_terminal_locks() override {
+    return cursor<TerminalLockRow>(
+        "SELECT item_id, since, reason FROM terminal_locks ORDER BY item_id", Params(),
+        [](const Result& r, int i, TerminalLockRow& row) {
+          row = TerminalLockRow{r.text(i, 0), r.i64(i, 1), r.text(i, 2)};
+        });
+  }
+
+  std::optional<IncidentLinkRow> find_incident(std::string_view incident_id) override {
+    Result r = run(fmt::format("SELECT {} FROM incident_links WHERE incident_id = $1{}",
+                               kIncidentColumns, lock()),
+                   Params().text(incident_id));
+    if (r.rows() == 0) return std::nullopt;
+    return read_incident(r, 0);
+  }
+  void put_incident(const IncidentLinkRow& r) override {
+    run(fmt::format(
+            "INSERT INTO incident_links ({}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
+            "$12, $13, $14, $15, $16) ON CONFLICT (incident_id) DO UPDATE SET "
+            "provider = EXCLUDED.provider, fingerprint = EXCLUDED.fingerprint, org = EXCLUDED.org, "
+            "repo = EXCLUDED.repo, environment = EXCLUDED.environment, target = EXCLUDED.target, "
+            "status = EXCLUDED.status, event_count = EXCLUDED.event_count, "
+            "permalink = EXCLUDED.permalink, first_seen = EXCLUDED.first_seen, "
+            "last_seen = EXCLUDED.last_seen, linked_prs = EXCLUDED.linked_prs, "
+            "linked_at = EXCLUDED.linked_at, updated_at = EXCLUDED.updated_at, "
+            "last_seq = EXCLUDED.last_seq",
+            kIncidentColumns),
+        Params()
+            .text(r.provider)
+            .text(r.fingerprint)
+            .text(r.org)
+            .text(r.repo)
+            .text(r.environment)
+            .text(r.target)
+            .opt(r.status)
+            .opt(r.event_count)
+            .opt(r.permalink)
+            .opt(r.first_seen)
+            .opt(r.last_seen)
+            .opt(r.linked_prs)
+            .text(r.incident_id)
+            .i64(r.linked_at)
+            .i64(r.updated_at)
+            .i64(r.last_seq));
+  }
+  void delete_incident(std::string_view incident_id) override {
+    run("DELETE FROM incident_links WHERE incident_id = $1", Params().text(incident_id));
+  }
+  std::unique_ptr<Cursor<IncidentLinkRow>> scan_incidents() override {
+    return cursor<IncidentLinkRow>(
+        fmt::format("SELECT {} FROM incident_links ORDER BY incident_id", kIncidentColumns),
+        Params(), [](const Result& r, int i, IncidentLinkRow& row) { row = read_incident(r, i); });
+  }
+  std::vector<IncidentLinkRow> incidents_for(std::string_view target) override {
+    Result r = run(fmt::format("SELECT {} FROM incident_links WHERE target = $1 ORDER BY "
+                               "incident_id",
+                               kIncidentColumns),
+                   Params().text(target));
+    std::vector<IncidentLinkRow> out;
+    for (int i = 0; i < r.rows(); ++i) out.push_back(read_incident(r, i));
+    return out;
+  }
+
+  std::optional<SessionRow> find_session(std::string_view session_id) override {
+    Result r = run(fmt::format("SELECT {} FROM sessions WHERE session_id = $1{}", kSessionColumns,
+                               lock()),
+                   Params().text(session_id));
+    if (r.rows() == 0) return std::nullopt;
+    return read_session(r, 0);
+  }
+  void put_session(const SessionRow& r) override {
+    run(fmt::format("INSERT INTO sessions ({}) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT "
+                    "(session_id) DO UPDATE SET actor = EXCLUDED.actor, opened_at = "
+                    "EXCLUDED.opened_at, last_seen_at = EXCLUDED.last_seen_at, closed_at = "
+                    "EXCLUDED.closed_at, last_seq = EXCLUDED.last_seq",
+                    kSessionColumns),
+        Params()
+            .text(r.session_id)
+            .text_or_null(r.actor)
+            .i64(r.opened_at)
+            .i64(r.last_seen_at)
+            .i64_or_null(r.closed_at)
+            .i64(r.last_seq));
+  }
+  void delete_session(std::string_view session_id) override {
+    run("DELETE FROM sessions WHERE session_id = $1", Params().text(session_id));
+  }
+  std::vector<ItemRow> session_items(std::string_view session_id) override {
+    Result r = run(fmt::format("SELECT {} FROM items WHERE session = $1 AND status = 'claimed' "
+                               "ORDER BY item_id{}",
+                               kItemColumns, lock()),
+                   Params().text(session_id));
+    std::vector<ItemRow> out;
+    for (int i = 0; i < r.rows(); ++i) out.push_back(read_item(r, i));
+    return out;
+  }
+  std::unique_ptr<Cursor<SessionRow>> scan_sessions() override {
+    return cursor<SessionRow>(
+        fmt::format("SELECT {} FROM sessions ORDER BY session_id", kSessionColumns), Params(),
+        [](const Result& r, int i, SessionRow& row) { row = read_session(r, i); });
+  }
+
+  // ---- projects and scope ----------------------------------------------------
+
+  std::optional<ProjectRow> find_project(std::string_view project_id) override {
+    Result r = run("SELECT project_id, title, status, created_at, last_seq FROM projects WHERE "
+                   "project_id = $1",
+                   Params().text(project_id));
+    if (r.rows() == 0) return std::nullopt;
+    return read_project(r, 0);
+  }
+  void put_project(const ProjectRow& r) override {
+    run("INSERT INTO projects (project_id, title, status, created_at, last_seq) VALUES "
+        "($1, $2, $3, $4, $5) ON CONFLICT (project_id) DO UPDATE SET title = EXCLUDED.title, "
+        "status = EXCLUDED.status, created_at = EXCLUDED.created_at, last_seq = EXCLUDED.last_seq",
+        Params().text(r.project_id).text(r.title).text(r.status).i64(r.created_at).i64(r.last_seq));
+  }
+  void delete_project(std::string_view project_id) override {
+    run("DELETE FROM projects WHERE project_id = $1", Params().text(project_id));
+  }
+  bool is_assigned(std::string_view project_id, std::string_view actor) override {
+    return run("SELECT 1 FROM project_actors WHERE project_id = $1 AND actor = $2",
+               Params().text(project_id).text(actor))
+               .rows() > 0;
+  }
+  void put_assignment(const ProjectActorRow& r) override {
+    run("INSERT INTO project_actors (project_id, actor, assigned_at, last_seq) VALUES "
+        "($1, $2, $3, $4) ON CONFLICT (project_id, actor) DO UPDATE SET assigned_at = "
+        "EXCLUDED.assigned_at, last_seq = EXCLUDED.last_seq",
+        Params().text(r.project_id).text(r.actor).i64(r.assigned_at).i64(r.last_seq));
+  }
+  void delete_assignment(std::string_view project_id, std::string_view actor) override {
+    run("DELETE FROM project_actors WHERE project_id = $1 AND actor = $2",
+        Params().text(project_id).text(actor));
+  }
+  std::vector<std::string> project_ids(const std::string* actor) override {
+    Result r = actor == nullptr
+                   ? run("SELECT project_id FROM projects ORDER BY project_id")
+                   : run("SELECT project_id FROM project_actors WHERE actor = $1 ORDER BY project_id",
+                         Params().text(*actor));
+    std::vector<std::string> out;
+    for (int i = 0; i < r.rows(); ++i) out.push_back(r.text(i, 0));
+    return out;
+  }
+  std::vector<ProjectRow> all_projects() override {
+    Result r = run("SELECT project_id, title, status, created_at, last_seq FROM projects "
+                   "ORDER BY project_id");
+    std::vector<ProjectRow> out;
+    for (int i = 0; i < r.rows(); ++i) out.push_back(read_project(r, i));
+    return out;
+  }
+  std::vector<ProjectActorRow> all_assignments() override {
+    Result r = run("SELECT project_id, actor, assigned_at, last_seq FROM project_actors "
+                   "ORDER BY project_id, actor");
+    std::vector<ProjectActorRow> out;
+    for (int i = 0; i < r.rows(); ++i) {
+      out.push_back(ProjectActorRow{r.text(i, 0), r.text(i, 1), r.i64(i, 2), r.i64(i, 3)});
+    }
+    return out;
+  }
+
+  Seq last_seq() override { return run("SELECT coalesce(max(seq), 0) FROM events").i64(0, 0); }
+
+  std::array<std::int64_t, kItemStatuses + 1> status_counts(const std::string* project_id) override {
+    Result r = project_id == nullptr
+                   ? run("SELECT status, count(*) FROM items GROUP BY status")
+                   : run("SELECT status, count(*) FROM items WHERE project_id = $1 GROUP BY status",
+                         Params().text(*project_id));
+    std::array<std::int64_t, kItemStatuses + 1> out{};
+    for (int i = 0; i < r.rows(); ++i) {
+      if (auto status = parse_item_status(r.text(i, 0))) {
+        out[static_cast<int>(*status)] = r.i64(i, 1);
+      } else {
+        out[kItemStatuses] += r.i64(i, 1);
+      }
+    }
+    return out;
+  }
+
+  // ---- waiting for work --------------------------------------------------------
+
+  void announce_work() override { run("SELECT pg_notify('cplane_work', current_schema())"); }
+
+  void wait_for_work(std::chrono::steady_clock::time_point deadline) override {
+    ensure_connected();
+    if (!listening_) {
+      simple("LISTEN cplane_work", "cannot listen for work");
+      listening_ = true;
+      return;  // the caller looks once more: work may have come before LISTEN
+    }
+    for (;;) {
+      if (PQconsumeInput(conn_) == 0) {
+        throw StorageError(Category::unavailable,
+                           fmt::format("lost the connection to PostgreSQL while waiting for work: {}",
+                                       trimmed(PQerrorMessage(conn_))));
+      }
+      bool woken = false;
+      while (PGnotify* n = PQnotifies(conn_)) {
+        woken = woken || schema_ == n->extra;
+        PQfreemem(n);
+      }
+      if (woken) return;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return;
+      pollfd p{PQsocket(conn_), POLLIN, 0};
+      const int rc = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 1 << 30)));
+      if (rc < 0 && errno != EINTR) {
+        throw StorageError(Category::io, fmt::format("poll failed: {}", std::strerror(errno)));
+      }
+    }
+  }
+
+  std::string last_error_state_;
+
+ private:
+  std::string url_;
+  OpenOptions options_;
+  PGconn* conn_ = nullptr;
+  std::string schema_;
+  std::unordered_map<std::string, std::string> prepared_;
+  int shard_ = 0;
+  std::uint64_t cursors_ = 0;
+  bool writing_ = false;
+  bool listening_ = false;
+  Micros tx_now_ = 0;
+  std::optional<Delta> delta_;
+  pid_t pid_ = ::getpid();
+};
+
+template <class Row>
+PgCursor<Row>::~PgCursor() {
+  backend_.close_cursor(name_);
+}
+
+template <class Row>
+bool PgCursor<Row>::next(Row& row) {
+  if (!fetched_ || at_ >= page_size_) {
+    if (done_) return false;
+    page_ = backend_.fetch(name_, kFetchRows);
+    fetched_ = true;
+    page_size_ = page_.rows();
+    at_ = 0;
+    if (page_size_ < kFetchRows) done_ = true;
+    if (page_size_ == 0) return false;
+  }
+  fill_(page_, at_++, row);
+  return true;
+}
+
+}  // namespace
+
+bool is_postgres_url(const std::string& url) {
+  auto starts = [&](std::string_view scheme) {
+    if (url.size() < scheme.size()) return false;
+    for (std::size_t i = 0; i < scheme.size(); ++i) {
+      if (std::tolower(static_cast<unsigned char>(url[i])) != scheme[i]) return false;
+    }
+    return true;
+  };
+  return starts("postgresql://") || starts("postgres://");
+}
+
+std::unique_ptr<Backend> open_postgres(const std::string& url, const OpenOptions& options) {
+  return std::make_unique<PostgresBackend>(url, options);
+}
+
+}  // namespace cplane::storage
