@@ -199,9 +199,9 @@ TEST_CASE("the skipped list is bounded and the total counts every skip", "[alloc
   CHECK(a.skipped_total == static_cast<std::int64_t>(n));
 }
 
-TEST_CASE("the allocator's walk is an index scan in order, with no sort", "[allocate][plan]") {
+TEST_CASE("the allocator's walk is an index scan in order, with no sort", "[allocate][plan][sqlite]") {
   TempDir dir;
-  const auto db = dir.file("c.db");
+  const auto db = test_context().fresh_store(dir, "c.db");
   {
     ControlStore store{db};
     store.create_project("alpha", "A");
@@ -226,7 +226,7 @@ TEST_CASE("the allocator's walk is an index scan in order, with no sort", "[allo
 }
 
 TEST_CASE("a routing value edited behind the engine's back stops the allocator, never misroutes",
-          "[allocate][tamper]") {
+          "[allocate][tamper][sqlite]") {
   for (const char* tamper : {"UPDATE items SET priority = 4294967297 WHERE priority = 1",
                              "UPDATE items SET priority = 'abc' WHERE priority = 1",
                              "UPDATE items SET terminal_since = 0 WHERE priority = 1"}) {
@@ -284,7 +284,7 @@ TEST_CASE("the terminal path: added, listed, removed, dropped when the item ends
 }
 
 TEST_CASE("verify names terminal_locks and incident_links edited behind the engine's back",
-          "[terminal][incident][verify]") {
+          "[terminal][incident][verify][sqlite]") {
   struct Case {
     const char* name;
     const char* tamper;
@@ -436,7 +436,7 @@ TEST_CASE("migrate-incidents collapses NULL-versus-empty scopes whose links agre
 
 TEST_CASE("migrate-incidents fails closed on any conflict, naming every group, and leaves the "
           "target unchanged",
-          "[incident][migrate]") {
+          "[incident][migrate][sqlite]") {
   TempDir dir;
   const auto legacy = legacy_db(
       dir, std::string(kInsert) +
@@ -478,14 +478,14 @@ TEST_CASE("migrate-incidents fails closed on any conflict, naming every group, a
                                  "4505123456789012/?project=4505&query=is%3Aunresolved";
     REQUIRE(long_url.size() > 80);
     const auto subtle = dir.file("subtle.db");
-    std::filesystem::rename(legacy, dir.file("first.db"));
+    std::filesystem::rename(legacy, test_context().fresh_store(dir, "first.db"));
     legacy_db(dir, std::string(kInsert) + "('sentry', 'p', NULL, NULL, NULL, 't', NULL, NULL, '" +
                        long_url + "111', NULL, NULL, NULL), ('sentry', 'p', '', '', '', 't', NULL, "
                        "NULL, '" + long_url + "999', NULL, NULL, NULL), ('sentry', 'q', NULL, "
                        "NULL, NULL, 't', NULL, NULL, CAST(x'ff' AS TEXT), NULL, NULL, NULL), "
                        "('sentry', 'q', '', '', '', 't', NULL, NULL, '\\xff', NULL, NULL, NULL);");
     std::filesystem::rename(dir.file("legacy.db"), subtle);
-    const auto db = dir.file("t.db");
+    const auto db = test_context().fresh_store(dir, "t.db");
     const auto r = run_cli({"migrate-incidents", "--from", subtle, "--db", db});
     CHECK_EXIT(r, 6);
     CHECK_THAT(r.out, Catch::Contains("111'") && Catch::Contains("999'") &&
@@ -493,28 +493,28 @@ TEST_CASE("migrate-incidents fails closed on any conflict, naming every group, a
     CHECK_FALSE(std::filesystem::exists(db));
   }
   SECTION("linked pull requests no link could hold are refused") {
-    std::filesystem::rename(legacy, dir.file("first.db"));
+    std::filesystem::rename(legacy, test_context().fresh_store(dir, "first.db"));
     legacy_db(dir, std::string(kInsert) + "('sentry', 'n', NULL, NULL, NULL, 't', NULL, NULL, "
                                           "NULL, NULL, NULL, 'o/r#2,,o/r#3');");
-    const auto db = dir.file("t.db");
+    const auto db = test_context().fresh_store(dir, "t.db");
     const auto r = run_cli({"migrate-incidents", "--from", dir.file("legacy.db"), "--db", db});
     CHECK_EXIT(r, 2);
     CHECK_FALSE(std::filesystem::exists(db));
   }
   SECTION("a legacy row no link could hold is refused, naming it") {
     const auto bad = dir.file("bad.db");
-    std::filesystem::rename(legacy, dir.file("first.db"));
+    std::filesystem::rename(legacy, test_context().fresh_store(dir, "first.db"));
     legacy_db(dir, std::string(kInsert) + "('sentry', 'n', NULL, NULL, NULL, 't', NULL, -4, NULL, "
                                           "NULL, NULL, NULL);");
     std::filesystem::rename(dir.file("legacy.db"), bad);
-    const auto db = dir.file("t.db");
+    const auto db = test_context().fresh_store(dir, "t.db");
     const auto r = run_cli({"migrate-incidents", "--from", bad, "--db", db});
     CHECK_EXIT(r, 2);
     CHECK_THAT(r.err, Catch::Contains("legacy row 1"));
     CHECK_FALSE(std::filesystem::exists(db));
   }
   SECTION("a file that is not a legacy database") {
-    const auto db = dir.file("t.db");
+    const auto db = test_context().fresh_store(dir, "t.db");
     std::ofstream(dir.file("junk.db")) << "not sqlite";
     CHECK_EXIT(run_cli({"migrate-incidents", "--from", dir.file("junk.db"), "--db", db}), 1);
     CHECK_EXIT(run_cli({"migrate-incidents", "--from", dir.file("none.db"), "--db", db}), 1);
@@ -526,7 +526,7 @@ TEST_CASE("migrate-incidents fails closed on any conflict, naming every group, a
 TEST_CASE("cplane allocate, terminal and incident keep their exit codes and JSON",
           "[cli][allocate]") {
   TempDir dir;
-  const auto db = dir.file("c.db");
+  const auto db = test_context().fresh_store(dir, "c.db");
   auto cli = [&](std::vector<std::string> args) {
     args.insert(args.end(), {"--db", db});
     return run_cli(args);

@@ -106,7 +106,7 @@ void rebuild_refuses(const std::string& db, const std::string& kind) {
 }  // namespace
 
 TEST_CASE("a clean log verifies, chained stream by stream, and seqs are never reused",
-          "[chain]") {
+          "[chain][sqlite]") {
   TempDir dir;
   const Log log = seed(dir);
   CHECK(verify_file(log.db).empty());
@@ -304,7 +304,7 @@ TEST_CASE("a writer refuses to extend a log whose digest is gone", "[chain]") {
   CHECK(sql_column(log.db, "SELECT count(*) FROM events") == before);
 }
 
-TEST_CASE("a version-3 database is chained once by its migration", "[chain][migration]") {
+TEST_CASE("a version-3 database is chained once by its migration", "[chain][migration][sqlite]") {
   TempDir dir;
   const Log log = seed(dir);
   sql(log.db, std::string(test::kBackToVersion3) + "PRAGMA wal_checkpoint(TRUNCATE);");
@@ -353,7 +353,7 @@ TEST_CASE("a row value edited behind the engine's back and laundered into the ne
 }
 
 TEST_CASE("a log column stored with another type is named, though it reads back the same",
-          "[chain]") {
+          "[chain][sqlite]") {
   TempDir dir;
   const Log log = seed(dir);
   const std::string seq = seq_of(log.db, log.held, "claimed");
@@ -385,7 +385,7 @@ TEST_CASE("a log column stored with another type is named, though it reads back 
   rebuild_refuses(log.db, "index_disagrees");
 }
 
-TEST_CASE("problem details stay short whatever size the edited values are", "[chain]") {
+TEST_CASE("problem details stay short whatever size the edited values are", "[chain][sqlite]") {
   TempDir dir;
   const Log log = seed(dir);
   const std::string seq = seq_of(log.db, log.held, "claimed");
@@ -406,7 +406,7 @@ TEST_CASE("problem details stay short whatever size the edited values are", "[ch
 }
 
 TEST_CASE("seqs removed with their heads rewritten are named, even when the digest disagrees",
-          "[chain]") {
+          "[chain][sqlite]") {
   TempDir dir;
   const Log log = seed(dir);
   std::string missing;

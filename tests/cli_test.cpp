@@ -30,6 +30,7 @@ using cplane::test::run_cli;
 using cplane::test::sql;
 using cplane::test::sql_column;
 using cplane::test::TempDir;
+using cplane::test::test_context;
 using JsonReader = capnp::JsonValue::Reader;
 using JsonKind = capnp::JsonValue::Which;
 
@@ -338,7 +339,7 @@ std::string enqueue(const std::string& db, const std::string& project,
 TEST_CASE("an item goes from enqueue through claim and finish to a clean verify, in JSON",
           "[cli]") {
   TempDir dir;
-  const std::string db = dir.file("control.db");
+  const std::string db = test_context().fresh_store(dir, "control.db");
   create_project(db, "alpha");
 
   const std::string payload =
@@ -413,7 +414,7 @@ TEST_CASE("an item goes from enqueue through claim and finish to a clean verify,
 TEST_CASE("options work after positional arguments and global options before the subcommand",
           "[cli]") {
   TempDir dir;
-  const std::string db = dir.file("control.db");
+  const std::string db = test_context().fresh_store(dir, "control.db");
 
   // Options after the positionals.
   auto create = run_cli({"project", "create", "alpha", "Alpha", "--db", db, "--json"});
@@ -461,7 +462,7 @@ TEST_CASE("options work after positional arguments and global options before the
 TEST_CASE("projects lists sorted ids one per line, as a JSON array, and filtered by --actor",
           "[cli]") {
   TempDir dir;
-  const std::string db = dir.file("control.db");
+  const std::string db = test_context().fresh_store(dir, "control.db");
   // Reads never create a database; a write command (here an empty claim) does.
   REQUIRE_EXIT(cli(db, {"claim", "--owner", "w"}), 3);
 
@@ -505,7 +506,7 @@ TEST_CASE("projects lists sorted ids one per line, as a JSON array, and filtered
 
 TEST_CASE("invalid input and usage errors exit 2 and change nothing", "[cli]") {
   TempDir dir;
-  const std::string db = dir.file("control.db");
+  const std::string db = test_context().fresh_store(dir, "control.db");
   create_project(db, "alpha");
   const std::string claimed = enqueue(db, "alpha", R"({"n": 1})");
   REQUIRE_EXIT(cli(db, {"claim", "--owner", "w1"}), 0);
@@ -621,7 +622,7 @@ TEST_CASE("invalid input and usage errors exit 2 and change nothing", "[cli]") {
 
 TEST_CASE("claim exits 3 when nothing is available, printing null under --json", "[cli]") {
   TempDir dir;
-  const std::string db = dir.file("control.db");
+  const std::string db = test_context().fresh_store(dir, "control.db");
   create_project(db, "alpha");
 
   auto plain = cli(db, {"claim", "--owner", "w"});
@@ -647,7 +648,7 @@ TEST_CASE("claim exits 3 when nothing is available, printing null under --json",
 
 TEST_CASE("finish exits 4 for a stale fence, an unclaimed, finished or unknown item", "[cli]") {
   TempDir dir;
-  const std::string db = dir.file("control.db");
+  const std::string db = test_context().fresh_store(dir, "control.db");
   create_project(db, "alpha");
   const std::int64_t t0 = 1'700'000'000'000'000;
   const std::string id = enqueue(db, "alpha", "{}", {"--now", std::to_string(t0)});
@@ -696,7 +697,7 @@ TEST_CASE("finish exits 4 for a stale fence, an unclaimed, finished or unknown i
 TEST_CASE("a scoped actor gets exit 5 for another project and a missing one alike, naming neither",
           "[cli]") {
   TempDir dir;
-  const std::string db = dir.file("control.db");
+  const std::string db = test_context().fresh_store(dir, "control.db");
   create_project(db, "alpha");
   create_project(db, "secretproj");
   REQUIRE_EXIT(cli(db, {"project", "assign", "alpha", "alice"}), 0);
@@ -746,7 +747,7 @@ TEST_CASE("a scoped actor gets exit 5 for another project and a missing one alik
 
 TEST_CASE("an unscoped caller gets exit 7 for an unknown item or project", "[cli]") {
   TempDir dir;
-  const std::string db = dir.file("control.db");
+  const std::string db = test_context().fresh_store(dir, "control.db");
   create_project(db, "alpha");
   const long long events = count_rows(db, "events");
 
@@ -773,7 +774,7 @@ TEST_CASE("verify exits 6 after tampering, rebuild --dry-run lists the item and 
           "nothing, and rebuild fixes it",
           "[cli]") {
   TempDir dir;
-  const std::string db = dir.file("control.db");
+  const std::string db = test_context().fresh_store(dir, "control.db");
   create_project(db, "alpha");
   const std::string id = enqueue(db, "alpha", R"({"k": "v"})");
   REQUIRE_EXIT(cli(db, {"claim", "--owner", "w"}), 0);
@@ -879,7 +880,7 @@ TEST_CASE("a --db that is not a database, or is a directory, exits 1 with a one-
 
 TEST_CASE("the --help option works for the top level and every subcommand", "[cli]") {
   TempDir dir;
-  const std::string db = dir.file("control.db");
+  const std::string db = test_context().fresh_store(dir, "control.db");
   for (const std::vector<std::string>& command : std::vector<std::vector<std::string>>{
            {},
            {"project"},
@@ -908,7 +909,7 @@ TEST_CASE("the --help option works for the top level and every subcommand", "[cl
 }
 
 TEST_CASE("$CPLANE_DB is used without --db, else XDG_CACHE_HOME or HOME/.cache/cplane/control.db",
-          "[cli]") {
+          "[cli][sqlite]") {
   TempDir dir;
 
   SECTION("CPLANE_DB") {
@@ -921,7 +922,7 @@ TEST_CASE("$CPLANE_DB is used without --db, else XDG_CACHE_HOME or HOME/.cache/c
     CHECK(listed.out == "alpha\n");
 
     // --db wins over CPLANE_DB.
-    const std::string other = dir.file("other.db");
+    const std::string other = test_context().fresh_store(dir, "other.db");
     REQUIRE_EXIT(run_cli({"project", "create", "beta", "Beta", "--db", other},
                          {"CPLANE_DB=" + db}),
                  0);
@@ -958,7 +959,7 @@ TEST_CASE("$CPLANE_DB is used without --db, else XDG_CACHE_HOME or HOME/.cache/c
 TEST_CASE("the --now option is the command's clock: event times, lease expiry and reclaiming a lapsed lease",
           "[cli]") {
   TempDir dir;
-  const std::string db = dir.file("control.db");
+  const std::string db = test_context().fresh_store(dir, "control.db");
   create_project(db, "alpha");
 
   const std::string id = enqueue(db, "alpha", R"({"job": 1})", {"--now", "1000000"});
@@ -1027,7 +1028,7 @@ TEST_CASE("a payload that only a lenient parser accepts is refused with exit 2, 
           "as invalid JSON",
           "[cli]") {
   TempDir dir;
-  const std::string db = dir.file("control.db");
+  const std::string db = test_context().fresh_store(dir, "control.db");
   create_project(db, "alpha");
 
   // Control: real JSON with escapes, UTF-8 and every number form goes through.
@@ -1072,7 +1073,7 @@ TEST_CASE("a payload that only a lenient parser accepts is refused with exit 2, 
 
 TEST_CASE("claim --max claims several items in one transaction, as a JSON array", "[cli][batch]") {
   TempDir dir;
-  const auto db = dir.file("c.db");
+  const auto db = test_context().fresh_store(dir, "c.db");
   create_project(db, "alpha");
   std::vector<std::string> ids;
   for (int i = 0; i < 3; ++i) {
@@ -1100,7 +1101,7 @@ TEST_CASE("claim --max claims several items in one transaction, as a JSON array"
 
 TEST_CASE("finish takes several items with their fences, all or nothing", "[cli][batch]") {
   TempDir dir;
-  const auto db = dir.file("c.db");
+  const auto db = test_context().fresh_store(dir, "c.db");
   create_project(db, "alpha");
   std::vector<std::string> ids;
   for (int i = 0; i < 2; ++i) {
@@ -1126,7 +1127,7 @@ TEST_CASE("finish takes several items with their fences, all or nothing", "[cli]
 
 TEST_CASE("finish --next reports and claims the next item in one transaction", "[cli][batch]") {
   TempDir dir;
-  const auto db = dir.file("c.db");
+  const auto db = test_context().fresh_store(dir, "c.db");
   create_project(db, "alpha");
   std::vector<std::string> ids;
   for (int i = 0; i < 2; ++i) {
@@ -1165,7 +1166,7 @@ TEST_CASE("verify and rebuild of a missing database fail instead of creating one
 
 TEST_CASE("finish as a scoped actor is denied outside its projects", "[cli][scope]") {
   TempDir dir;
-  const auto db = dir.file("c.db");
+  const auto db = test_context().fresh_store(dir, "c.db");
   create_project(db, "alpha");
   create_project(db, "secret");
   REQUIRE_EXIT(cli(db, {"project", "assign", "alpha", "bob"}), 0);
@@ -1182,7 +1183,7 @@ TEST_CASE("finish as a scoped actor is denied outside its projects", "[cli][scop
 
 TEST_CASE("stats counts items by status, for all projects or one", "[cli]") {
   TempDir dir;
-  const auto db = dir.file("c.db");
+  const auto db = test_context().fresh_store(dir, "c.db");
   create_project(db, "alpha");
   create_project(db, "beta");
   const auto a1 = enqueue(db, "alpha");

@@ -21,6 +21,7 @@ using namespace cplane;
 using cplane::test::sql;
 using cplane::test::sql_column;
 using cplane::test::TempDir;
+using cplane::test::test_context;
 
 namespace {
 
@@ -59,7 +60,7 @@ std::string query_plan(const std::string& db, const std::string& query) {
 
 TEST_CASE("the library round trip: enqueue, claim, finish, verify", "[commands]") {
   TempDir dir;
-  ControlStore store{dir.file("control.db"), {.lease = std::chrono::seconds{900}}};
+  ControlStore store{test_context().fresh_store(dir, "control.db"), {.lease = std::chrono::seconds{900}}};
   store.create_project("alpha", "Project Alpha", "open");
   auto id = store.enqueue("alpha", R"({"task": "summarise the report"})");
   auto claim = store.claim("worker-1");
@@ -78,7 +79,7 @@ TEST_CASE("the library round trip: enqueue, claim, finish, verify", "[commands]"
 
 TEST_CASE("claims hand out items oldest first, each to one worker", "[commands][claim]") {
   TempDir dir;
-  ControlStore store{dir.file("c.db")};
+  ControlStore store{test_context().fresh_store(dir, "c.db")};
   store.create_project("alpha", "A");
   std::vector<std::string> ids;
   for (int i = 0; i < 5; ++i) ids.push_back(store.enqueue("alpha", "{}", {}, kT0 + i));
@@ -93,7 +94,7 @@ TEST_CASE("claims hand out items oldest first, each to one worker", "[commands][
 TEST_CASE("a lapsed lease is reclaimed with a higher fence and the old fence is refused",
           "[commands][fence]") {
   TempDir dir;
-  ControlStore store{dir.file("c.db")};
+  ControlStore store{test_context().fresh_store(dir, "c.db")};
   store.create_project("alpha", "A");
   auto id = store.enqueue("alpha", "{}", {}, kT0);
   auto first = store.claim("w1", {.lease = Seconds{10}, .now = kT0});
@@ -119,7 +120,7 @@ TEST_CASE("a lapsed lease is reclaimed with a higher fence and the old fence is 
 
 TEST_CASE("an older lapsed item is claimed before a newer ready one", "[commands][claim]") {
   TempDir dir;
-  ControlStore store{dir.file("c.db")};
+  ControlStore store{test_context().fresh_store(dir, "c.db")};
   store.create_project("alpha", "A");
   auto old_id = store.enqueue("alpha", "{}", {}, kT0);
   auto new_id = store.enqueue("alpha", "{}", {}, kT0 + 1);
@@ -133,7 +134,7 @@ TEST_CASE("an older lapsed item is claimed before a newer ready one", "[commands
 TEST_CASE("finish refuses every fence that is not current and changes nothing",
           "[commands][fence]") {
   TempDir dir;
-  const auto db = dir.file("c.db");
+  const auto db = test_context().fresh_store(dir, "c.db");
   ControlStore store{db};
   store.create_project("alpha", "A");
   auto id = store.enqueue("alpha", "{}");
@@ -155,7 +156,7 @@ TEST_CASE("finish refuses every fence that is not current and changes nothing",
 
 TEST_CASE("a lease must be a positive, finite number of seconds", "[commands][claim]") {
   TempDir dir;
-  const auto db = dir.file("c.db");
+  const auto db = test_context().fresh_store(dir, "c.db");
   ControlStore store{db};
   store.create_project("alpha", "A");
   store.enqueue("alpha", "{}");
@@ -173,7 +174,7 @@ TEST_CASE("a lease must be a positive, finite number of seconds", "[commands][cl
 
 TEST_CASE("a malformed payload is refused and nothing is written", "[commands]") {
   TempDir dir;
-  const auto db = dir.file("c.db");
+  const auto db = test_context().fresh_store(dir, "c.db");
   ControlStore store{db};
   store.create_project("alpha", "A");
   for (const char* bad : {"", "   ", "{", "{\"a\":}", "nope", "{} {}", "[1,2", "\"unterminated"}) {
@@ -190,7 +191,7 @@ TEST_CASE("a malformed payload is refused and nothing is written", "[commands]")
 TEST_CASE("enqueue into an unknown project is NotFound for the control plane",
           "[commands][scope]") {
   TempDir dir;
-  ControlStore store{dir.file("c.db")};
+  ControlStore store{test_context().fresh_store(dir, "c.db")};
   CHECK_THROWS_AS(store.enqueue("ghost", "{}"), NotFound);
   CHECK_THROWS_AS(store.grant("ghost", "bob"), NotFound);
 }
@@ -198,7 +199,7 @@ TEST_CASE("enqueue into an unknown project is NotFound for the control plane",
 TEST_CASE("a scoped actor gets the same denial for a missing project and another's",
           "[commands][scope]") {
   TempDir dir;
-  const auto db = dir.file("c.db");
+  const auto db = test_context().fresh_store(dir, "c.db");
   ControlStore store{db};
   store.create_project("alpha", "A");
   store.create_project("secret", "S");
@@ -224,7 +225,7 @@ TEST_CASE("a scoped actor gets the same denial for a missing project and another
 
 TEST_CASE("a scoped actor sees and claims only its projects", "[commands][scope]") {
   TempDir dir;
-  ControlStore store{dir.file("c.db")};
+  ControlStore store{test_context().fresh_store(dir, "c.db")};
   store.create_project("alpha", "A");
   store.create_project("beta", "B");
   store.create_project("gamma", "G");
@@ -248,7 +249,7 @@ TEST_CASE("a scoped actor sees and claims only its projects", "[commands][scope]
 TEST_CASE("reads by a scoped actor are denied outside its scope, never answered empty",
           "[commands][scope]") {
   TempDir dir;
-  const auto db = dir.file("c.db");
+  const auto db = test_context().fresh_store(dir, "c.db");
   ControlStore store{db};
   store.create_project("alpha", "A");
   store.create_project("secret", "S");
@@ -273,7 +274,7 @@ TEST_CASE("reads by a scoped actor are denied outside its scope, never answered 
 
 TEST_CASE("events record who acted, when, and under which fence", "[commands]") {
   TempDir dir;
-  ControlStore store{dir.file("c.db")};
+  ControlStore store{test_context().fresh_store(dir, "c.db")};
   store.create_project("alpha", "A");
   store.grant("alpha", "bob");
   auto id = store.enqueue("alpha", R"({"x":1})", "bob", kT0);
@@ -295,7 +296,7 @@ TEST_CASE("events record who acted, when, and under which fence", "[commands]") 
 
 TEST_CASE("a duplicate project is refused", "[commands]") {
   TempDir dir;
-  ControlStore store{dir.file("c.db")};
+  ControlStore store{test_context().fresh_store(dir, "c.db")};
   store.create_project("alpha", "A");
   CHECK_THROWS_AS(store.create_project("alpha", "again"), InvalidArgument);
   CHECK_THROWS_AS(store.create_project("", "empty"), InvalidArgument);
@@ -303,9 +304,9 @@ TEST_CASE("a duplicate project is refused", "[commands]") {
 }
 
 TEST_CASE("the claim queries are index seeks with no scan of items and no sort",
-          "[commands][claim][plan]") {
+          "[commands][claim][plan][sqlite]") {
   TempDir dir;
-  const auto db = dir.file("c.db");
+  const auto db = test_context().fresh_store(dir, "c.db");
   {
     ControlStore store{db};
     store.create_project("alpha", "A");
@@ -353,15 +354,15 @@ std::vector<storage::Sync> syncs_for(Durability durability, const std::string& d
 
 }  // namespace
 
-TEST_CASE("a claim is durable before the worker learns its fence", "[commands][durability]") {
+TEST_CASE("a claim is durable before the worker learns its fence", "[commands][durability][sqlite]") {
   using storage::Sync;
   TempDir dir;
   // create_project, enqueue, claim, finish
-  CHECK(syncs_for(Durability::fenced, dir.file("a.db")) ==
+  CHECK(syncs_for(Durability::fenced, test_context().fresh_store(dir, "a.db")) ==
         std::vector<Sync>{Sync::full, Sync::full, Sync::full, Sync::normal});
-  CHECK(syncs_for(Durability::full, dir.file("b.db")) ==
+  CHECK(syncs_for(Durability::full, test_context().fresh_store(dir, "b.db")) ==
         std::vector<Sync>{Sync::full, Sync::full, Sync::full, Sync::full});
-  CHECK(syncs_for(Durability::normal, dir.file("c.db")) ==
+  CHECK(syncs_for(Durability::normal, test_context().fresh_store(dir, "c.db")) ==
         std::vector<Sync>{Sync::normal, Sync::normal, Sync::normal, Sync::normal});
   CHECK(StoreOptions{}.durability == Durability::fenced);
   CHECK(parse_durability("normal") == Durability::normal);
@@ -370,7 +371,7 @@ TEST_CASE("a claim is durable before the worker learns its fence", "[commands][d
 
 TEST_CASE("worker processes sharing one file never claim an item twice", "[commands][claim]") {
   TempDir dir;
-  const auto db = dir.file("c.db");
+  const auto db = test_context().fresh_store(dir, "c.db");
   constexpr int kItems = 300;
   constexpr int kWorkers = 4;
   {
@@ -411,9 +412,9 @@ TEST_CASE("worker processes sharing one file never claim an item twice", "[comma
   CHECK(verify_ledger(store).empty());
 }
 
-TEST_CASE("a batch claim takes the oldest items in one transaction", "[commands][batch]") {
+TEST_CASE("a batch claim takes the oldest items in one transaction", "[commands][batch][sqlite]") {
   TempDir dir;
-  const auto db = dir.file("c.db");
+  const auto db = test_context().fresh_store(dir, "c.db");
   std::vector<storage::Sync> syncs;
   ControlStore store{std::make_unique<RecordingBackend>(storage::open_sqlite(db), syncs)};
   store.create_project("alpha", "A");
@@ -436,7 +437,7 @@ TEST_CASE("a batch claim takes the oldest items in one transaction", "[commands]
 
 TEST_CASE("a batch enqueue with one bad payload writes nothing", "[commands][batch]") {
   TempDir dir;
-  const auto db = dir.file("c.db");
+  const auto db = test_context().fresh_store(dir, "c.db");
   ControlStore store{db};
   store.create_project("alpha", "A");
   CHECK_THROWS_AS(store.enqueue_batch("alpha", {"{}", "{oops", "{}"}), InvalidArgument);
@@ -446,7 +447,7 @@ TEST_CASE("a batch enqueue with one bad payload writes nothing", "[commands][bat
 
 TEST_CASE("a batch finish is all or nothing", "[commands][batch][fence]") {
   TempDir dir;
-  const auto db = dir.file("c.db");
+  const auto db = test_context().fresh_store(dir, "c.db");
   ControlStore store{db};
   store.create_project("alpha", "A");
   store.enqueue_batch("alpha", {"{}", "{}", "{}"});
@@ -468,9 +469,9 @@ TEST_CASE("a batch finish is all or nothing", "[commands][batch][fence]") {
 }
 
 TEST_CASE("finish_and_claim reports and takes the next item in one transaction",
-          "[commands][batch]") {
+          "[commands][batch][sqlite]") {
   TempDir dir;
-  const auto db = dir.file("c.db");
+  const auto db = test_context().fresh_store(dir, "c.db");
   std::vector<storage::Sync> syncs;
   ControlStore store{std::make_unique<RecordingBackend>(storage::open_sqlite(db), syncs)};
   store.create_project("alpha", "A");
@@ -493,7 +494,7 @@ TEST_CASE("finish_and_claim reports and takes the next item in one transaction",
 
 TEST_CASE("status counts tell how many items are in each state", "[commands]") {
   TempDir dir;
-  ControlStore store{dir.file("c.db")};
+  ControlStore store{test_context().fresh_store(dir, "c.db")};
   store.create_project("alpha", "A");
   store.create_project("beta", "B");
   store.enqueue_batch("alpha", {"{}", "{}", "{}", "{}"});
@@ -515,7 +516,7 @@ TEST_CASE("status counts tell how many items are in each state", "[commands]") {
 
 TEST_CASE("an explicit clock must not be negative nor overflow a lease", "[commands]") {
   TempDir dir;
-  const auto db = dir.file("c.db");
+  const auto db = test_context().fresh_store(dir, "c.db");
   ControlStore store{db};
   store.create_project("alpha", "A");
   CHECK_THROWS_AS(store.enqueue("alpha", "{}", {}, -5), InvalidArgument);
@@ -536,7 +537,7 @@ TEST_CASE("an explicit clock must not be negative nor overflow a lease", "[comma
 
 TEST_CASE("a payload over 1 MiB is refused before anything is written", "[commands]") {
   TempDir dir;
-  const auto db = dir.file("c.db");
+  const auto db = test_context().fresh_store(dir, "c.db");
   ControlStore store{db};
   store.create_project("alpha", "A");
   const std::string big = "\"" + std::string((1 << 20) + 1, 'x') + "\"";
@@ -551,7 +552,7 @@ TEST_CASE("a payload over 1 MiB is refused before anything is written", "[comman
 
 TEST_CASE("a scoped finish_and_claim cannot report another project's item", "[commands][scope]") {
   TempDir dir;
-  const auto db = dir.file("c.db");
+  const auto db = test_context().fresh_store(dir, "c.db");
   ControlStore store{db};
   store.create_project("alpha", "A");
   store.create_project("secret", "S");
@@ -573,7 +574,7 @@ TEST_CASE("a scoped finish_and_claim cannot report another project's item", "[co
 
 TEST_CASE("a store opened before fork refuses to work in the child", "[commands]") {
   TempDir dir;
-  ControlStore store{dir.file("c.db")};
+  ControlStore store{test_context().fresh_store(dir, "c.db")};
   store.create_project("alpha", "A");
   pid_t pid = ::fork();
   REQUIRE(pid >= 0);

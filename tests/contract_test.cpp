@@ -50,7 +50,7 @@ TEST_CASE("every event names its stream, in its columns and its body", "[contrac
 TEST_CASE("with --json, each refusal is one JSON object on stderr with its kind and reason",
           "[contract][cli]") {
   TempDir dir;
-  const std::string db = dir.file("c.db");
+  const std::string db = test_context().fresh_store(dir, "c.db");
   REQUIRE_EXIT(cli(db, {"project", "create", "alpha", "A"}), 0);
   REQUIRE_EXIT(cli(db, {"project", "create", "secret", "S"}), 0);
   REQUIRE_EXIT(cli(db, {"project", "grant", "alpha", "alice"}), 0);
@@ -119,7 +119,7 @@ TEST_CASE("finish takes the actor and enforces scope in its own transaction", "[
 
 TEST_CASE("grant is the name, and project assign still works for one release", "[contract][cli]") {
   TempDir dir;
-  const std::string db = dir.file("c.db");
+  const std::string db = test_context().fresh_store(dir, "c.db");
   REQUIRE_EXIT(cli(db, {"project", "create", "alpha", "A"}), 0);
   REQUIRE_EXIT(cli(db, {"project", "create", "beta", "B"}), 0);
   CHECK_EXIT(cli(db, {"project", "grant", "alpha", "alice"}), 0);
@@ -131,9 +131,9 @@ TEST_CASE("grant is the name, and project assign still works for one release", "
                        "type != 'project_created'") == std::vector<std::string>{"actor_assigned"});
 }
 
-TEST_CASE("stores open by path or URL through one factory", "[contract]") {
+TEST_CASE("stores open by path or URL through one factory", "[contract][sqlite]") {
   TempDir dir;
-  const std::string path = dir.file("c.db");
+  const std::string path = test_context().fresh_store(dir, "c.db");
   { ControlStore{"sqlite:" + path}.create_project("alpha", "A"); }
   CHECK(ControlStore{path}.visible_projects() == std::vector<std::string>{"alpha"});
   CHECK_THROWS_AS(ControlStore{"sqlite:"}, InvalidArgument);

@@ -105,7 +105,7 @@ void refused(const std::string& path, StorageError::Category category) {
 
 }  // namespace
 
-TEST_CASE("export, audit and restore round-trip a log: hashes, rows and all", "[export]") {
+TEST_CASE("export, audit and restore round-trip a log: hashes, rows and all", "[export][sqlite]") {
   TempDir dir;
   const auto db = seed(dir);
   const auto file = export_file(db, dir.file("log.cpx"));
@@ -175,7 +175,7 @@ TEST_CASE("audit names what the exported log shows on its own, and --against com
 }
 
 TEST_CASE("a cut, damaged, foreign or newer export is refused, never read as a log",
-          "[export]") {
+          "[export][sqlite]") {
   TempDir dir;
   const auto db = seed(dir);
   const auto file = export_file(db, dir.file("log.cpx"));
@@ -243,7 +243,7 @@ TEST_CASE("an incremental export carries its chain from where it starts", "[expo
 }
 
 TEST_CASE("cplane export, audit and restore: files, exit codes, nothing left on failure",
-          "[export][cli]") {
+          "[export][cli][sqlite]") {
   TempDir dir;
   const auto db = seed(dir);
   const auto file = dir.file("log.cpx");

@@ -347,6 +347,7 @@ TEST_CASE("a mutation that waited for the write lock past its lease is denied: t
   ControlStore holder{f.db};
   auto& backend = BackendAccess::backend(holder);
   backend.begin_write(storage::Sync::normal);  // a writer holding the lock
+  backend.find_item(f.pr);  // (on PostgreSQL, the item's row lock)
   std::thread release([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(600));
     backend.rollback();
@@ -625,7 +626,7 @@ TEST_CASE("a mutation recorded outside the gate, or an assignment over a live le
 }
 
 TEST_CASE("a version-4 database migrates to sessions and forge items, keeping its rows",
-          "[session][migration]") {
+          "[session][migration][sqlite]") {
   TempDir dir;
   const auto db = test_context().fresh_store(dir, "old.db");
   std::string held;
@@ -831,7 +832,7 @@ TEST_CASE("the README's agent loop in C++ runs as written", "[session][readme]")
 TEST_CASE("cplane session, assign, gate and observe keep their exit codes and JSON",
           "[cli][session]") {
   TempDir dir;
-  const auto db = dir.file("c.db");
+  const auto db = test_context().fresh_store(dir, "c.db");
   auto cli = [&](std::vector<std::string> args) {
     args.insert(args.end(), {"--db", db});
     return run_cli(args);

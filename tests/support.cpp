@@ -3,6 +3,7 @@
 #include <cplane/cplane.hpp>
 
 #include <fcntl.h>
+#include <libpq-fe.h>
 #include <sqlite3.h>
 
 #include "events/chain.hpp"
@@ -14,6 +15,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 
@@ -152,13 +154,190 @@ class SqliteContext final : public TestContext {
   }
 };
 
+namespace {
+
+// A libpq connection of the test's own, for raw statements.
+struct Pg {
+  explicit Pg(const std::string& url) : conn(PQconnectdb(url.c_str())) {
+    if (PQstatus(conn) != CONNECTION_OK) {
+      std::string message = PQerrorMessage(conn);
+      PQfinish(conn);
+      throw std::runtime_error("cannot connect to " + url + ": " + message);
+    }
+    PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
+  }
+  ~Pg() { PQfinish(conn); }
+  Pg(const Pg&) = delete;
+  Pg& operator=(const Pg&) = delete;
+  // Runs `sql` (one or more statements, or one with parameters).
+  PGresult* run(const std::string& sql, const std::vector<std::string>& params = {},
+                const std::vector<int>& binary = {}) {
+    std::vector<const char*> values;
+    std::vector<int> lengths;
+    for (const auto& p : params) {
+      values.push_back(p.data());
+      lengths.push_back(static_cast<int>(p.size()));
+    }
+    PGresult* r = params.empty()
+                      ? PQexec(conn, sql.c_str())
+                      : PQexecParams(conn, sql.c_str(), static_cast<int>(params.size()), nullptr,
+                                     values.data(), lengths.data(),
+                                     binary.empty() ? nullptr : binary.data(), 0);
+    const auto status = PQresultStatus(r);
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+      std::string message = PQresultErrorMessage(r);
+      PQclear(r);
+      throw std::runtime_error("SQL failed: " + message + " in: " + sql);
+    }
+    return r;
+  }
+  void exec(const std::string& sql) { PQclear(run(sql)); }
+  PGconn* conn;
+};
+
+std::string hex_bytes(const char* p, int n) {
+  // bytea in text format: "\x" and hex digits.
+  std::string out;
+  for (int i = 2; i + 1 < n; i += 2) {
+    out.push_back(static_cast<char>(std::stoi(std::string(p + i, 2), nullptr, 16)));
+  }
+  return out;
+}
+
+}  // namespace
+
+// The PostgreSQL backend's context: each store is a schema of its own in the
+// server $CPLANE_TEST_PG_URL names (scripts/postgres.sh starts one), named
+// in the store's URL (options=-csearch_path=...).
+class PostgresContext final : public TestContext {
+ public:
+  explicit PostgresContext(std::string url) : url_(std::move(url)) {}
+  std::string backend_name() const override { return "postgres"; }
+  std::string fresh_store(const TempDir&, const std::string& name) const override {
+    static std::mt19937_64 random{std::random_device{}()};
+    std::string schema = "t";
+    for (char c : name) schema += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    schema += std::to_string(random() % 1'000'000'000'000ULL);
+    Pg(url_).exec("CREATE SCHEMA " + schema);
+    return url_ + (url_.find('?') == std::string::npos ? "?" : "&") +
+           "options=-csearch_path%3D" + schema;
+  }
+  // The tests' tampering is written in SQLite's SQL; the few SQLite-isms it
+  // uses have a PostgreSQL spelling: blob literals, hex(), quote(),
+  // zeroblob().
+  static std::string dialect(std::string sql) {
+    static const std::regex blob(R"(\bx'([0-9a-fA-F]*)')");
+    static const std::regex hex(R"(\bhex\()");
+    static const std::regex quote(R"(\bquote\()");
+    static const std::regex zeroblob(R"(\bzeroblob\((\d+)\))");
+    sql = std::regex_replace(sql, blob, "'\\x$1'::bytea");
+    sql = std::regex_replace(sql, hex, "cplane_test_hex(");
+    sql = std::regex_replace(sql, quote, "quote_literal(");
+    sql = std::regex_replace(sql, zeroblob, "decode(repeat('00', $1), 'hex')");
+    return sql;
+  }
+  static void define_helpers(Pg& pg) {
+    pg.exec("CREATE OR REPLACE FUNCTION pg_temp.cplane_test_hex(bytea) RETURNS text "
+            "LANGUAGE sql AS $$ SELECT upper(encode($1, 'hex')) $$");
+  }
+  void exec(const std::string& store, const std::string& statements) const override {
+    Pg pg(store);
+    define_helpers(pg);
+    pg.exec(std::regex_replace(dialect(statements), std::regex(R"(\bcplane_test_hex\()"),
+                               "pg_temp.cplane_test_hex("));
+  }
+  std::vector<std::string> column(const std::string& store, const std::string& query) const override {
+    Pg pg(store);
+    define_helpers(pg);
+    PGresult* r = pg.run(std::regex_replace(dialect(query), std::regex(R"(\bcplane_test_hex\()"),
+                                            "pg_temp.cplane_test_hex("));
+    std::vector<std::string> out;
+    for (int i = 0; i < PQntuples(r); ++i) {
+      out.emplace_back(PQgetvalue(r, i, 0), static_cast<std::size_t>(PQgetlength(r, i, 0)));
+    }
+    PQclear(r);
+    return out;
+  }
+  std::vector<std::string> tables(const std::string& store) const override {
+    return column(store, "SELECT table_name::text FROM information_schema.tables WHERE "
+                         "table_schema = current_schema() ORDER BY 1");
+  }
+  void forge_chain(const std::string& store) const override {
+    Pg pg(store);
+    pg.exec("BEGIN; DELETE FROM stream_heads; DELETE FROM log_digest");
+    PGresult* scan = pg.run("SELECT seq, stream_kind, stream_id, body FROM events ORDER BY "
+                            "stream_kind, stream_id, seq");
+    std::string kind, id;
+    Hash prev = kNoHash, digest{};
+    std::int64_t rev = 0, events = 0;
+    Seq last = 0, newest = 0;
+    auto bytes = [](const Hash& h) { return std::string(reinterpret_cast<const char*>(h.data()), 32); };
+    auto close_stream = [&] {
+      if (rev == 0) return;
+      PQclear(pg.run("INSERT INTO stream_heads VALUES ($1, $2, $3, $4, $5)",
+                     {kind, id, std::to_string(rev), std::to_string(last), bytes(prev)},
+                     {0, 0, 0, 0, 1}));
+      xor_into(digest, prev);
+    };
+    for (int i = 0; i < PQntuples(scan); ++i) {
+      const Seq seq = std::stoll(PQgetvalue(scan, i, 0));
+      const std::string k = PQgetvalue(scan, i, 1), s = PQgetvalue(scan, i, 2);
+      const std::string body = hex_bytes(PQgetvalue(scan, i, 3), PQgetlength(scan, i, 3));
+      if (rev == 0 || k != kind || s != id) {
+        close_stream();
+        kind = k;
+        id = s;
+        prev = kNoHash;
+        rev = 0;
+      }
+      prev = chain_hash(prev, seq, ++rev, kind, id, body);
+      last = seq;
+      newest = std::max(newest, seq);
+      ++events;
+      PQclear(pg.run("UPDATE events SET stream_rev = $1, hash = $2 WHERE seq = $3",
+                     {std::to_string(rev), bytes(prev), std::to_string(seq)}, {0, 1, 0}));
+    }
+    close_stream();
+    PQclear(scan);
+    std::vector<std::string> words;
+    for (int w = 0; w < 4; ++w) {
+      std::uint64_t v = 0;
+      for (int b = 0; b < 8; ++b) v = v << 8 | digest[static_cast<std::size_t>(w * 8 + b)];
+      words.push_back(std::to_string(static_cast<std::int64_t>(v)));
+    }
+    pg.exec("INSERT INTO log_digest SELECT shard, 0, 0, 0, 0, 0, 0 FROM generate_series(1, 15) "
+            "AS shard");
+    PQclear(pg.run("INSERT INTO log_digest VALUES (0, $1, $2, $3, $4, $5, $6)",
+                   {std::to_string(events), std::to_string(newest), words[0], words[1], words[2],
+                    words[3]}));
+    pg.exec("COMMIT");
+  }
+
+ private:
+  std::string url_;
+};
+
 const TestContext& test_context() {
   static const SqliteContext sqlite;
   const char* wanted = std::getenv("CPLANE_TEST_BACKEND");
-  if (wanted != nullptr && *wanted != '\0' && std::string(wanted) != sqlite.backend_name()) {
-    throw std::runtime_error(std::string("no test context for backend ") + wanted);
+  if (wanted == nullptr || *wanted == '\0' || std::string(wanted) == sqlite.backend_name()) {
+    return sqlite;
   }
-  return sqlite;
+  if (std::string(wanted) == "postgres") {
+    static const PostgresContext postgres(postgres_test_url().value_or(""));
+    return postgres;
+  }
+  throw std::runtime_error(std::string("no test context for backend ") + wanted);
+}
+
+std::optional<std::string> postgres_test_url() {
+  const char* url = std::getenv("CPLANE_TEST_PG_URL");
+  if (url == nullptr || *url == '\0') return std::nullopt;
+  PGconn* conn = PQconnectdb(url);
+  const bool ok = PQstatus(conn) == CONNECTION_OK;
+  PQfinish(conn);
+  if (!ok) return std::nullopt;
+  return std::string(url);
 }
 
 void sql(const std::string& db, const std::string& statements) { test_context().exec(db, statements); }

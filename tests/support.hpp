@@ -54,9 +54,13 @@ class TestContext {
   virtual void forge_chain(const std::string& store) const = 0;
 };
 
-// The context of the backend this run tests ($CPLANE_TEST_BACKEND; SQLite
-// unless it names another).
+// The context of the backend this run tests ($CPLANE_TEST_BACKEND: sqlite,
+// the default, or postgres).
 const TestContext& test_context();
+
+// The PostgreSQL server the postgres context uses ($CPLANE_TEST_PG_URL), if
+// it names one that answers.
+std::optional<std::string> postgres_test_url();
 
 // Shorthands for test_context().exec and .column.
 void sql(const std::string& db, const std::string& statements);

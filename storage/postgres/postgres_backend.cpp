@@ -76,15 +76,15 @@ CREATE TABLE store_info (
 );
 CREATE SEQUENCE events_seq;
 CREATE TABLE events (
-  seq         bigint PRIMARY KEY,
+  seq         bigint PRIMARY KEY DEFAULT nextval('events_seq'),
   item_id     text COLLATE "C",
   project_id  text COLLATE "C" NOT NULL,
   type        text NOT NULL,
   at          bigint NOT NULL,
   body        bytea NOT NULL,
-  stream_kind text COLLATE "C" NOT NULL,
-  stream_id   text COLLATE "C" NOT NULL,
-  stream_rev  bigint NOT NULL,
+  stream_kind text COLLATE "C" NOT NULL DEFAULT '',
+  stream_id   text COLLATE "C" NOT NULL DEFAULT '',
+  stream_rev  bigint NOT NULL DEFAULT 0,
   hash        bytea
 );
 CREATE INDEX events_by_stream ON events (stream_kind, stream_id, seq);
@@ -102,7 +102,7 @@ CREATE TABLE log_digest (
   last_seq bigint NOT NULL,
   d0 bigint NOT NULL, d1 bigint NOT NULL, d2 bigint NOT NULL, d3 bigint NOT NULL
 );
-INSERT INTO log_digest VALUES (0, 0, 0, 0, 0, 0, 0);
+INSERT INTO log_digest SELECT shard, 0, 0, 0, 0, 0, 0 FROM generate_series(0, 15) AS shard;
 CREATE TABLE projects (
   project_id text COLLATE "C" PRIMARY KEY,
   title      text NOT NULL,
@@ -750,11 +750,14 @@ class PostgresBackend final : public Backend {
     std::string sql;
     if (delta_) {
       const auto w = hash_words(delta_->digest);
+      // The shard must be there (created with the schema): a digest row
+      // deleted behind cplane's back stops every writer that would use it,
+      // as on SQLite (1 / 0 when the UPDATE finds no row).
       sql = fmt::format(
-          "INSERT INTO log_digest AS d (shard, events, last_seq, d0, d1, d2, d3) "
-          "VALUES ({0}, {1}, {2}, {3}, {4}, {5}, {6}) ON CONFLICT (shard) DO UPDATE SET "
-          "events = d.events + {1}, last_seq = greatest(d.last_seq, {2}), d0 = d.d0 # {3}, "
-          "d1 = d.d1 # {4}, d2 = d.d2 # {5}, d3 = d.d3 # {6}; ",
+          "WITH u AS (UPDATE log_digest SET events = events + {1}, "
+          "last_seq = greatest(last_seq, {2}), d0 = d0 # {3}, d1 = d1 # {4}, d2 = d2 # {5}, "
+          "d3 = d3 # {6} WHERE shard = {0} RETURNING 1) "
+          "SELECT 1 / (SELECT count(*)::integer FROM u); ",
           shard_, delta_->events, delta_->last_seq, w[0], w[1], w[2], w[3]);
       delta_.reset();
     }
@@ -774,7 +777,15 @@ class PostgresBackend final : public Backend {
       // COMMIT answered ROLLBACK: the transaction had failed earlier.
       throw StorageError(Category::io, "the transaction failed and was rolled back");
     }
+    const bool no_digest = sqlstate(r.get()) == "22012";
     PQclear(PQexec(conn_, "ROLLBACK"));
+    if (no_digest) {
+      throw StorageError(Category::corruption,
+                         fmt::format("the log's digest (table log_digest, shard {}) is missing: "
+                                     "the log was edited outside cplane. Nothing was written; run "
+                                     "cplane verify",
+                                     shard_));
+    }
     fail(r.get(), "commit failed (rolled back)");
   }
 
@@ -899,6 +910,8 @@ class PostgresBackend final : public Backend {
     hash_from_bytes(d.digest, hash);
     const auto w = hash_words(hash);
     run("DELETE FROM log_digest");
+    run("INSERT INTO log_digest (shard, events, last_seq, d0, d1, d2, d3) SELECT shard, 0, 0, 0, "
+        "0, 0, 0 FROM generate_series(1, 15) AS shard");
     run("INSERT INTO log_digest (shard, events, last_seq, d0, d1, d2, d3) VALUES "
         "(0, $1, $2, $3, $4, $5, $6)",
         Params().i64(d.events).i64(d.last_seq).i64(w[0]).i64(w[1]).i64(w[2]).i64(w[3]));
@@ -983,9 +996,29 @@ class PostgresBackend final : public Backend {
   }
 
   std::optional<ItemRow> find_item(std::string_view item_id) override {
-    return one_item(run(fmt::format("SELECT {} FROM items WHERE item_id = $1{}", kItemColumns, lock()),
-                        Params().text(item_id)));
+    return one_item(locking([&] {
+      return run(fmt::format("SELECT {} FROM items WHERE item_id = $1{}", kItemColumns, lock()),
+                 Params().text(item_id));
+    }));
   }
+
+  // A locking read in a write transaction. The command read the clock when
+  // the transaction began; if the read waited for another transaction's
+  // row lock, that time is stale (a lease may have lapsed meanwhile), so
+  // the command decides again, at the current time (Conflict). On SQLite
+  // the clock is read after the write lock is taken; here a decision's
+  // clock is at most kStaleClock older than its locks.
+  template <class Read>
+  Result locking(Read&& read) {
+    if (!writing_) return read();
+    const auto start = std::chrono::steady_clock::now();
+    Result r = read();
+    if (std::chrono::steady_clock::now() - start > kStaleClock) {
+      throw Conflict("waited for a row lock: deciding again at the current time");
+    }
+    return r;
+  }
+  static constexpr std::chrono::milliseconds kStaleClock{20};
 
   std::optional<ItemRow> find_item_by_key(const std::string& project_id,
                                           std::string_view key) override {
@@ -1143,9 +1176,11 @@ class PostgresBackend final : public Backend {
   }
 
   std::optional<IncidentLinkRow> find_incident(std::string_view incident_id) override {
-    Result r = run(fmt::format("SELECT {} FROM incident_links WHERE incident_id = $1{}",
-                               kIncidentColumns, lock()),
-                   Params().text(incident_id));
+    Result r = locking([&] {
+      return run(fmt::format("SELECT {} FROM incident_links WHERE incident_id = $1{}",
+                             kIncidentColumns, lock()),
+                 Params().text(incident_id));
+    });
     if (r.rows() == 0) return std::nullopt;
     return read_incident(r, 0);
   }
@@ -1198,9 +1233,11 @@ class PostgresBackend final : public Backend {
   }
 
   std::optional<SessionRow> find_session(std::string_view session_id) override {
-    Result r = run(fmt::format("SELECT {} FROM sessions WHERE session_id = $1{}", kSessionColumns,
-                               lock()),
-                   Params().text(session_id));
+    Result r = locking([&] {
+      return run(fmt::format("SELECT {} FROM sessions WHERE session_id = $1{}", kSessionColumns,
+                             lock()),
+                 Params().text(session_id));
+    });
     if (r.rows() == 0) return std::nullopt;
     return read_session(r, 0);
   }
