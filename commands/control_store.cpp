@@ -417,9 +417,8 @@ std::optional<ClaimedItem> ControlStore::claim_in_tx(const std::string& owner,
   };
   // Two index seeks per project in scope: the cost grows with the number of
   // projects, never with the number of items.
-  for (const auto& project : backend_->project_ids(options.actor ? &*options.actor : nullptr)) {
-    consider(backend_->oldest_ready(project));
-    consider(backend_->earliest_lapsed(at, project));
+  for (auto& candidate : backend_->claim_candidates(at, options.actor ? &*options.actor : nullptr)) {
+    consider(std::move(candidate));
   }
   if (!best) return std::nullopt;
 

@@ -149,9 +149,11 @@ Findings judge(const std::vector<Journal>& journals,
   Findings f;
   // The writer stall a write started during, if any: it decided after
   // `letting_go`.
-  auto stalled_behind = [&](Micros t0) -> const WriterStall* {
+  auto stalled_behind = [&](Micros t0, const std::string& item) -> const WriterStall* {
     for (const auto& stall : writer_stalls) {
-      if (stall.held < t0 && t0 < stall.letting_go) return &stall;
+      if (stall.held < t0 && t0 < stall.letting_go && (stall.item.empty() || stall.item == item)) {
+        return &stall;
+      }
     }
     return nullptr;
   };
@@ -315,7 +317,7 @@ Findings judge(const std::vector<Journal>& journals,
             if (renewal) {
               ++f.renewals;
               auto& b = beliefs[e.item][it->second];
-              if (auto* stall = stalled_behind(e.t0); stall && b.end < stall->letting_go) {
+              if (auto* stall = stalled_behind(e.t0, e.item); stall && b.end < stall->letting_go) {
                 ++f.renewed_after_lapse;
               }
               if (e.lease_end < b.end) ++f.lease_shortened;
@@ -350,7 +352,7 @@ Findings judge(const std::vector<Journal>& journals,
           if (!extensions.take({e.item, e.lease_end})) ++f.unledgered_extensions;
           if (auto it = holding.find(e.item); it != holding.end()) {
             auto& b = beliefs[e.item][it->second];
-            if (auto* stall = stalled_behind(e.t0); stall && b.end < stall->letting_go) {
+            if (auto* stall = stalled_behind(e.t0, e.item); stall && b.end < stall->letting_go) {
               ++f.renewed_after_lapse;
             }
             if (e.lease_end < b.end) ++f.lease_shortened;
@@ -377,7 +379,7 @@ Findings judge(const std::vector<Journal>& journals,
         case EntryKind::gate: {
           ++f.gate_calls;
           const bool allowed = e.result == "allowed";
-          if (const WriterStall* stall = e.write ? stalled_behind(e.t0) : nullptr) {
+          if (const WriterStall* stall = e.write ? stalled_behind(e.t0, e.item) : nullptr) {
             ++f.gates_behind_writer_stall;
             auto it = holding.find(e.item);
             const bool lapsed = it == holding.end() ||

@@ -97,6 +97,9 @@ struct Observation {
 // started after `held` decided before `letting_go`.
 struct WriterStall {
   Micros held = 0, letting_go = 0;
+  // The item whose row lock was held (PostgreSQL, where writers lock rows),
+  // or "" for the whole store's write lock (SQLite).
+  std::string item;
 };
 
 // The gate's rules as the API states them (store.hpp, GateReason), restated

@@ -39,11 +39,13 @@
 #include <cplane/cplane.hpp>
 
 #include "events/clock.hpp"
+#include "commands/backend_access.hpp"
 #include "projections/apply.hpp"
 #include "projections/rules.hpp"
 #include "probe/allocate_race.hpp"
 #include "probe/assign_race.hpp"
 #include "probe/fleet.hpp"
+#include "storage/backend.hpp"
 
 namespace cplane::probe {
 namespace {
@@ -997,14 +999,30 @@ class Probe {
     std::vector<double> writer_stall_at = {t0 + 0.25 * run_s, t0 + 0.5 * run_s, t0 + 0.75 * run_s};
     const std::string lock_path =
         (config_.store.rfind("sqlite:", 0) == 0 ? config_.store.substr(7) : config_.store) + "-lock";
-    auto stall_writers = [&] {
+    // On PostgreSQL writers lock rows, not the store: the stall holds the
+    // row lock of the item just assigned, as a writer stopped inside a
+    // transaction that read it would.
+    const bool row_locks = config_.store.rfind("postgres", 0) == 0;
+    auto stall_writers = [&](const std::string& item) {
+      if (row_locks) {
+        ControlStore staller{config_.store};
+        auto& backend = BackendAccess::backend(staller);
+        backend.begin_write(storage::Sync::normal);
+        backend.find_item(item);
+        race::WriterStall stall{now_micros(), 0, item};
+        sleep_for(1.5 * lease);
+        stall.letting_go = now_micros();
+        backend.rollback();  // lets go
+        writer_stalls.push_back(stall);
+        return;
+      }
       const int fd = ::open(lock_path.c_str(), O_RDWR | O_CLOEXEC);
       if (fd < 0) throw std::runtime_error("cannot open the store's writer lock " + lock_path);
       if (::flock(fd, LOCK_EX) != 0) {
         ::close(fd);
         throw std::runtime_error("cannot take the store's writer lock " + lock_path);
       }
-      race::WriterStall stall{now_micros(), 0};
+      race::WriterStall stall{now_micros(), 0, ""};
       sleep_for(1.5 * lease);
       stall.letting_go = now_micros();
       ::close(fd);  // lets go
@@ -1029,7 +1047,7 @@ class Probe {
         const bool stall_due = !writer_stall_at.empty() && seconds_now() >= writer_stall_at.front();
         if (stall_due && (just_assigned || seconds_now() >= writer_stall_at.front() + 0.5)) {
           writer_stall_at.erase(writer_stall_at.begin());
-          stall_writers();
+          stall_writers(item);
         } else if (held && seconds_now() >= next_close) {
           const CloseReason reason = merge ? CloseReason::merged : CloseReason::closed;
           merge = !merge;

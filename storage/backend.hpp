@@ -190,6 +190,17 @@ class Backend {
   // The claimed item of a project whose lease lapsed first, at or before
   // `now`: an index seek.
   virtual std::optional<ItemRow> earliest_lapsed(Micros now, const std::string& project_id) = 0;
+  // A claim's candidates in the projects `actor` may claim from (all, if
+  // null): per project, oldest_ready and earliest_lapsed, in no order. A
+  // server backend answers them in one round trip.
+  virtual std::vector<ItemRow> claim_candidates(Micros now, const std::string* actor) {
+    std::vector<ItemRow> out;
+    for (const auto& project : project_ids(actor)) {
+      if (auto ready = oldest_ready(project)) out.push_back(std::move(*ready));
+      if (auto lapsed = earliest_lapsed(now, project)) out.push_back(std::move(*lapsed));
+    }
+    return out;
+  }
   // Every claimed item of a project whose lease lapsed at or before `now`,
   // lapsed first (the sweep, expire_leases): an index range.
   virtual std::vector<ItemRow> lapsed_items(Micros now, const std::string& project_id) = 0;

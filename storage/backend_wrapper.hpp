@@ -62,6 +62,9 @@ class BackendWrapper : public Backend {
   std::optional<ItemRow> earliest_lapsed(Micros now, const std::string& project_id) override {
     return inner_->earliest_lapsed(now, project_id);
   }
+  std::vector<ItemRow> claim_candidates(Micros now, const std::string* actor) override {
+    return inner_->claim_candidates(now, actor);
+  }
   std::vector<ItemRow> lapsed_items(Micros now, const std::string& project_id) override {
     return inner_->lapsed_items(now, project_id);
   }

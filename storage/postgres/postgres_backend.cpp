@@ -1078,7 +1078,26 @@ class PostgresBackend final : public Backend {
 
   bool last_state_is(const char* state) const { return last_error_state_ == state; }
 
+  // Commands put rows that exist (a plain UPDATE, cheaper than an upsert);
+  // rebuild may put one that does not.
   void put_item(const ItemRow& r) override {
+    static const std::string kUpdate = [] {
+      std::string set = kItemUpdate;
+      for (std::size_t at; (at = set.find("EXCLUDED.")) != std::string::npos;) set.erase(at, 9);
+      // "project_id = project_id, ..." -> "project_id = $2, ...": the columns in order.
+      std::string out;
+      int n = 2;
+      std::size_t start = 0;
+      while (start < set.size()) {
+        std::size_t comma = set.find(", ", start);
+        std::string part = set.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        out += (out.empty() ? "" : ", ") + part.substr(0, part.find(" = ")) + fmt::format(" = ${}", n++);
+        if (comma == std::string::npos) break;
+        start = comma + 2;
+      }
+      return fmt::format("UPDATE items SET {} WHERE item_id = $1", out);
+    }();
+    if (PQcmdTuples(run(kUpdate, item_params(r)).get())[0] != '0') return;
     run(fmt::format("INSERT INTO items ({}) VALUES ({}) ON CONFLICT (item_id) DO UPDATE SET {}",
                     kItemColumns, kItemValues, kItemUpdate),
         item_params(r));
@@ -1104,6 +1123,40 @@ class PostgresBackend final : public Backend {
                                     "queued_seq LIMIT 1{}",
                                     kItemColumns, claim_lock()),
                         Params().text(project_id).i64(now)));
+  }
+
+  // Both seeks of every project in scope, in one statement; each candidate
+  // locked, skipping rows another claim holds.
+  std::vector<ItemRow> claim_candidates(Micros now, const std::string* actor) override {
+    if (!writing_) return Backend::claim_candidates(now, actor);
+    static const std::string kSql = [] {
+      const std::string ready = fmt::format(
+          "SELECT {} FROM items WHERE status = 'ready' AND project_id = p.project_id ORDER BY "
+          "queued_seq LIMIT 1 FOR UPDATE SKIP LOCKED",
+          kItemColumns);
+      const std::string lapsed = fmt::format(
+          "SELECT {} FROM items WHERE status = 'claimed' AND project_id = p.project_id AND "
+          "lease_expires_at <= $1 ORDER BY lease_expires_at, queued_seq LIMIT 1 FOR UPDATE "
+          "SKIP LOCKED",
+          kItemColumns);
+      return fmt::format(
+          "WITH p AS (SELECT project_id FROM projects WHERE $2::text IS NULL UNION ALL "
+          "SELECT project_id FROM project_actors WHERE actor = $2::text) "
+          "SELECT r.* FROM p CROSS JOIN LATERAL ({}) r UNION ALL "
+          "SELECT l.* FROM p CROSS JOIN LATERAL ({}) l",
+          ready, lapsed);
+    }();
+    Params params;
+    params.i64(now);
+    if (actor != nullptr) {
+      params.text(*actor);
+    } else {
+      params.null();
+    }
+    Result r = run(kSql, std::move(params));
+    std::vector<ItemRow> out;
+    for (int i = 0; i < r.rows(); ++i) out.push_back(read_item(r, i));
+    return out;
   }
 
   std::vector<ItemRow> lapsed_items(Micros now, const std::string& project_id) override {

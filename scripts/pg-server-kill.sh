@@ -1,0 +1,367 @@
+#!/usr/bin/env bash
+# A fault test: the PostgreSQL server is SIGKILLed in the middle of a drain.
+#
+#   scripts/pg-server-kill.sh CPLANE [PROBE]     (PROBE is accepted and unused)
+#
+# It makes a throwaway PostgreSQL 15 cluster of its own (initdb into a temp
+# folder, run as the postgres user, 127.0.0.1 on a free port and a unix
+# socket in that folder), queues N items (default 1500: see below), and
+# starts W worker processes (default 8), each a bash loop of one-shot CLI
+# commands: `claim --owner wN --json --lease 5`, then `finish`. On any error
+# but "nothing to claim" (exit 3) a worker prints it, sleeps 0.2 s and goes
+# on. A finish that fails in any other way than a fence refusal (a lost
+# connection, `unavailable`; a connection lost during COMMIT,
+# `commit_unknown`) is never retried blindly: the worker reads the item and
+# retries only if it is still claimed under its fence; if it is done under
+# its fence, that finish committed. A worker stops when claim says nothing is
+# left and `stats` shows nothing ready or claimed (a claim whose reply was
+# lost is held by nobody until its 5 s lease lapses, then taken again).
+#
+# Once a third of the items are done, it SIGKILLs the postmaster (the pid on
+# the first line of DATA/postmaster.pid, after checking that it is this
+# cluster's), waits 1 s, and starts the server again on the same port (crash
+# recovery; retried while the killed server's backends are still exiting).
+#
+# Checks: the workers saw clear errors (at least one `unavailable` whose
+# message is about the connection, and nothing but `unavailable` and
+# `commit_unknown`); the drain completed; every queued item is done, with
+# exactly one `done` event (the log, read with psql, and `cplane events` for
+# every item claimed more than once plus a sample), under its last claim's
+# fence; no `failed` event; the workers' own records agree (each item
+# reported done by exactly one worker); `cplane verify` exits 0.
+#
+# Time: each item costs two CLI processes plus two round trips; on this
+# 2-core machine 8 workers finish 1,500 items in about 25-40 s (load
+# dependent), so N defaults to 1500 to keep the whole run under ~90 s.
+# PGKILL_ITEMS and PGKILL_WORKERS (at most 16) override.
+#
+# Prints PASS and exits 0 only when every check holds; else lists what
+# failed and exits 1. The workers, the server and the temp folder are
+# removed on exit, failure included.
+set -euo pipefail
+
+if [ $# -lt 1 ]; then
+  echo "usage: $0 CPLANE [PROBE]" >&2
+  exit 2
+fi
+CPLANE=$(readlink -f "$1")
+PGBIN=/usr/lib/postgresql/15/bin
+N=${PGKILL_ITEMS:-1000}
+W=${PGKILL_WORKERS:-8}
+LEASE=5
+DRAIN_LIMIT=80   # seconds: a worker gives up (and the test fails) past this
+
+[ "$W" -ge 1 ] && [ "$W" -le 16 ] || { echo "FAIL: PGKILL_WORKERS must be 1..16"; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "FAIL: $0 must run as root (it runs the server as postgres)"; exit 1; }
+[ -x "$CPLANE" ] || { echo "FAIL: no cplane binary at $1"; exit 1; }
+[ -x "$PGBIN/initdb" ] || { echo "FAIL: PostgreSQL 15 is not installed in $PGBIN"; exit 1; }
+
+WORK=
+PG_STARTED=0
+worker_pids=()
+failures=()
+
+postmaster_pid() {  # this cluster's postmaster, or nothing
+  local pid
+  pid=$(head -n 1 "$WORK/data/postmaster.pid" 2>/dev/null) || return 0
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 0
+  # Make sure the pid is a postgres running on this data folder.
+  if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$WORK/data"; then echo "$pid"; fi
+}
+
+cleanup() {
+  local rc=$?
+  set +e
+  trap - EXIT INT TERM
+  local pid
+  for pid in "${worker_pids[@]}"; do kill "$pid" 2>/dev/null; done
+  for pid in "${worker_pids[@]}"; do wait "$pid" 2>/dev/null; done
+  if [ "$PG_STARTED" = 1 ]; then
+    runuser -u postgres -- "$PGBIN/pg_ctl" -D "$WORK/data" -m immediate -w -t 20 stop >/dev/null 2>&1
+    pid=$(postmaster_pid)
+    [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
+  fi
+  [ -n "$WORK" ] && rm -rf "$WORK"
+  if [ "$rc" != 0 ]; then
+    [ "${#failures[@]}" -gt 0 ] || echo "FAIL: the script stopped early (exit $rc); see above"
+    exit 1
+  fi
+  exit 0
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+trap 'echo "error: line $LINENO: $BASH_COMMAND (exit $?)" >&2' ERR
+
+fail() {
+  echo "FAIL: $*"
+  failures+=("$*")
+}
+say() { echo "== $*"; }
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+start_ms=$(now_ms)
+
+WORK=$(mktemp -d /tmp/cplane-pgkill.XXXXXX)
+chmod 755 "$WORK"
+mkdir -p "$WORK/run" "$WORK/data" "$WORK/logs"
+chown postgres: "$WORK/run" "$WORK/data"
+chmod 700 "$WORK/data"
+
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null ||
+  shuf -i 20000-60000 -n 1)
+URL="postgresql://postgres@127.0.0.1:$PORT/cplane?connect_timeout=3"
+
+pg_start() {
+  runuser -u postgres -- "$PGBIN/pg_ctl" -D "$WORK/data" -l "$WORK/run/server.log" -w -t 30 \
+    -o "-p $PORT -k $WORK/run -c listen_addresses=127.0.0.1 -c max_connections=100" start \
+    >>"$WORK/pg_ctl.log" 2>&1
+}
+psql_q() {
+  runuser -u postgres -- "$PGBIN/psql" -h "$WORK/run" -p "$PORT" -U postgres -d cplane -qAt -v ON_ERROR_STOP=1 -c "$1"
+}
+
+say "PostgreSQL 15 on 127.0.0.1:$PORT"
+runuser -u postgres -- "$PGBIN/initdb" -D "$WORK/data" -U postgres -A trust --no-sync -E UTF8 \
+  --locale=C.UTF-8 >"$WORK/initdb.log"
+PG_STARTED=1
+pg_start
+runuser -u postgres -- "$PGBIN/psql" -h "$WORK/run" -p "$PORT" -U postgres -qAt -c "CREATE DATABASE cplane" >/dev/null
+
+say "queue $N items"
+"$CPLANE" --db "$URL" project create kill "server kill" >/dev/null
+seq 1 "$N" | sed 's/.*/{"n":&}/' >"$WORK/payloads"
+"$CPLANE" --db "$URL" enqueue kill --batch "$WORK/payloads" >"$WORK/ids"
+[ "$(sort -u "$WORK/ids" | wc -l)" = "$N" ] || fail "enqueue printed $(wc -l <"$WORK/ids") ids, not $N distinct"
+
+# ---- the workers ---------------------------------------------------------------------
+# Each writes what it did to logs/wN.log ("done ITEM FENCE", "refused ...",
+# "lost ...") and every error it saw to logs/wN.err (cplane's JSON error).
+worker() {
+  set +e
+  trap - ERR EXIT INT TERM
+  local w=$1
+  local log="$WORK/logs/w$w.log" errs="$WORK/logs/w$w.err" tmp="$WORK/logs/w$w.tmp"
+  local deadline=$(($(date +%s) + DRAIN_LIMIT))
+  local out rc item fence status row_fence s
+  note_error() {  # note_error WHAT
+    local msg
+    msg=$(tr '\n' ' ' <"$tmp")
+    echo "$msg" >>"$errs"
+    echo "w$w: $1: ${msg:0:220}"
+  }
+  while :; do
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      echo "gave_up" >>"$log"
+      echo "w$w: gave up after ${DRAIN_LIMIT} s"
+      return 1
+    fi
+    out=$("$CPLANE" --db "$URL" --json claim --owner "w$w" --lease "$LEASE" 2>"$tmp")
+    rc=$?
+    if [ "$rc" = 3 ]; then
+      # Nothing claimable now. Done once nothing is ready or claimed at all
+      # (a claim whose reply was lost lapses after its lease and is taken again).
+      s=$("$CPLANE" --db "$URL" --json stats 2>"$tmp")
+      if [ $? != 0 ]; then
+        note_error "stats exit 1"
+        sleep 0.2
+        continue
+      fi
+      if [[ $s =~ \"ready\":0, ]] && [[ $s =~ \"claimed\":0, ]]; then
+        echo "drained" >>"$log"
+        return 0
+      fi
+      sleep 0.3
+      continue
+    elif [ "$rc" != 0 ]; then
+      note_error "claim exit $rc"
+      sleep 0.2
+      continue
+    fi
+    if ! [[ $out =~ \"item_id\":\"([^\"]+)\" ]]; then
+      echo "w$w: unreadable claim: $out"
+      echo "unreadable_claim $out" >>"$log"
+      continue
+    fi
+    item=${BASH_REMATCH[1]}
+    [[ $out =~ \"fence\":([0-9]+) ]]
+    fence=${BASH_REMATCH[1]}
+    echo "claimed $item $fence" >>"$log"
+    while :; do
+      "$CPLANE" --db "$URL" --json finish "$item" --fence "$fence" --status done >/dev/null 2>"$tmp"
+      rc=$?
+      if [ "$rc" = 0 ]; then
+        echo "done $item $fence" >>"$log"
+        break
+      elif [ "$rc" = 4 ]; then
+        # Our lease lapsed while the server was away and someone took it.
+        echo "refused $item $fence $(tr '\n' ' ' <"$tmp")" >>"$log"
+        break
+      fi
+      note_error "finish exit $rc"
+      grep -q commit_unknown "$tmp" && echo "commit_unknown $item $fence" >>"$log"
+      # Did it happen? Read the item (retrying while the server is away).
+      while :; do
+        sleep 0.2
+        [ "$(date +%s)" -lt "$deadline" ] || break
+        out=$("$CPLANE" --db "$URL" --json item "$item" 2>"$tmp") && break
+        note_error "item exit $?"
+      done
+      [[ $out =~ \"status\":\"([a-z]+)\" ]] && status=${BASH_REMATCH[1]} || status=unknown
+      [[ $out =~ \"fence\":([0-9]+) ]] && row_fence=${BASH_REMATCH[1]} || row_fence=-1
+      if [ "$status" = done ] && [ "$row_fence" = "$fence" ]; then
+        echo "done $item $fence confirmed" >>"$log"
+        break
+      elif [ "$status" = claimed ] && [ "$row_fence" = "$fence" ]; then
+        continue # it did not happen and the claim still stands: finish again
+      else
+        echo "lost $item $fence (now $status under $row_fence)" >>"$log"
+        break
+      fi
+    done
+  done
+}
+
+say "$W workers drain"
+drain_start=$(now_ms)
+for w in $(seq 1 "$W"); do
+  worker "$w" &
+  worker_pids+=("$!")
+done
+
+done_count() {
+  local s
+  s=$("$CPLANE" --db "$URL" --json stats 2>/dev/null) || return 1
+  [[ $s =~ \"done\":([0-9]+) ]] && echo "${BASH_REMATCH[1]}"
+}
+
+# ---- the kill -----------------------------------------------------------------------------
+target=$((N / 3))
+killed=0
+while :; do
+  d=$(done_count || echo 0)
+  if [ "$d" -ge "$target" ]; then break; fi
+  if [ $(($(now_ms) - drain_start)) -gt 60000 ]; then
+    fail "the drain did not reach $target done items within 60 s (at $d)"
+    break
+  fi
+  sleep 0.1
+done
+old_pm=$(postmaster_pid)
+if [ -z "$old_pm" ]; then
+  fail "no postmaster pid for this cluster in $WORK/data/postmaster.pid"
+else
+  say "$d of $N done: SIGKILL the postmaster (pid $old_pm)"
+  kill -KILL "$old_pm"
+  killed=1
+  kill_ms=$(now_ms)
+  for _ in $(seq 1 50); do
+    [ -d "/proc/$old_pm" ] || break
+    sleep 0.1
+  done
+  [ -d "/proc/$old_pm" ] && fail "the postmaster $old_pm is still there after SIGKILL"
+  sleep 1
+  say "start the server again on port $PORT"
+  started=0
+  for attempt in $(seq 1 40); do
+    if pg_start; then
+      started=1
+      break
+    fi
+    sleep 0.5 # the killed server's backends may still hold its shared memory
+  done
+  if [ "$started" = 1 ]; then
+    new_pm=$(postmaster_pid)
+    echo "   back after $(($(now_ms) - kill_ms)) ms (attempt $attempt), postmaster pid $new_pm"
+    [ -n "$new_pm" ] && [ "$new_pm" != "$old_pm" ] || fail "no new postmaster after the restart"
+  else
+    fail "the server did not start again: $(tail -n 5 "$WORK/pg_ctl.log")"
+  fi
+fi
+
+# ---- the drain completes ----------------------------------------------------------------------
+worker_failures=0
+for pid in "${worker_pids[@]}"; do
+  wait "$pid" || worker_failures=$((worker_failures + 1))
+done
+worker_pids=()
+drain_ms=$(($(now_ms) - drain_start))
+say "drain over after $drain_ms ms"
+[ "$worker_failures" = 0 ] || fail "$worker_failures workers did not finish their drain"
+[ "$killed" = 1 ] || fail "the server was never killed"
+
+# ---- what the workers saw --------------------------------------------------------------------
+cat "$WORK"/logs/w*.err 2>/dev/null >"$WORK/errors" || true
+n_errors=$(grep -c . "$WORK/errors" || true)
+n_unavailable=$(grep -c '"reason":"unavailable"' "$WORK/errors" || true)
+n_unknown=$(grep -c '"reason":"commit_unknown"' "$WORK/errors" || true)
+n_conn=$(grep '"reason":"unavailable"' "$WORK/errors" | grep -ciE 'connect|connection' || true)
+echo "   worker errors: $n_errors ($n_unavailable unavailable, $n_conn of them about the connection; $n_unknown commit_unknown)"
+grep -oE '"message":"[^"]{0,160}' "$WORK/errors" | sed 's/"message":"//; s/[0-9a-f-]\{36\}/ID/g; s/port [0-9]*/port P/g' |
+  sort | uniq -c | sort -rn | head -n 6 | sed 's/^/     /' || true
+[ "$n_conn" -ge 1 ] || fail "no worker error says the connection was unavailable"
+others=$(grep -vE '"reason":"(unavailable|commit_unknown)"' "$WORK/errors" || true)
+[ -z "$others" ] || fail "workers saw errors other than unavailable/commit_unknown: $(head -c 600 <<<"$others")"
+cat "$WORK"/logs/w*.log >"$WORK/records"
+grep -q '^unreadable_claim' "$WORK/records" && fail "a claim printed unreadable JSON"
+n_refused=$(grep -c '^refused' "$WORK/records" || true)
+n_lost=$(grep -c '^lost' "$WORK/records" || true)
+n_confirmed=$(grep -c '^done .* confirmed$' "$WORK/records" || true)
+n_claims=$(grep -c '^claimed' "$WORK/records" || true)
+echo "   worker records: $n_claims claims seen, $n_refused late finishes refused, $n_lost lost to a reclaim, $n_confirmed finishes confirmed after an error"
+awk '$1 == "done" {print $2}' "$WORK/records" | sort >"$WORK/worker_done"
+dups=$(uniq -d "$WORK/worker_done" | head -n 5)
+[ -z "$dups" ] || fail "items reported done by two workers: $dups"
+sort "$WORK/ids" >"$WORK/ids.sorted"
+if ! diff -q "$WORK/ids.sorted" <(sort -u "$WORK/worker_done") >/dev/null; then
+  fail "the workers' done records are not the queued items: $(comm -3 "$WORK/ids.sorted" <(sort -u "$WORK/worker_done") | head -n 5 | tr '\n' ' ')"
+fi
+
+# ---- the store ---------------------------------------------------------------------------------
+say "checks: every item done exactly once, verify"
+stats=$("$CPLANE" --db "$URL" --json stats)
+[ "$stats" = "{\"ready\":0,\"claimed\":0,\"done\":$N,\"failed\":0,\"closed\":0}" ] ||
+  fail "stats: $stats, not $N done and nothing else"
+
+psql_q "SELECT item_id FROM events WHERE type = 'done' ORDER BY item_id" >"$WORK/log_done"
+if ! diff -q "$WORK/ids.sorted" <(sort -u "$WORK/log_done") >/dev/null; then
+  fail "items without a done event, or done items never queued: $(comm -3 "$WORK/ids.sorted" <(sort -u "$WORK/log_done") | head -n 5 | tr '\n' ' ')"
+fi
+twice=$(uniq -d "$WORK/log_done" | head -n 5)
+[ -z "$twice" ] || fail "items with two done events: $twice"
+[ "$(psql_q "SELECT count(*) FROM events WHERE type = 'failed'")" = 0 ] || fail "the log has failed events"
+[ "$(psql_q "SELECT count(*) FROM items WHERE project_id = 'kill' AND status = 'done'")" = "$N" ] ||
+  fail "not all $N item rows are done"
+# The done event's fence must be the item's last: its row's (the fold of its log).
+wrong_fence=$(psql_q "SELECT count(*) FROM items WHERE project_id = 'kill' AND fence <> attempts")
+[ "$wrong_fence" = 0 ] || fail "$wrong_fence items whose fence is not their number of claims"
+
+# Through the CLI: every item claimed more than once, and a sample of the rest.
+{
+  psql_q "SELECT item_id FROM items WHERE project_id = 'kill' AND attempts > 1 ORDER BY item_id LIMIT 100"
+  shuf -n 20 "$WORK/ids"
+} | sort -u >"$WORK/sample"
+n_reclaimed=$(psql_q "SELECT count(*) FROM items WHERE project_id = 'kill' AND attempts > 1")
+echo "   $n_reclaimed items were claimed more than once; checking $(wc -l <"$WORK/sample") items' events through the CLI"
+while read -r item; do
+  summary=$("$CPLANE" --db "$URL" --json events "$item" | jq -c '{
+      done: [.[] | select(.type == "done")] | length,
+      failed: [.[] | select(.type == "failed")] | length,
+      last: .[-1].type,
+      fenced: (([.[] | select(.type == "done")][0].fence) == ([.[] | select(.type == "claimed")] | map(.fence) | max))
+    }')
+  [ "$summary" = '{"done":1,"failed":0,"last":"done","fenced":true}' ] ||
+    fail "item $item's events: $summary (want one done, last, under its last claim's fence)"
+done <"$WORK/sample"
+
+verify_rc=0
+verify_out=$("$CPLANE" --db "$URL" --json verify 2>&1) || verify_rc=$?
+[ "$verify_rc" = 0 ] || fail "verify exited $verify_rc: ${verify_out:0:600}"
+[ "$verify_out" = "[]" ] || fail "verify listed problems: ${verify_out:0:600}"
+
+total_ms=$(($(now_ms) - start_ms))
+if [ "${#failures[@]}" -gt 0 ]; then
+  echo "FAILED checks (${#failures[@]}):"
+  printf '  - %s\n' "${failures[@]}"
+  exit 1
+fi
+echo "items=$N workers=$W drain_ms=$drain_ms total_ms=$total_ms"
+echo PASS
