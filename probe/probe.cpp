@@ -1007,8 +1007,15 @@ class Probe {
       if (row_locks) {
         ControlStore staller{config_.store};
         auto& backend = BackendAccess::backend(staller);
-        backend.begin_write(storage::Sync::normal);
-        backend.find_item(item);
+        for (;;) {
+          backend.begin_write(storage::Sync::normal);
+          try {
+            backend.find_item(item);
+            break;
+          } catch (const storage::Conflict&) {
+            backend.rollback();  // waited behind another writer: take it afresh
+          }
+        }
         race::WriterStall stall{now_micros(), 0, item};
         sleep_for(1.5 * lease);
         stall.letting_go = now_micros();

@@ -323,7 +323,7 @@ while read -r item; do
     [ "$(jq -r '.last' <<<"$summary")" != done ] ||
     [ "$(jq -r '.done_fence == .top_claim' <<<"$summary")" != true ] ||
     [ "$(jq -r '.done_by' <<<"$summary")" != hostB ]; then
-    fail "item $item: $summary (want one done, by hostB, under its last claim's fence, last)"
+    fail "item $item: $summary (want one done, last, under its last claim's fence, which hostB held)"
   fi
   [ "$(cp_on "$HA" item "$item" | jq -r .status)" = done ] || fail "item $item's row is not done"
 done <"$WORK/ids"

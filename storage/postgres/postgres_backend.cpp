@@ -550,6 +550,7 @@ class PostgresBackend final : public Backend {
 
   [[noreturn]] void fail(const PGresult* r, const std::string& what) {
     const std::string state = sqlstate(r);
+    last_error_state_ = state;
     std::string message = r != nullptr ? PQresultErrorMessage(r) : "";
     if (message.empty()) message = PQerrorMessage(conn_);
     while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
@@ -586,8 +587,8 @@ class PostgresBackend final : public Backend {
     return r;
   }
 
-  // A prepared statement (prepared on this connection at its first use).
-  Result run(const std::string& sql, Params params = {}) {
+  // The name of `sql` prepared on this connection (at its first use).
+  const std::string& prepared(const std::string& sql) {
     auto it = prepared_.find(sql);
     if (it == prepared_.end()) {
       std::string name = fmt::format("s{}", prepared_.size());
@@ -595,12 +596,112 @@ class PostgresBackend final : public Backend {
       if (PQresultStatus(p.get()) != PGRES_COMMAND_OK) fail(p.get(), "cannot prepare a statement");
       it = prepared_.emplace(sql, std::move(name)).first;
     }
+    return it->second;
+  }
+
+  // A prepared statement, run now (after the writes deferred before it).
+  Result run(const std::string& sql, Params params = {}) {
+    flush_deferred();
+    const std::string& name = prepared(sql);
     params.finish();
-    Result r(PQexecPrepared(conn_, it->second.c_str(), params.size(), params.pointers(),
+    Result r(PQexecPrepared(conn_, name.c_str(), params.size(), params.pointers(),
                             params.lengths(), params.formats(), 0));
     const auto status = PQresultStatus(r.get());
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) fail(r.get(), "statement failed");
     return r;
+  }
+
+  // ---- deferred writes ---------------------------------------------------------
+  //
+  // Writes whose result the command does not read (an event and its head, an
+  // item row) are not sent at once: they go to the server in one pipeline
+  // (libpq's pipeline mode) with the next statement that reads, or with the
+  // log digest's update and COMMIT, so that a claim or a finish costs four
+  // round trips, not six. Their errors surface there: a head taken
+  // meanwhile, an idempotency key taken meanwhile (Conflict: the command
+  // runs again), an item id taken (io).
+
+  struct Deferred {
+    std::string name;  // the prepared statement
+    Params params;
+  };
+
+  void defer(const std::string& sql, Params params) {
+    deferred_.push_back(Deferred{prepared(sql), std::move(params)});
+  }
+
+  // Sends what was deferred, then `tail` (statements without parameters,
+  // such as the digest's update and COMMIT), in one pipeline; reads every
+  // result. Returns the tail's last result; throws for the first failure.
+  Result pipeline(const std::vector<std::string>& tail) {
+    std::vector<Deferred> sending;
+    sending.swap(deferred_);
+    if (PQenterPipelineMode(conn_) == 0) fail(nullptr, "cannot enter pipeline mode");
+    struct Leave {
+      PGconn* conn;
+      ~Leave() { PQexitPipelineMode(conn); }
+    } leave{conn_};
+    bool sent = true;
+    for (auto& d : sending) {
+      d.params.finish();  // pointers into its values, which have moved since
+      sent = sent && PQsendQueryPrepared(conn_, d.name.c_str(), d.params.size(), d.params.pointers(),
+                                         d.params.lengths(), d.params.formats(), 0) == 1;
+    }
+    for (const auto& sql : tail) {
+      sent = sent && PQsendQueryParams(conn_, sql.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0) == 1;
+    }
+    sent = sent && PQpipelineSync(conn_) == 1;
+    Result first_error, last;
+    const std::size_t queries = sending.size() + tail.size();
+    for (std::size_t q = 0; sent && q < queries; ++q) {
+      PGresult* raw = PQgetResult(conn_);
+      if (raw == nullptr) {
+        sent = false;
+        break;
+      }
+      Result r(raw);
+      const auto status = PQresultStatus(r.get());
+      if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK &&
+          status != PGRES_PIPELINE_ABORTED && first_error.get() == nullptr) {
+        first_error = std::move(r);
+      } else if (q + 1 == queries) {
+        last = std::move(r);
+      }
+      while (PGresult* extra = PQgetResult(conn_)) PQclear(extra);  // the NULL after each
+    }
+    // The sync point.
+    while (sent) {
+      PGresult* raw = PQgetResult(conn_);
+      if (raw == nullptr) break;
+      const bool sync = PQresultStatus(raw) == PGRES_PIPELINE_SYNC;
+      PQclear(raw);
+      if (sync) break;
+    }
+    if (!sent) {
+      throw StorageError(Category::unavailable,
+                         fmt::format("the connection to PostgreSQL was lost: {}",
+                                     trimmed(PQerrorMessage(conn_))));
+    }
+    if (first_error.get() != nullptr) {
+      const std::string state = sqlstate(first_error.get());
+      last_error_state_ = state;
+      const char* constraint = PQresultErrorField(first_error.get(), PG_DIAG_CONSTRAINT_NAME);
+      if (state == "22012") {
+        throw Conflict("a stream was appended to by another transaction meanwhile");
+      }
+      if (state == "23505" && constraint != nullptr && std::string(constraint) == "items_by_key") {
+        throw Conflict("an idempotency key was taken meanwhile");
+      }
+      if (state == "23505") {
+        throw StorageError(Category::io, "an item id is already taken");
+      }
+      fail(first_error.get(), "a write failed");
+    }
+    return last;
+  }
+
+  void flush_deferred() {
+    if (!deferred_.empty()) pipeline({});
   }
 
   // A server-side cursor over `sql` (inside the current transaction).
@@ -610,6 +711,7 @@ class PostgresBackend final : public Backend {
     if (PQtransactionStatus(conn_) != PQTRANS_INTRANS) {
       throw InternalError("a scan of a PostgreSQL store must run inside a transaction");
     }
+    flush_deferred();
     std::string name = fmt::format("c{}", ++cursors_);
     params.finish();
     const std::string declare = fmt::format("DECLARE {} NO SCROLL CURSOR FOR {}", name, sql);
@@ -619,6 +721,7 @@ class PostgresBackend final : public Backend {
     return std::make_unique<PgCursor<Row>>(*this, std::move(name), fill);
   }
   Result fetch(const std::string& name, int rows) {
+    flush_deferred();
     Result r(PQexec(conn_, fmt::format("FETCH {} FROM {}", rows, name).c_str()));
     if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) fail(r.get(), "scan failed");
     return r;
@@ -744,49 +847,53 @@ class PostgresBackend final : public Backend {
     }
     tx_now_ = r.i64(0, 0);
     delta_.reset();
+    deferred_.clear();
   }
 
   void commit() override {
-    std::string sql;
+    std::vector<std::string> tail;
     if (delta_) {
-      const auto w = hash_words(delta_->digest);
       // The shard must be there (created with the schema): a digest row
       // deleted behind cplane's back stops every writer that would use it,
-      // as on SQLite (1 / 0 when the UPDATE finds no row).
-      sql = fmt::format(
+      // as on SQLite (sqrt(-1) when the UPDATE finds no row).
+      const auto w = hash_words(delta_->digest);
+      tail.push_back(fmt::format(
           "WITH u AS (UPDATE log_digest SET events = events + {1}, "
           "last_seq = greatest(last_seq, {2}), d0 = d0 # {3}, d1 = d1 # {4}, d2 = d2 # {5}, "
           "d3 = d3 # {6} WHERE shard = {0} RETURNING 1) "
-          "SELECT 1 / (SELECT count(*)::integer FROM u); ",
-          shard_, delta_->events, delta_->last_seq, w[0], w[1], w[2], w[3]);
+          "SELECT sqrt((SELECT count(*) FROM u) - 1)",
+          shard_, delta_->events, delta_->last_seq, w[0], w[1], w[2], w[3]));
       delta_.reset();
     }
-    sql += "COMMIT";
-    Result r(PQexec(conn_, sql.c_str()));
-    const bool ok = PQresultStatus(r.get()) == PGRES_COMMAND_OK &&
-                    std::strcmp(PQcmdStatus(r.get()), "COMMIT") == 0;
-    if (ok) return;
-    if (PQstatus(conn_) != CONNECTION_OK) {
-      throw StorageError(Category::commit_unknown,
-                         fmt::format("commit outcome unknown: the connection to PostgreSQL was "
-                                     "lost during COMMIT ({}); do not retry blindly: read the "
-                                     "item's events to see whether it happened",
-                                     trimmed(PQerrorMessage(conn_))));
+    tail.emplace_back("COMMIT");
+    Result r;
+    try {
+      r = pipeline(tail);
+    } catch (const Conflict&) {
+      PQclear(PQexec(conn_, "ROLLBACK"));
+      throw;
+    } catch (const StorageError& e) {
+      if (PQstatus(conn_) != CONNECTION_OK || e.category() == Category::unavailable) {
+        throw StorageError(Category::commit_unknown,
+                           fmt::format("commit outcome unknown: the connection to PostgreSQL was "
+                                       "lost during COMMIT ({}); do not retry blindly: read the "
+                                       "item's events to see whether it happened",
+                                       e.what()));
+      }
+      const bool no_digest = last_error_state_ == "2201F";
+      PQclear(PQexec(conn_, "ROLLBACK"));
+      if (no_digest) {
+        throw StorageError(Category::corruption,
+                           fmt::format("the log's digest (table log_digest, shard {}) is missing: "
+                                       "the log was edited outside cplane. Nothing was written; "
+                                       "run cplane verify",
+                                       shard_));
+      }
+      throw;
     }
-    if (PQresultStatus(r.get()) == PGRES_COMMAND_OK) {
-      // COMMIT answered ROLLBACK: the transaction had failed earlier.
+    if (r.get() == nullptr || std::strcmp(PQcmdStatus(r.get()), "COMMIT") != 0) {
       throw StorageError(Category::io, "the transaction failed and was rolled back");
     }
-    const bool no_digest = sqlstate(r.get()) == "22012";
-    PQclear(PQexec(conn_, "ROLLBACK"));
-    if (no_digest) {
-      throw StorageError(Category::corruption,
-                         fmt::format("the log's digest (table log_digest, shard {}) is missing: "
-                                     "the log was edited outside cplane. Nothing was written; run "
-                                     "cplane verify",
-                                     shard_));
-    }
-    fail(r.get(), "commit failed (rolled back)");
   }
 
   static std::string trimmed(std::string s) {
@@ -796,6 +903,7 @@ class PostgresBackend final : public Backend {
 
   void rollback() noexcept override {
     delta_.reset();
+    deferred_.clear();
     writing_ = false;
     if (PQstatus(conn_) != CONNECTION_OK) return;
     if (PQtransactionStatus(conn_) == PQTRANS_IDLE) return;
@@ -845,16 +953,17 @@ class PostgresBackend final : public Backend {
     }
     ++revision;
     const Hash hash = chain_hash(prev, seq, revision, kind, stream.id, body);
-    // The event and its stream's new head in one statement. A head that
-    // another transaction created since we looked (no row to lock then) is
-    // not overwritten: the command runs again.
-    Result put = run(
+    // The event and its stream's new head in one statement, deferred. A
+    // head that another transaction created since we looked (no row to lock
+    // then) is not overwritten: 1 / 0, and the command runs again.
+    defer(
         "WITH e AS (INSERT INTO events (seq, item_id, project_id, type, at, body, stream_kind, "
         "stream_id, stream_rev, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)), "
         "h AS (INSERT INTO stream_heads AS s (stream_kind, stream_id, revision, last_seq, hash) "
         "VALUES ($7, $8, $9, $1, $10) ON CONFLICT (stream_kind, stream_id) DO UPDATE SET "
         "revision = EXCLUDED.revision, last_seq = EXCLUDED.last_seq, hash = EXCLUDED.hash "
-        "WHERE s.revision = EXCLUDED.revision - 1 RETURNING 1) SELECT count(*) FROM h",
+        "WHERE s.revision = EXCLUDED.revision - 1 RETURNING 1) "
+        "SELECT 1 / (SELECT count(*)::integer FROM h)",
         Params()
             .i64(seq)
             .text_or_null(event.item_id)
@@ -866,10 +975,6 @@ class PostgresBackend final : public Backend {
             .text(stream.id)
             .i64(revision)
             .bytes(as_bytes(hash)));
-    if (put.i64(0, 0) != 1) {
-      throw Conflict(fmt::format("stream {} {} was appended to by another transaction meanwhile",
-                                 kind, quote_id(stream.id)));
-    }
     if (!delta_) delta_ = Delta{};
     xor_into(delta_->digest, prev);
     xor_into(delta_->digest, hash);
@@ -1059,48 +1164,18 @@ class PostgresBackend final : public Backend {
     return p;
   }
 
+  // Deferred: an id taken is io, a key taken meanwhile (another enqueue
+  // with it committed) a Conflict, and the command runs again and finds it.
   void insert_item(const ItemRow& r) override {
-    try {
-      run(fmt::format("INSERT INTO items ({}) VALUES ({})", kItemColumns, kItemValues),
+    defer(fmt::format("INSERT INTO items ({}) VALUES ({})", kItemColumns, kItemValues),
           item_params(r));
-    } catch (const StorageError& e) {
-      if (last_state_is("23505")) {
-        if (!r.key.empty()) {
-          // Another transaction enqueued under the same key meanwhile: run
-          // the command again, and it finds that item.
-          throw Conflict(fmt::format("key {} was taken meanwhile", quote_id(r.key)));
-        }
-        throw StorageError(Category::io, fmt::format("item id {} is already taken", r.item_id));
-      }
-      throw;
-    }
   }
 
-  bool last_state_is(const char* state) const { return last_error_state_ == state; }
-
-  // Commands put rows that exist (a plain UPDATE, cheaper than an upsert);
-  // rebuild may put one that does not.
+  // Deferred, as an upsert (rebuild may put a row that does not exist).
   void put_item(const ItemRow& r) override {
-    static const std::string kUpdate = [] {
-      std::string set = kItemUpdate;
-      for (std::size_t at; (at = set.find("EXCLUDED.")) != std::string::npos;) set.erase(at, 9);
-      // "project_id = project_id, ..." -> "project_id = $2, ...": the columns in order.
-      std::string out;
-      int n = 2;
-      std::size_t start = 0;
-      while (start < set.size()) {
-        std::size_t comma = set.find(", ", start);
-        std::string part = set.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        out += (out.empty() ? "" : ", ") + part.substr(0, part.find(" = ")) + fmt::format(" = ${}", n++);
-        if (comma == std::string::npos) break;
-        start = comma + 2;
-      }
-      return fmt::format("UPDATE items SET {} WHERE item_id = $1", out);
-    }();
-    if (PQcmdTuples(run(kUpdate, item_params(r)).get())[0] != '0') return;
-    run(fmt::format("INSERT INTO items ({}) VALUES ({}) ON CONFLICT (item_id) DO UPDATE SET {}",
-                    kItemColumns, kItemValues, kItemUpdate),
-        item_params(r));
+    defer(fmt::format("INSERT INTO items ({}) VALUES ({}) ON CONFLICT (item_id) DO UPDATE SET {}",
+                      kItemColumns, kItemValues, kItemUpdate),
+          item_params(r));
   }
 
   void delete_item(std::string_view item_id) override {
@@ -1451,6 +1526,7 @@ class PostgresBackend final : public Backend {
   bool listening_ = false;
   Micros tx_now_ = 0;
   std::optional<Delta> delta_;
+  std::vector<Deferred> deferred_;
   pid_t pid_ = ::getpid();
 };
 
