@@ -1203,3 +1203,21 @@ TEST_CASE("stats counts items by status, for all projects or one", "[cli]") {
   CHECK(num_field(beta.root(), "claimed") == 0);
   CHECK_EXIT(cli(db, {"stats", "--project", "ghost"}), 7);
 }
+
+TEST_CASE("cplane enqueue --key is safe to retry, and claim --wait waits, then exits 3", "[cli][key]") {
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "c.db");
+  CHECK_EXIT(cli(db, {"project", "create", "alpha", "A"}), 0);
+  const auto first = cli(db, {"enqueue", "alpha", R"({"n":1})", "--key", "order-7"});
+  CHECK_EXIT(first, 0);
+  const auto again = cli(db, {"enqueue", "--key", "order-7", "alpha", R"({"n":1})"});
+  CHECK_EXIT(again, 0);
+  CHECK(again.out == first.out);
+  CHECK(sql_column(db, "SELECT count(*) FROM items") == std::vector<std::string>{"1"});
+  CHECK_EXIT(cli(db, {"enqueue", "alpha", "--batch", "-", "--key", "x"}), 2);
+  CHECK_EXIT(cli(db, {"enqueue", "alpha", "{}", "--key", ""}), 2);
+  CHECK_EXIT(cli(db, {"claim", "--owner", "w", "--wait", "-1"}), 2);
+  CHECK_EXIT(cli(db, {"claim", "--owner", "w", "--wait", "1", "--max", "2"}), 2);
+  CHECK_EXIT(cli(db, {"claim", "--owner", "w", "--wait", "0.2"}), 0);
+  CHECK_EXIT(cli(db, {"claim", "--owner", "w", "--wait", "0.2"}), 3);
+}

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <thread>
 
 #include <sqlite3.h>
 
@@ -595,4 +596,102 @@ TEST_CASE("a store opened before fork refuses to work in the child", "[commands]
   CHECK(WEXITSTATUS(status) == 0);
   // The parent's store is untouched and still works.
   CHECK_NOTHROW(store.enqueue("alpha", "{}"));
+}
+
+TEST_CASE("an enqueue with a key already used in the project returns the first item and appends "
+          "nothing",
+          "[commands][key]") {
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "c.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  store.create_project("beta", "B");
+  const auto first = store.enqueue("alpha", R"({"n":1})", ControlStore::EnqueueOptions{.key = "job-42"});
+  const auto events_before = sql_column(db, "SELECT count(*) FROM events");
+  CHECK(store.enqueue("alpha", R"({"n":2})", ControlStore::EnqueueOptions{.key = "job-42"}) == first);  // payload not compared
+  CHECK(sql_column(db, "SELECT count(*) FROM events") == events_before);
+  // Another project, or no key: a new item.
+  const auto other = store.enqueue("beta", R"({"n":1})", ControlStore::EnqueueOptions{.key = "job-42"});
+  CHECK(other != first);
+  CHECK(store.enqueue("alpha", R"({"n":1})") != first);
+  CHECK(store.item(first).payload == R"({"n":1})");
+  CHECK_THROWS_AS(store.enqueue("alpha", "{}", ControlStore::EnqueueOptions{.key = std::string(300, 'k')}), InvalidArgument);
+  CHECK(verify_ledger(store).empty());
+  // The key is part of the row verify checks against the log.
+  sql(db, "UPDATE items SET idem_key = 'job-43' WHERE item_id = '" + first + "'");
+  auto problems = verify_ledger(store);
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].kind == "key_disagrees");
+}
+
+TEST_CASE("racing processes that enqueue with one key make one item", "[commands][key]") {
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "c.db");
+  { ControlStore{db}.create_project("alpha", "A"); }
+  std::vector<pid_t> children;
+  for (int w = 0; w < 6; ++w) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      int code = 0;
+      try {
+        ControlStore store{db};
+        for (int i = 0; i < 20; ++i) store.enqueue("alpha", "{}", ControlStore::EnqueueOptions{.key = "k" + std::to_string(i)});
+      } catch (...) {
+        code = 1;
+      }
+      ::_exit(code);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  CHECK(sql_column(db, "SELECT count(*) FROM items") == std::vector<std::string>{"20"});
+  CHECK(sql_column(db, "SELECT count(*) FROM events WHERE type = 'queued'") ==
+        std::vector<std::string>{"20"});
+  ControlStore store{db};
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("claim with a wait wakes for an item enqueued by another process, and for a lapsed lease",
+          "[commands][wait]") {
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "c.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  // Nothing comes: nullopt once the wait is over.
+  CHECK_FALSE(store.claim("w1", ClaimOptions{.wait = Seconds{0.2}}));
+  // An item enqueued by another process while the claim waits is taken.
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    try {
+      ControlStore{db}.enqueue("alpha", R"({"late":true})");
+    } catch (...) {
+      ::_exit(1);
+    }
+    ::_exit(0);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const auto claimed = store.claim("w1", ClaimOptions{.wait = Seconds{30}});
+  const auto waited = std::chrono::steady_clock::now() - start;
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(claimed);
+  CHECK(claimed->payload == R"({"late":true})");
+  CHECK(waited < std::chrono::seconds(20));  // woken, not timed out
+  // A lease that lapses while another claim waits: taken with a higher fence.
+  const auto reclaimed = store.claim("w2", ClaimOptions{.wait = Seconds{30}});
+  CHECK_FALSE(reclaimed);  // nothing else there, and w1's lease runs 900 s
+  store.release(claimed->item_id, claimed->fence, "again");
+  const auto held = store.claim("w1", ClaimOptions{.lease = Seconds{0.3}});
+  REQUIRE(held);
+  const auto next = store.claim("w2", ClaimOptions{.wait = Seconds{30}});
+  REQUIRE(next);
+  CHECK(next->item_id == held->item_id);
+  CHECK(next->fence > held->fence);
+  CHECK(verify_ledger(store).empty());
 }
