@@ -417,8 +417,8 @@ std::optional<ClaimedItem> ControlStore::claim_in_tx(const std::string& owner,
   };
   // Two index seeks per project in scope: the cost grows with the number of
   // projects, never with the number of items.
-  for (auto& candidate : backend_->claim_candidates(at, options.actor ? &*options.actor : nullptr)) {
-    consider(std::move(candidate));
+  for (auto& list : backend_->claim_candidates(at, options.actor ? &*options.actor : nullptr, 1)) {
+    if (!list.rows.empty()) consider(std::move(list.rows.front()));
   }
   if (!best) return std::nullopt;
 
@@ -476,9 +476,40 @@ std::vector<ClaimedItem> ControlStore::claim_batch(const std::string& owner, std
     const Micros at = clock(options.now);
     std::vector<ClaimedItem> out;
     while (out.size() < max_items) {
-      auto claimed = claim_in_tx(owner, options, lease, at);
-      if (!claimed) break;
-      out.push_back(std::move(*claimed));
+      // The next claims, in the order one claim after another would take
+      // them: the oldest queued first among the heads of every candidate
+      // list, until a list that may go on runs out (then ask again).
+      const std::size_t want = max_items - out.size();
+      auto lists = backend_->claim_candidates(at, options.actor ? &*options.actor : nullptr, want);
+      std::vector<std::size_t> next(lists.size(), 0);
+      std::vector<ItemRow> chosen;
+      while (chosen.size() < want) {
+        std::optional<std::size_t> best;
+        bool ran_out = false;
+        for (std::size_t l = 0; l < lists.size(); ++l) {
+          if (next[l] == lists[l].rows.size()) {
+            ran_out = ran_out || lists[l].more;
+            continue;
+          }
+          if (!best || lists[l].rows[next[l]].queued_seq < lists[*best].rows[next[*best]].queued_seq) {
+            best = l;
+          }
+        }
+        if (ran_out || !best) break;
+        chosen.push_back(std::move(lists[*best].rows[next[*best]++]));
+      }
+      if (chosen.empty()) break;
+      std::vector<Event> events;
+      for (const auto& row : chosen) {
+        events.push_back(decide_claim(row, owner, options.actor.value_or(owner), lease, at));
+      }
+      const auto seqs = backend_->append_batch(events);
+      for (std::size_t i = 0; i < chosen.size(); ++i) {
+        const ItemRow row = apply(std::move(chosen[i]), StoredEvent{seqs[i], events[i]});
+        backend_->put_item(row);
+        out.push_back(ClaimedItem{row.item_id, row.project_id, row.payload, row.fence,
+                                  row.attempts, row.lease_expires_at});
+      }
     }
     if (!out.empty()) tx.commit();
     return out;
@@ -994,7 +1025,27 @@ void ControlStore::finish_batch(const std::vector<Report>& reports, std::optiona
   return write(sync_for_finish(), [&](Transaction& tx) {
     // Read once the write lock is held: the decision is made at this time.
     const Micros at = clock(now);
-    for (const auto& r : reports) finish_in_tx(r.item_id, r.fence, r.outcome, r.detail, at, actor);
+    // Every row read (and on PostgreSQL locked) at once, every head at once.
+    std::vector<std::string> ids;
+    for (const auto& r : reports) ids.push_back(r.item_id);
+    const auto rows = backend_->find_items(ids);
+    std::vector<Event> events;
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+      const auto& r = reports[i];
+      // A scoped actor may report only its projects' items, and learns
+      // nothing (not even a fence) about others.
+      if (actor && (!rows[i] || !backend_->is_assigned(rows[i]->project_id, *actor))) {
+        throw ScopeDenied();
+      }
+      events.push_back(decide_finish(rows[i], r.item_id, r.fence, r.outcome, r.detail,
+                                     kControlPlane, at));
+    }
+    const auto seqs = backend_->append_batch(events);
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+      const ItemRow next = apply(*rows[i], StoredEvent{seqs[i], events[i]});
+      backend_->put_item(next);
+      sync_terminal_lock(*rows[i], next);
+    }
     tx.commit();
   });
 }

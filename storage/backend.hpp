@@ -150,6 +150,13 @@ class Backend {
   // and the log's digest follow it in the same transaction. Returns its seq,
   // never one an earlier event had (even one cut off since).
   virtual Seq append(const Event& event) = 0;
+  // Several events, each as append() would, in order; a server backend
+  // locks their heads in one round trip when their streams are distinct.
+  virtual std::vector<Seq> append_batch(const std::vector<Event>& events) {
+    std::vector<Seq> out;
+    for (const auto& e : events) out.push_back(append(e));
+    return out;
+  }
   // Restore and recover: an event exactly as another log stored it (seq,
   // revision, hash and all), without chaining; heads and the digest are
   // then put as that log had them.
@@ -178,6 +185,14 @@ class Backend {
 
   // ---- items --------------------------------------------------------------
   virtual std::optional<ItemRow> find_item(std::string_view item_id) = 0;
+  // Several items by id, each as find_item() would (nullopt if missing), in
+  // the order asked; a server backend reads (and locks) them in one round
+  // trip.
+  virtual std::vector<std::optional<ItemRow>> find_items(const std::vector<std::string>& item_ids) {
+    std::vector<std::optional<ItemRow>> out;
+    for (const auto& id : item_ids) out.push_back(find_item(id));
+    return out;
+  }
   // The item of a project enqueued under the idempotency key `key`.
   virtual std::optional<ItemRow> find_item_by_key(const std::string& project_id,
                                                   std::string_view key) = 0;
@@ -191,13 +206,23 @@ class Backend {
   // `now`: an index seek.
   virtual std::optional<ItemRow> earliest_lapsed(Micros now, const std::string& project_id) = 0;
   // A claim's candidates in the projects `actor` may claim from (all, if
-  // null): per project, oldest_ready and earliest_lapsed, in no order. A
-  // server backend answers them in one round trip.
-  virtual std::vector<ItemRow> claim_candidates(Micros now, const std::string* actor) {
-    std::vector<ItemRow> out;
+  // null): per project, the ready items in queue order and the lapsed ones
+  // in lapse order, each list the first `limit` or fewer. `more` is set on
+  // a list that may go on past its rows (a batch claim that took them all
+  // asks again). The default answers one of each (oldest_ready,
+  // earliest_lapsed); a server backend answers all in one round trip.
+  struct CandidateList {
+    std::vector<ItemRow> rows;
+    bool more = false;
+  };
+  virtual std::vector<CandidateList> claim_candidates(Micros now, const std::string* actor,
+                                                      std::size_t limit) {
+    (void)limit;
+    std::vector<CandidateList> out;
     for (const auto& project : project_ids(actor)) {
-      if (auto ready = oldest_ready(project)) out.push_back(std::move(*ready));
-      if (auto lapsed = earliest_lapsed(now, project)) out.push_back(std::move(*lapsed));
+      for (auto row : {oldest_ready(project), earliest_lapsed(now, project)}) {
+        if (row) out.push_back({{std::move(*row)}, true});
+      }
     }
     return out;
   }

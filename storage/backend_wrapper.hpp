@@ -62,8 +62,15 @@ class BackendWrapper : public Backend {
   std::optional<ItemRow> earliest_lapsed(Micros now, const std::string& project_id) override {
     return inner_->earliest_lapsed(now, project_id);
   }
-  std::vector<ItemRow> claim_candidates(Micros now, const std::string* actor) override {
-    return inner_->claim_candidates(now, actor);
+  std::vector<CandidateList> claim_candidates(Micros now, const std::string* actor,
+                                              std::size_t limit) override {
+    return inner_->claim_candidates(now, actor, limit);
+  }
+  std::vector<Seq> append_batch(const std::vector<Event>& events) override {
+    return inner_->append_batch(events);
+  }
+  std::vector<std::optional<ItemRow>> find_items(const std::vector<std::string>& item_ids) override {
+    return inner_->find_items(item_ids);
   }
   std::vector<ItemRow> lapsed_items(Micros now, const std::string& project_id) override {
     return inner_->lapsed_items(now, project_id);

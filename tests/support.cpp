@@ -305,7 +305,7 @@ class PostgresContext final : public TestContext {
       for (int b = 0; b < 8; ++b) v = v << 8 | digest[static_cast<std::size_t>(w * 8 + b)];
       words.push_back(std::to_string(static_cast<std::int64_t>(v)));
     }
-    pg.exec("INSERT INTO log_digest SELECT shard, 0, 0, 0, 0, 0, 0 FROM generate_series(1, 15) "
+    pg.exec("INSERT INTO log_digest SELECT shard, 0, 0, 0, 0, 0, 0 FROM generate_series(1, 63) "
             "AS shard");
     PQclear(pg.run("INSERT INTO log_digest VALUES (0, $1, $2, $3, $4, $5, $6)",
                    {std::to_string(events), std::to_string(newest), words[0], words[1], words[2],

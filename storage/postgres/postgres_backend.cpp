@@ -26,8 +26,10 @@
 //   other transaction created it meanwhile; else the command is retried
 //   (Conflict), as are serialization failures and deadlocks.
 // * The log's digest is kept in shards (log_digest.shard: the server
-//   process id modulo kDigestShards), each updated by XOR at commit, so
-//   commits do not serialise on one row. The digest is their XOR.
+//   kDigestShards rows), each updated by XOR at commit, so commits do not
+//   serialise on one row: a commit takes a shard no other transaction
+//   holds (SKIP LOCKED, starting from its server process id), since the
+//   lock is held through the commit's WAL flush. The digest is their XOR.
 // * seqs come from a sequence: they have gaps (a rolled-back transaction
 //   takes one), so seqs_dense() is false and verify does not read a gap as
 //   a deletion; the chain and the heads still show one.
@@ -66,7 +68,7 @@
 namespace cplane::storage {
 namespace {
 
-constexpr int kDigestShards = 16;
+constexpr int kDigestShards = 64;
 constexpr int kFetchRows = 1000;
 
 const char* const kSchema = R"sql(
@@ -102,7 +104,7 @@ CREATE TABLE log_digest (
   last_seq bigint NOT NULL,
   d0 bigint NOT NULL, d1 bigint NOT NULL, d2 bigint NOT NULL, d3 bigint NOT NULL
 );
-INSERT INTO log_digest SELECT shard, 0, 0, 0, 0, 0, 0 FROM generate_series(0, 15) AS shard;
+INSERT INTO log_digest SELECT shard, 0, 0, 0, 0, 0, 0 FROM generate_series(0, 63) AS shard;
 CREATE TABLE projects (
   project_id text COLLATE "C" PRIMARY KEY,
   title      text NOT NULL,
@@ -813,13 +815,14 @@ class PostgresBackend final : public Backend {
       throw InvalidArgument(fmt::format("{} was opened for reading: it cannot write", redacted(url_)));
     }
     ensure_connected();
-    const char* sql =
-        sync == Sync::full
-            ? "BEGIN ISOLATION LEVEL READ COMMITTED; "
-              "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
-            : "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL synchronous_commit = off; "
-              "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
-    begin(sql);
+    // Every commit waits for its WAL flush (synchronous_commit = on, the
+    // server's default), whatever `sync` asks: an asynchronous commit is
+    // lost by a crash of the server, not only by a power loss (it found
+    // acknowledged finishes gone after a SIGKILL of the postmaster), which
+    // is weaker than Sync::normal promises.
+    (void)sync;
+    begin("BEGIN ISOLATION LEVEL READ COMMITTED; "
+          "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint");
     writing_ = true;
   }
 
@@ -860,7 +863,8 @@ class PostgresBackend final : public Backend {
       tail.push_back(fmt::format(
           "WITH u AS (UPDATE log_digest SET events = events + {1}, "
           "last_seq = greatest(last_seq, {2}), d0 = d0 # {3}, d1 = d1 # {4}, d2 = d2 # {5}, "
-          "d3 = d3 # {6} WHERE shard = {0} RETURNING 1) "
+          "d3 = d3 # {6} WHERE shard = (SELECT shard FROM log_digest ORDER BY "
+          "(shard + 64 - {0}) % 64 LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING 1) "
           "SELECT sqrt((SELECT count(*) FROM u) - 1)",
           shard_, delta_->events, delta_->last_seq, w[0], w[1], w[2], w[3]));
       delta_.reset();
@@ -884,10 +888,8 @@ class PostgresBackend final : public Backend {
       PQclear(PQexec(conn_, "ROLLBACK"));
       if (no_digest) {
         throw StorageError(Category::corruption,
-                           fmt::format("the log's digest (table log_digest, shard {}) is missing: "
-                                       "the log was edited outside cplane. Nothing was written; "
-                                       "run cplane verify",
-                                       shard_));
+                           "the log's digest (table log_digest) is missing: the log was "
+                           "edited outside cplane. Nothing was written; run cplane verify");
       }
       throw;
     }
@@ -928,8 +930,28 @@ class PostgresBackend final : public Backend {
     Hash digest{};
   };
 
+  // A stream's head as locked for an append: the seq drawn after the lock,
+  // the previous hash and revision.
+  struct LockedHead {
+    Seq seq = 0;
+    Hash prev = kNoHash;
+    std::int64_t revision = 0;
+  };
+  LockedHead locked_head(const Result& r, int row, std::string_view kind, std::string_view id) {
+    LockedHead h{r.i64(row, 0), kNoHash, 0};
+    if (!r.null(row, 1)) {
+      h.revision = r.i64(row, 1);
+      if (!hash_from_bytes(r.bytes(row, 2), h.prev)) {
+        throw StorageError(Category::corruption,
+                           fmt::format("the head of stream {} {} holds no hash (edited outside "
+                                       "cplane): run cplane verify",
+                                       kind, quote_id(id)));
+      }
+    }
+    return h;
+  }
+
   Seq append(const Event& event) override {
-    const std::string body = encode(event);
     const StreamRef stream = stream_of(event);
     const std::string_view kind = to_string(stream.kind);
     // The head is locked before the seq is drawn: within a stream, seqs
@@ -939,20 +961,65 @@ class PostgresBackend final : public Backend {
         "(SELECT revision, hash FROM stream_heads WHERE stream_kind = $1 AND stream_id = $2 "
         "FOR UPDATE) h ON true",
         Params().text(kind).text(stream.id));
-    const Seq seq = head.i64(0, 0);
-    Hash prev = kNoHash;
-    std::int64_t revision = 0;
-    if (!head.null(0, 1)) {
-      revision = head.i64(0, 1);
-      if (!hash_from_bytes(head.bytes(0, 2), prev)) {
-        throw StorageError(Category::corruption,
-                           fmt::format("the head of stream {} {} holds no hash (edited outside "
-                                       "cplane): run cplane verify",
-                                       kind, quote_id(stream.id)));
-      }
+    return chain(event, locked_head(head, 0, kind, stream.id));
+  }
+
+  // Several events of distinct streams: every head locked and every seq
+  // drawn in one round trip.
+  std::vector<Seq> append_batch(const std::vector<Event>& events) override {
+    std::vector<std::string> kinds, ids;
+    for (const auto& e : events) {
+      const StreamRef stream = stream_of(e);
+      kinds.emplace_back(to_string(stream.kind));
+      ids.push_back(stream.id);
     }
-    ++revision;
-    const Hash hash = chain_hash(prev, seq, revision, kind, stream.id, body);
+    std::vector<std::pair<std::string, std::string>> distinct;
+    for (std::size_t i = 0; i < kinds.size(); ++i) distinct.emplace_back(kinds[i], ids[i]);
+    std::sort(distinct.begin(), distinct.end());
+    if (events.size() < 2 ||
+        std::adjacent_find(distinct.begin(), distinct.end()) != distinct.end()) {
+      return Backend::append_batch(events);  // one stream twice: one at a time
+    }
+    Result heads = run(
+        "SELECT nextval('events_seq'), h.revision, h.hash FROM unnest($1::text[], $2::text[]) "
+        "WITH ORDINALITY AS s(kind, id, n) LEFT JOIN LATERAL (SELECT revision, hash FROM "
+        "stream_heads WHERE stream_kind = s.kind AND stream_id = s.id FOR UPDATE) h ON true "
+        "ORDER BY s.n",
+        Params().text(array_literal(kinds)).text(array_literal(ids)));
+    if (heads.rows() != static_cast<int>(events.size())) {
+      throw InternalError("a batch append locked another number of heads than it has events");
+    }
+    std::vector<Seq> out;
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      out.push_back(chain(events[i], locked_head(heads, static_cast<int>(i), kinds[i], ids[i])));
+    }
+    return out;
+  }
+
+  // A text[] literal: {"a","b"}, with " and \ escaped.
+  static std::string array_literal(const std::vector<std::string>& values) {
+    std::string out = "{";
+    for (const auto& v : values) {
+      if (out.size() > 1) out += ',';
+      out += '"';
+      for (char c : v) {
+        if (c == '"' || c == '\\') out += '\\';
+        out += c;
+      }
+      out += '"';
+    }
+    return out + "}";
+  }
+
+  // Chains `event` to its locked head and defers its insert (with the new
+  // head) to the commit's pipeline.
+  Seq chain(const Event& event, const LockedHead& head) {
+    const std::string body = encode(event);
+    const StreamRef stream = stream_of(event);
+    const std::string_view kind = to_string(stream.kind);
+    const Seq seq = head.seq;
+    const std::int64_t revision = head.revision + 1;
+    const Hash hash = chain_hash(head.prev, seq, revision, kind, stream.id, body);
     // The event and its stream's new head in one statement, deferred. A
     // head that another transaction created since we looked (no row to lock
     // then) is not overwritten: 1 / 0, and the command runs again.
@@ -976,11 +1043,30 @@ class PostgresBackend final : public Backend {
             .i64(revision)
             .bytes(as_bytes(hash)));
     if (!delta_) delta_ = Delta{};
-    xor_into(delta_->digest, prev);
+    xor_into(delta_->digest, head.prev);
     xor_into(delta_->digest, hash);
     ++delta_->events;
     delta_->last_seq = std::max(delta_->last_seq, seq);
     return seq;
+  }
+
+  // Several items, each locked, in id order (so that two batches cannot
+  // deadlock on each other), in one round trip.
+  std::vector<std::optional<ItemRow>> find_items(const std::vector<std::string>& item_ids) override {
+    Result r = locking([&] {
+      return run(fmt::format("SELECT {} FROM items WHERE item_id = ANY($1::text[]) ORDER BY "
+                             "item_id{}",
+                             kItemColumns, lock()),
+                 Params().text(array_literal(item_ids)));
+    });
+    std::vector<std::optional<ItemRow>> out(item_ids.size());
+    for (int i = 0; i < r.rows(); ++i) {
+      ItemRow row = read_item(r, i);
+      for (std::size_t k = 0; k < item_ids.size(); ++k) {
+        if (item_ids[k] == row.item_id) out[k] = row;
+      }
+    }
+    return out;
   }
 
   void import_event(const RawEvent& e) override {
@@ -1016,7 +1102,7 @@ class PostgresBackend final : public Backend {
     const auto w = hash_words(hash);
     run("DELETE FROM log_digest");
     run("INSERT INTO log_digest (shard, events, last_seq, d0, d1, d2, d3) SELECT shard, 0, 0, 0, "
-        "0, 0, 0 FROM generate_series(1, 15) AS shard");
+        "0, 0, 0 FROM generate_series(1, 63) AS shard");
     run("INSERT INTO log_digest (shard, events, last_seq, d0, d1, d2, d3) VALUES "
         "(0, $1, $2, $3, $4, $5, $6)",
         Params().i64(d.events).i64(d.last_seq).i64(w[0]).i64(w[1]).i64(w[2]).i64(w[3]));
@@ -1200,25 +1286,26 @@ class PostgresBackend final : public Backend {
                         Params().text(project_id).i64(now)));
   }
 
-  // Both seeks of every project in scope, in one statement; each candidate
+  // Both lists of every project in scope, in one statement; each candidate
   // locked, skipping rows another claim holds.
-  std::vector<ItemRow> claim_candidates(Micros now, const std::string* actor) override {
-    if (!writing_) return Backend::claim_candidates(now, actor);
+  std::vector<CandidateList> claim_candidates(Micros now, const std::string* actor,
+                                              std::size_t limit) override {
+    if (!writing_) return Backend::claim_candidates(now, actor, limit);
     static const std::string kSql = [] {
       const std::string ready = fmt::format(
           "SELECT {} FROM items WHERE status = 'ready' AND project_id = p.project_id ORDER BY "
-          "queued_seq LIMIT 1 FOR UPDATE SKIP LOCKED",
+          "queued_seq LIMIT $3 FOR UPDATE SKIP LOCKED",
           kItemColumns);
       const std::string lapsed = fmt::format(
           "SELECT {} FROM items WHERE status = 'claimed' AND project_id = p.project_id AND "
-          "lease_expires_at <= $1 ORDER BY lease_expires_at, queued_seq LIMIT 1 FOR UPDATE "
+          "lease_expires_at <= $1 ORDER BY lease_expires_at, queued_seq LIMIT $3 FOR UPDATE "
           "SKIP LOCKED",
           kItemColumns);
       return fmt::format(
           "WITH p AS (SELECT project_id FROM projects WHERE $2::text IS NULL UNION ALL "
           "SELECT project_id FROM project_actors WHERE actor = $2::text) "
-          "SELECT r.* FROM p CROSS JOIN LATERAL ({}) r UNION ALL "
-          "SELECT l.* FROM p CROSS JOIN LATERAL ({}) l",
+          "SELECT r.*, 'r' || p.project_id FROM p CROSS JOIN LATERAL ({}) r UNION ALL "
+          "SELECT l.*, 'l' || p.project_id FROM p CROSS JOIN LATERAL ({}) l",
           ready, lapsed);
     }();
     Params params;
@@ -1228,9 +1315,19 @@ class PostgresBackend final : public Backend {
     } else {
       params.null();
     }
+    params.i64(static_cast<std::int64_t>(limit));
     Result r = run(kSql, std::move(params));
-    std::vector<ItemRow> out;
-    for (int i = 0; i < r.rows(); ++i) out.push_back(read_item(r, i));
+    std::vector<CandidateList> out;
+    std::string list;
+    for (int i = 0; i < r.rows(); ++i) {
+      std::string key = r.text(i, 27);
+      if (out.empty() || key != list) {
+        out.emplace_back();
+        list = std::move(key);
+      }
+      out.back().rows.push_back(read_item(r, i));
+    }
+    for (auto& l : out) l.more = l.rows.size() >= limit;
     return out;
   }
 
