@@ -851,6 +851,7 @@ class PostgresBackend final : public Backend {
     tx_now_ = r.i64(0, 0);
     delta_.reset();
     deferred_.clear();
+    announce_ = false;
   }
 
   void commit() override {
@@ -869,6 +870,8 @@ class PostgresBackend final : public Backend {
           shard_, delta_->events, delta_->last_seq, w[0], w[1], w[2], w[3]));
       delta_.reset();
     }
+    if (announce_) tail.emplace_back("SELECT pg_notify('cplane_work', current_schema())");
+    announce_ = false;
     tail.emplace_back("COMMIT");
     Result r;
     try {
@@ -906,6 +909,7 @@ class PostgresBackend final : public Backend {
   void rollback() noexcept override {
     delta_.reset();
     deferred_.clear();
+    announce_ = false;
     writing_ = false;
     if (PQstatus(conn_) != CONNECTION_OK) return;
     if (PQtransactionStatus(conn_) == PQTRANS_IDLE) return;
@@ -1577,7 +1581,9 @@ class PostgresBackend final : public Backend {
 
   // ---- waiting for work --------------------------------------------------------
 
-  void announce_work() override { run("SELECT pg_notify('cplane_work', current_schema())"); }
+  // Once per transaction, sent with its COMMIT (a NOTIFY is delivered when
+  // the transaction commits, and never if it rolls back).
+  void announce_work() override { announce_ = true; }
 
   void wait_for_work(std::chrono::steady_clock::time_point deadline) override {
     ensure_connected();
@@ -1624,6 +1630,7 @@ class PostgresBackend final : public Backend {
   Micros tx_now_ = 0;
   std::optional<Delta> delta_;
   std::vector<Deferred> deferred_;
+  bool announce_ = false;  // work became claimable: NOTIFY with the commit
   pid_t pid_ = ::getpid();
 };
 
