@@ -333,6 +333,7 @@ class Cli {
   Validity run_verify();
   // verify's problem list, on stdout: one line each, or a JSON array.
   void print_problems(const std::vector<LedgerProblem>& problems);
+  void restore_to_server();
   static std::string problems_json(const std::vector<LedgerProblem>& problems);
   static std::string problem_json(const LedgerProblem& p, bool comma);
   static std::string problem_line(const LedgerProblem& p);

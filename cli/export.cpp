@@ -340,6 +340,10 @@ kj::MainFunc Cli::restore_command() {
 Validity Cli::run_restore() {
   return run([&] {
     if (!db_) throw InvalidArgument("restore needs --db NEW: the database to build");
+    if (storage_file(*db_).empty()) {
+      restore_to_server();
+      return;
+    }
     const std::string target = storage_file(*db_);
     refuse_existing(target, "restore");
     const std::string source = args_.at(0);
@@ -373,6 +377,41 @@ Validity Cli::run_restore() {
                 : fmt::format("restored {} event(s) ({} items) into {}", report.events,
                               report.items, target));
   });
+}
+
+// Restore into a server's store (PostgreSQL: an empty schema). There is no
+// file to build aside and rename into place, so the export is audited first
+// (read twice: a FILE, not standard input), and nothing is written when it
+// fails its own checks.
+void Cli::restore_to_server() {
+  const std::string source = args_.at(0);
+  if (source == "-") {
+    throw InvalidArgument("restore into a server reads the export twice (audit, then import): "
+                          "give a FILE, not -");
+  }
+  {
+    File check = open_input(source);
+    const auto audit = audit_export(check.f, nullptr);
+    if (!audit.problems.empty()) {
+      print_problems(audit.problems);
+      std::cerr << "cplane: restore refused, nothing written: the exported log fails its own "
+                   "checks (see `cplane audit FILE`)\n";
+      throw Exit{kProblemsFound};
+    }
+  }
+  File in = open_input(source);
+  bulk_ = true;
+  auto store = open(Access::create);
+  const RestoreReport report = restore_export(in.f, store, progress("restore"));
+  changed_ = true;
+  end_progress();
+  print(json_ ? JsonObject()
+                    .str("db", *db_)
+                    .num("events", report.events)
+                    .num("items", report.items)
+                    .done()
+              : fmt::format("restored {} event(s) ({} items) into {}", report.events,
+                            report.items, *db_));
 }
 
 kj::MainFunc Cli::recover_command() {

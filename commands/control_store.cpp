@@ -277,6 +277,7 @@ void ControlStore::grant(const std::string& project_id, const std::string& actor
     if (!event) return;  // already assigned: nothing changed, nothing to record
     const Seq seq = backend_->append(*event);
     backend_->put_assignment(apply(ProjectActorRow{}, StoredEvent{seq, *event}));
+    backend_->announce_work();  // the actor's waiting claims may take this project's items now
     tx.commit();
   });
 }
@@ -730,6 +731,7 @@ std::vector<std::string> ControlStore::close_session(const std::string& session,
     const Event closed{at, row->actor, "", "", SessionClosed{session}};
     const Seq seq = backend_->append(closed);
     backend_->put_session(apply(std::move(*row), StoredEvent{seq, closed}));
+    if (!released.empty()) backend_->announce_work();  // released items wake waiting claims
     tx.commit();
     return released;
   });

@@ -997,12 +997,18 @@ class Probe {
     // item was just assigned: its holder is then at work.
     std::vector<race::WriterStall> writer_stalls;
     std::vector<double> writer_stall_at = {t0 + 0.25 * run_s, t0 + 0.5 * run_s, t0 + 0.75 * run_s};
+    // A row lock stalls one item's writers, not all: more of them, so that
+    // some gate call surely queues behind one.
+    const bool row_locks = config_.store.rfind("postgres", 0) == 0;
+    if (row_locks) {
+      writer_stall_at.clear();
+      for (int i = 1; i <= 8; ++i) writer_stall_at.push_back(t0 + i * run_s / 9);
+    }
     const std::string lock_path =
         (config_.store.rfind("sqlite:", 0) == 0 ? config_.store.substr(7) : config_.store) + "-lock";
     // On PostgreSQL writers lock rows, not the store: the stall holds the
     // row lock of the item just assigned, as a writer stopped inside a
     // transaction that read it would.
-    const bool row_locks = config_.store.rfind("postgres", 0) == 0;
     auto stall_writers = [&](const std::string& item) {
       if (row_locks) {
         ControlStore staller{config_.store};

@@ -286,6 +286,9 @@ class Backend {
   // a rolled-back transaction takes none), so that a missing seq is
   // evidence; false when gaps are normal (a PostgreSQL sequence).
   virtual bool seqs_dense() { return false; }
+  // Restore: the log imported came from a backend whose seqs have gaps
+  // (PostgreSQL), so a gap here is no evidence either. Kept with the store.
+  virtual void put_seqs_sparse() {}
 
   // Waiting for work (claim --wait). A write transaction that makes an item
   // claimable calls announce_work() before it commits; wait_for_work()

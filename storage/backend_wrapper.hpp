@@ -133,6 +133,7 @@ class BackendWrapper : public Backend {
   std::vector<ProjectActorRow> all_assignments() override { return inner_->all_assignments(); }
   Seq last_seq() override { return inner_->last_seq(); }
   bool seqs_dense() override { return inner_->seqs_dense(); }
+  void put_seqs_sparse() override { inner_->put_seqs_sparse(); }
   Micros now() override { return inner_->now(); }
   std::array<std::int64_t, kItemStatuses + 1> status_counts(const std::string* project_id) override {
     return inner_->status_counts(project_id);

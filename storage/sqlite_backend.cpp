@@ -1657,7 +1657,17 @@ class SqliteBackend final : public Backend {
     return s.step() ? static_cast<int>(s.i64(0)) : -1;
   }
 
-  bool seqs_dense() override { return true; }
+  // Dense, unless the log was restored from a backend whose seqs have gaps.
+  bool seqs_dense() override {
+    Statement q(db_, "SELECT 1 FROM store_info WHERE key = 'seqs' AND value = 'sparse'");
+    q.bind();
+    return !q.step();
+  }
+  void put_seqs_sparse() override {
+    Statement(db_, "INSERT OR REPLACE INTO store_info (key, value) VALUES ('seqs', 'sparse')")
+        .bind()
+        .run();
+  }
 
   Seq last_seq() override { return pragma("SELECT coalesce(max(seq), 0) FROM events"); }
 

@@ -543,6 +543,7 @@ class ExportLog final : public storage::Backend {
   void import_event(const storage::RawEvent&) override { read_only(); }
   void put_head(const storage::StreamHead&) override { read_only(); }
   void put_log_digest(const storage::LogDigest&) override { read_only(); }
+  void put_seqs_sparse() override { read_only(); }
   std::vector<storage::RawEvent> stream_events(const StreamRef&) override { read_only(); }
   std::optional<ItemRow> find_item(std::string_view) override { read_only(); }
   void insert_item(const ItemRow&) override { read_only(); }
@@ -758,6 +759,7 @@ RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progr
     }
     // The footer is checked: nothing of a damaged or cut file is committed.
     if (reader.header().digest) fresh.put_log_digest(*reader.header().digest);
+    if (!reader.header().dense) fresh.put_seqs_sparse();
     tx.commit();
     report.events = reader.events();
   }

@@ -519,9 +519,15 @@ class PostgresBackend final : public Backend {
                          fmt::format("cannot connect to PostgreSQL at {}: {}", redacted(url_), message));
     }
     PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
+    // What cplane reads and promises does not bend to the role's, the
+    // database's or the environment's settings: bytea in hex, UTF-8 text,
+    // every commit flushed.
+    PQsetClientEncoding(conn_, "UTF8");
     std::string setup = fmt::format(
         "SET lock_timeout = {}; SET idle_in_transaction_session_timeout = 0; "
-        "SET client_min_messages = warning",
+        "SET client_min_messages = warning; SET bytea_output = hex; "
+        "SET client_encoding = 'UTF8'; SET synchronous_commit = on; "
+        "SET default_transaction_isolation = 'read committed'",
         std::max<std::int64_t>(options_.lock_timeout.count(), 1));
     if (options_.read_only) setup += "; SET default_transaction_read_only = on";
     simple(setup.c_str(), "cannot set up the connection");
@@ -529,7 +535,18 @@ class PostgresBackend final : public Backend {
     listening_ = false;
   }
 
-  static std::string redacted(const std::string& url) {
+  static std::string redacted(std::string url) {
+    // ...?password=secret&... -> ...?password=***&...
+    for (std::size_t at = 0; (at = url.find("password=", at)) != std::string::npos;) {
+      if (at > 0 && url[at - 1] != '?' && url[at - 1] != '&') {
+        ++at;
+        continue;
+      }
+      const std::size_t start = at + 9;
+      const std::size_t end = std::min(url.find('&', start), url.size());
+      url.replace(start, end - start, "***");
+      at = start;
+    }
     // postgresql://user:secret@host -> postgresql://user:***@host
     const auto scheme = url.find("://");
     const auto at = url.find('@');
@@ -834,7 +851,9 @@ class PostgresBackend final : public Backend {
   }
 
   void begin(const char* sql) {
+    const auto start = std::chrono::steady_clock::now();
     Result r(PQexec(conn_, sql));
+    begin_round_trip_ = std::chrono::steady_clock::now() - start;
     if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) {
       const bool lost = PQstatus(conn_) != CONNECTION_OK;
       if (lost) {
@@ -859,13 +878,14 @@ class PostgresBackend final : public Backend {
     if (delta_) {
       // The shard must be there (created with the schema): a digest row
       // deleted behind cplane's back stops every writer that would use it,
-      // as on SQLite (sqrt(-1) when the UPDATE finds no row).
+      // as on SQLite (sqrt(-1) when the UPDATE finds no row). When every
+      // shard is held, the commit waits for its own (never "missing").
       const auto w = hash_words(delta_->digest);
       tail.push_back(fmt::format(
           "WITH u AS (UPDATE log_digest SET events = events + {1}, "
           "last_seq = greatest(last_seq, {2}), d0 = d0 # {3}, d1 = d1 # {4}, d2 = d2 # {5}, "
-          "d3 = d3 # {6} WHERE shard = (SELECT shard FROM log_digest ORDER BY "
-          "(shard + 64 - {0}) % 64 LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING 1) "
+          "d3 = d3 # {6} WHERE shard = coalesce((SELECT shard FROM log_digest ORDER BY "
+          "(shard + 64 - {0}) % 64 LIMIT 1 FOR UPDATE SKIP LOCKED), {0}) RETURNING 1) "
           "SELECT sqrt((SELECT count(*) FROM u) - 1)",
           shard_, delta_->events, delta_->last_seq, w[0], w[1], w[2], w[3]));
       delta_.reset();
@@ -1203,17 +1223,19 @@ class PostgresBackend final : public Backend {
   // the command decides again, at the current time (Conflict). On SQLite
   // the clock is read after the write lock is taken; here a decision's
   // clock is at most kStaleClock older than its locks.
+  // The network's round trip is not a wait: the read's time is judged
+  // against the BEGIN's, which carried the clock over the same link.
   template <class Read>
   Result locking(Read&& read) {
     if (!writing_) return read();
     const auto start = std::chrono::steady_clock::now();
     Result r = read();
-    if (std::chrono::steady_clock::now() - start > kStaleClock) {
+    if (std::chrono::steady_clock::now() - start > begin_round_trip_ + kStaleClock) {
       throw Conflict("waited for a row lock: deciding again at the current time");
     }
     return r;
   }
-  static constexpr std::chrono::milliseconds kStaleClock{20};
+  static constexpr std::chrono::milliseconds kStaleClock{50};
 
   std::optional<ItemRow> find_item_by_key(const std::string& project_id,
                                           std::string_view key) override {
@@ -1488,10 +1510,12 @@ class PostgresBackend final : public Backend {
     run("DELETE FROM sessions WHERE session_id = $1", Params().text(session_id));
   }
   std::vector<ItemRow> session_items(std::string_view session_id) override {
-    Result r = run(fmt::format("SELECT {} FROM items WHERE session = $1 AND status = 'claimed' "
-                               "ORDER BY item_id{}",
-                               kItemColumns, lock()),
-                   Params().text(session_id));
+    Result r = locking([&] {
+      return run(fmt::format("SELECT {} FROM items WHERE session = $1 AND status = 'claimed' "
+                             "ORDER BY item_id{}",
+                             kItemColumns, lock()),
+                 Params().text(session_id));
+    });
     std::vector<ItemRow> out;
     for (int i = 0; i < r.rows(); ++i) out.push_back(read_item(r, i));
     return out;
@@ -1631,6 +1655,7 @@ class PostgresBackend final : public Backend {
   std::optional<Delta> delta_;
   std::vector<Deferred> deferred_;
   bool announce_ = false;  // work became claimable: NOTIFY with the commit
+  std::chrono::steady_clock::duration begin_round_trip_{};
   pid_t pid_ = ::getpid();
 };
 
