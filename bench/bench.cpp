@@ -64,6 +64,8 @@ std::string_view to_string(Mode m) {
 }
 
 constexpr std::size_t kBatch = 8;
+// Items per claim_batch / finish_batch in batch mode (--claim-batch).
+std::size_t claim_batch_size = kBatch;
 
 class ScratchDir {
  public:
@@ -110,7 +112,7 @@ fleet::WorkerRecord drain(ControlStore& store, const std::string& owner, Mode mo
   while (limit < 0 || r.finishes < limit) {
     try {
       if (mode == Mode::batch) {
-        auto [batch, dt] = timed([&] { return store.claim_batch(owner, kBatch); });
+        auto [batch, dt] = timed([&] { return store.claim_batch(owner, claim_batch_size); });
         r.claim_latency.push_back(dt);
         if (batch.empty()) break;
         r.claims += static_cast<std::int64_t>(batch.size());
@@ -227,8 +229,9 @@ std::string drain_figures(const DrainResult& r) {
 std::string drain_json(const char* scenario, Mode mode, Durability durability,
                        const std::string& lock, std::string_view store, const DrainResult& r) {
   return fmt::format(
-      R"({{"scenario":"{}","store":"{}","workers":{},"mode":"{}","durability":"{}","lock":"{}",{}}})",
+      R"({{"scenario":"{}","store":"{}","workers":{},"mode":"{}","durability":"{}","lock":"{}",{}{}}})",
       scenario, store, r.workers.size(), to_string(mode), cplane::to_string(durability), lock,
+      mode == Mode::batch ? fmt::format(R"("claim_batch":{},)", claim_batch_size) : std::string(),
       drain_figures(r));
 }
 
@@ -265,6 +268,8 @@ class Bench {
                           "worker processes (default 16)")
         .addOptionWithArg({"batch"}, KJ_BIND_METHOD(*this, set_batch), "<n>",
                           "enqueue batch size (default 1)")
+        .addOptionWithArg({"claim-batch"}, KJ_BIND_METHOD(*this, set_claim_batch), "<n>",
+                          "--mode batch: items per claim_batch and finish_batch (default 8)")
         .addOptionWithArg({"mode"}, KJ_BIND_METHOD(*this, set_mode), "<plain|batch|next>",
                           "plain: claim + finish; batch: 8 per transaction; next: "
                           "finish_and_claim")
@@ -295,6 +300,12 @@ class Bench {
   }
   Validity set_workers(kj::StringPtr s) { return positive(s, workers_); }
   Validity set_batch(kj::StringPtr s) { return positive(s, batch_); }
+  Validity set_claim_batch(kj::StringPtr s) {
+    std::int64_t n = 0;
+    auto ok = positive(s, n);
+    claim_batch_size = static_cast<std::size_t>(n);
+    return ok;
+  }
   Validity set_max(kj::StringPtr s) { return positive(s, max_); }
   Validity set_mode(kj::StringPtr s) {
     try {
