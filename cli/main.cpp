@@ -11,7 +11,8 @@ kj::MainFunc Cli::main() {
       context_, kVersionLine,
       "A durable control plane for a fleet of workers: projects, work items, atomic claims "
       "with fenced leases, and an append-only ledger of every transition.",
-      "The database is --db PATH, else $CPLANE_DB, else control.db under the user's cache "
+      "The database is --db PATH (SQLite) or URL (postgresql://...), else $CPLANE_DB, else "
+      "control.db under the user's cache "
       "directory. Exit status: 0 done, 1 failure, 2 usage or invalid input, 3 nothing to "
       "claim (assign: no safe work), 4 fence rejected, 5 scope denied, 6 verify found problems, 7 "
       "no such item, project or session, 8 the gate denied, 9 wait (another session holds the "
@@ -79,8 +80,9 @@ kj::MainBuilder& Cli::globals(kj::MainBuilder& b) {
       .addOptionWithArg({"lock-timeout"}, KJ_BIND_METHOD(*this, set_lock_timeout), "<seconds>",
                         "how long a write waits for the write lock before it fails as busy "
                         "(default 30; 0: do not wait)")
-      .addOptionWithArg({"db"}, KJ_BIND_METHOD(*this, set_db), "<path>",
-                        "the database file (default: $CPLANE_DB, else the cache directory)")
+      .addOptionWithArg({"db"}, KJ_BIND_METHOD(*this, set_db), "<path|url>",
+                        "the database: a file (SQLite) or a postgresql:// URL (default: "
+                        "$CPLANE_DB, else a file in the cache directory)")
       .addOption({"json"}, KJ_BIND_METHOD(*this, set_json), "print machine-readable JSON")
       .addOptionWithArg({"now"}, KJ_BIND_METHOD(*this, set_now), "<micros>",
                         "the command's clock, in microseconds since the epoch")
