@@ -171,3 +171,18 @@ TEST_CASE("a fence check is a verdict value, and require() turns a denial into F
   CHECK_THROWS_AS(store.check_fence(id, c->fence).reason(), InvalidArgument);
   CHECK(store.events(id).size() == 2);  // checks write nothing
 }
+
+TEST_CASE("a store that holds another program's tables of cplane's names is refused, untouched",
+          "[contract]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "c.db");
+  test_context().exec(db, "CREATE TABLE log_digest (x integer); INSERT INTO log_digest VALUES (7)");
+  try {
+    ControlStore store{db};
+    FAIL("opened a store that holds a foreign log_digest");
+  } catch (const StorageError& e) {
+    CHECK(e.category() == StorageError::Category::corruption);
+  }
+  CHECK(test_context().tables(db) == std::vector<std::string>{"log_digest"});
+  CHECK(test_context().column(db, "SELECT x FROM log_digest") == std::vector<std::string>{"7"});
+}

@@ -36,7 +36,8 @@ namespace {
 
 struct Db {
   explicit Db(const std::string& path) {
-    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
+    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
+        SQLITE_OK) {
       std::string message = sqlite3_errmsg(db);
       sqlite3_close(db);
       throw std::runtime_error("cannot open " + path + ": " + message);

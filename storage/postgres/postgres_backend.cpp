@@ -799,16 +799,29 @@ class PostgresBackend final : public Backend {
   // 0 when the schema holds no cplane store (and nothing else of the names
   // cplane uses); throws corruption when it holds a foreign table of them.
   int read_version() {
-    Result r = run("SELECT to_regclass(quote_ident(current_schema()) || '.store_info') IS NOT NULL, "
-                   "to_regclass(quote_ident(current_schema()) || '.events') IS NOT NULL, "
-                   "to_regclass(quote_ident(current_schema()) || '.items') IS NOT NULL");
-    const bool info = r.text(0, 0) == "t", events = r.text(0, 1) == "t", items = r.text(0, 2) == "t";
+    // Any of the names cplane creates, already there without store_info,
+    // belongs to something else.
+    Result r = run("SELECT n FROM unnest(ARRAY['store_info', 'events', 'events_seq', "
+                   "'stream_heads', 'log_digest', 'projects', 'project_actors', 'items', "
+                   "'sessions', 'terminal_locks', 'incident_links']) AS n WHERE "
+                   "to_regclass(quote_ident(current_schema()) || '.' || n) IS NOT NULL");
+    std::vector<std::string> taken;
+    bool info = false;
+    for (int i = 0; i < r.rows(); ++i) {
+      if (r.text(i, 0) == "store_info") {
+        info = true;
+      } else {
+        taken.push_back(r.text(i, 0));
+      }
+    }
     if (!info) {
-      if (events || items) {
+      if (!taken.empty()) {
+        std::string names;
+        for (const auto& t : taken) names += (names.empty() ? "" : ", ") + t;
         throw StorageError(Category::corruption,
-                           fmt::format("schema {} at {} holds tables named events or items that "
-                                       "are not cplane's: point cplane at another schema",
-                                       quote_id(schema_), redacted(url_)));
+                           fmt::format("schema {} at {} holds {} but no cplane store: not "
+                                       "cplane's; point cplane at another schema",
+                                       quote_id(schema_), redacted(url_), names));
       }
       return 0;
     }
