@@ -37,7 +37,9 @@
 
 #include <cplane/cplane.hpp>
 
+#include "bench/fleet_run.hpp"
 #include "bench/pg_raw.hpp"
+#include "bench/sqlite_raw.hpp"
 #include "probe/fleet.hpp"
 
 namespace cplane::bench {
@@ -163,39 +165,16 @@ struct DrainResult {
 
 DrainResult drain_fleet(const std::string& db, int workers, Mode mode, Durability durability,
                         bool writer_flock, const std::string& scratch_prefix) {
-  fleet::StartGate gate;
-  std::vector<pid_t> pids;
-  for (int w = 0; w < workers; ++w) {
-    pid_t pid = ::fork();
-    if (pid < 0) throw std::runtime_error("fork failed");
-    if (pid == 0) {
-      int code = 0;
-      try {
-        ControlStore store{db, {.durability = durability, .sqlite = {.writer_flock = writer_flock}}};
-        gate.wait();
-        auto record = drain(store, fmt::format("worker-{}", w), mode);
-        fleet::write_record(fmt::format("{}.{}", scratch_prefix, w), record);
-      } catch (const std::exception& e) {
-        std::cerr << "worker " << w << ": " << e.what() << '\n';
-        code = 1;
-      }
-      std::fflush(nullptr);
-      ::_exit(code);
-    }
-    pids.push_back(pid);
-  }
-  ::usleep(100'000);  // let every worker open its connection
-  const double t0 = seconds_now();
-  gate.release();
-  bool ok = true;
-  for (pid_t pid : pids) ok = fleet::wait_exit(pid) == 0 && ok;
+  FleetRun run = run_fleet(workers, scratch_prefix, [&](int w) {
+    auto store = std::make_shared<ControlStore>(
+        db, StoreOptions{.durability = durability, .sqlite = {.writer_flock = writer_flock}});
+    return std::function<fleet::WorkerRecord()>(
+        [store, w, mode] { return drain(*store, fmt::format("worker-{}", w), mode); });
+  });
   DrainResult result;
-  result.seconds = seconds_now() - t0;
-  if (!ok) throw std::runtime_error("a worker failed");
-  for (int w = 0; w < workers; ++w) {
-    result.workers.push_back(fleet::read_record(fmt::format("{}.{}", scratch_prefix, w)));
-    result.items += result.workers.back().finishes;
-  }
+  result.seconds = run.seconds;
+  result.workers = std::move(run.records);
+  for (const auto& r : result.workers) result.items += r.finishes;
   return result;
 }
 
@@ -253,7 +232,7 @@ class Bench {
                            "result line.")
         .addOptionWithArg({"scenario"}, KJ_BIND_METHOD(*this, set_scenario), "<name>",
                           "enqueue, single, drain, drain-matrix, latency, depth, verify, "
-                          "assign-gate, allocate, pg-raw")
+                          "assign-gate, allocate, raw, pg-raw")
         .addOptionWithArg({"db"}, KJ_BIND_METHOD(*this, set_db), "<url>",
                           "drain, drain-matrix, latency: the store to drain (a path or "
                           "postgresql://...; must hold no open items; not cleared); "
@@ -377,12 +356,14 @@ class Bench {
         assign_gate();
       } else if (scenario_ == "allocate") {
         allocate();
+      } else if (scenario_ == "raw") {
+        sqlite_raw();
       } else if (scenario_ == "pg-raw") {
         if (!db_ || store_kind(*db_) != "postgresql") return "pg-raw needs --db postgresql://...";
         pg_raw();
       } else {
         return "--scenario is one of enqueue, single, drain, drain-matrix, latency, depth, "
-               "verify, assign-gate, allocate, pg-raw (or use --plot DIR)";
+               "verify, assign-gate, allocate, raw, pg-raw (or use --plot DIR)";
       }
     } catch (const std::exception& e) {
       std::cerr << "cplane-bench: " << e.what() << '\n';
@@ -419,6 +400,20 @@ class Bench {
 
   // The raw baseline: each claim variant asked for (default both) drains a
   // fresh queue of --items with --workers processes.
+  // SQLite's baseline: the same statements as plain sqlite3 calls, one
+  // transaction each, on a fresh file, at --durability's levels.
+  void sqlite_raw() {
+    ScratchDir dir;
+    const bool full_claims = durability_ != Durability::normal;
+    const bool full_finishes = durability_ == Durability::full;
+    const SqliteRawDrain raw = drain_sqlite_raw(dir.file("raw.db"), workers_, items_, full_claims,
+                                                full_finishes, dir.file("worker"));
+    const DrainResult r{raw.seconds, raw.items, raw.workers};
+    emit(fmt::format(
+        R"({{"scenario":"raw","store":"sqlite","workers":{},"durability":"{}","lock":"flock",{}}})",
+        r.workers.size(), cplane::to_string(durability_), drain_figures(r)));
+  }
+
   void pg_raw() {
     std::vector<RawClaim> claims = {RawClaim::one_statement, RawClaim::multi_statement};
     if (claim_) claims = {*claim_};

@@ -19,6 +19,8 @@
 // synchronous_commit (on, unless the server says otherwise: it is reported).
 #include "bench/pg_raw.hpp"
 
+#include "bench/fleet_run.hpp"
+
 #include <unistd.h>
 
 #include <libpq-fe.h>
@@ -391,57 +393,17 @@ RawDrain drain_raw(const std::string& url, int workers, std::int64_t items, RawC
 
   RawDrain result;
   result.synchronous_commit = PQgetvalue(conn.exec("SHOW synchronous_commit").get(), 0, 0);
-  // Each worker writes one byte here once connected and prepared, then
-  // closes its end: the parent reads to the end of the pipe, so a worker
-  // that died before it was ready cannot leave it waiting.
-  int ready[2];
-  if (::pipe(ready) != 0) throw std::runtime_error("pipe failed");
-  fleet::StartGate gate;
-  std::vector<pid_t> pids;
-  std::fflush(nullptr);
-  for (int w = 0; w < workers; ++w) {
-    const pid_t pid = ::fork();
-    if (pid < 0) break;
-    if (pid == 0) {
-      ::close(ready[0]);
-      int code = 0;
-      try {
-        Connection worker{url};
-        open_worker(worker, schema.name(), claim);
-        if (::write(ready[1], "r", 1) != 1) throw std::runtime_error("ready pipe");
-        ::close(ready[1]);
-        gate.wait();
-        const auto record = drain(worker, fmt::format("worker-{}", w), claim);
-        fleet::write_record(fmt::format("{}.{}", record_prefix, w), record);
-      } catch (const std::exception& e) {
-        std::cerr << "worker " << w << ": " << e.what() << '\n';
-        code = 1;
-      }
-      std::fflush(nullptr);
-      ::_exit(code);
-    }
-    pids.push_back(pid);
-  }
-  ::close(ready[1]);
-  int connected = 0;
-  for (char c; ::read(ready[0], &c, 1) == 1;) ++connected;
-  ::close(ready[0]);
+  FleetRun run = run_fleet(workers, record_prefix, [&](int w) {
+    auto worker = std::make_shared<Connection>(url);
+    open_worker(*worker, schema.name(), claim);
+    return std::function<fleet::WorkerRecord()>(
+        [worker, w, claim] { return drain(*worker, fmt::format("worker-{}", w), claim); });
+  });
+  result.seconds = run.seconds;
+  result.workers = std::move(run.records);
 
-  const double t0 = seconds_now();
-  gate.release();
-  bool ok = true;
-  for (pid_t pid : pids) ok = fleet::wait_exit(pid) == 0 && ok;
-  result.seconds = seconds_now() - t0;
-  if (static_cast<int>(pids.size()) != workers) throw std::runtime_error("fork failed");
-  if (connected != workers || !ok) throw std::runtime_error("a worker failed");
-
-  std::int64_t claims = 0, refused = 0;
-  for (int w = 0; w < workers; ++w) {
-    result.workers.push_back(fleet::read_record(fmt::format("{}.{}", record_prefix, w)));
-    claims += result.workers.back().claims;
-    result.items += result.workers.back().finishes;
-    refused += result.workers.back().refused;
-  }
+  const std::int64_t claims = run.claims, refused = run.refused;
+  result.items = run.finishes;
   const Result check = conn.exec(kCheck);
   const std::int64_t done = number_at(check, 0, 0), once = number_at(check, 0, 1),
                      events = number_at(check, 0, 2), exact = number_at(check, 0, 3);
