@@ -518,13 +518,7 @@ void fill_item(const Statement& s, ScannedItem& scanned) {
   s.text_into(0, row.item_id);
   s.text_into(1, row.project_id);
   s.text_into(2, row.payload);
-  s.text_into(3, scanned.invalid_status);
-  if (auto parsed = parse_item_status(scanned.invalid_status)) {
-    row.status = *parsed;
-    scanned.invalid_status.clear();
-  } else if (scanned.invalid_status.empty()) {
-    scanned.invalid_status = "(empty)";
-  }
+  scanned.invalid_status = read_stored(s.text(3), parse_item_status, row.status);
   s.text_into(4, row.owner);
   row.fence = static_cast<Fence>(s.i64(5));
   row.attempts = static_cast<std::uint32_t>(s.i64(6));
@@ -534,22 +528,10 @@ void fill_item(const Statement& s, ScannedItem& scanned) {
   row.queued_at = s.i64(10);
   row.updated_at = s.i64(11);
   row.last_seq = s.i64(12);
-  s.text_into(13, scanned.invalid_kind);
-  if (auto kind = parse_work_kind_text(scanned.invalid_kind)) {
-    row.kind = *kind;
-    scanned.invalid_kind.clear();
-  } else if (scanned.invalid_kind.empty()) {
-    scanned.invalid_kind = "(empty)";
-  }
+  scanned.invalid_kind = read_stored(s.text(13), parse_work_kind_text, row.kind);
   s.text_into(14, row.ref);
   s.text_into(15, row.head);
-  s.text_into(16, scanned.invalid_review);
-  if (auto review = parse_review_text(scanned.invalid_review)) {
-    row.review = *review;
-    scanned.invalid_review.clear();
-  } else if (scanned.invalid_review.empty()) {
-    scanned.invalid_review = "(empty)";
-  }
+  scanned.invalid_review = read_stored(s.text(16), parse_review_text, row.review);
   s.text_into(17, row.author);
   s.text_into(18, row.session);
   std::string actions;
@@ -580,17 +562,7 @@ void fill_item(const Statement& s, ScannedItem& scanned) {
 ItemRow read_item(const Statement& s) {
   ScannedItem scanned;
   fill_item(s, scanned);
-  for (const auto& [what, value] : {std::pair{"status", &scanned.invalid_status},
-                                    std::pair{"kind", &scanned.invalid_kind},
-                                    std::pair{"review state", &scanned.invalid_review},
-                                    std::pair{"routing value", &scanned.invalid_routing}}) {
-    if (value->empty()) continue;
-    throw StorageError(StorageError::Category::corruption,
-                       fmt::format("item {} has an unknown {} '{}' (edited behind cplane's "
-                                   "back?): run cplane verify, then cplane rebuild",
-                                   quote_id(scanned.row.item_id), what, *value));
-  }
-  return std::move(scanned.row);
+  return decidable(std::move(scanned));
 }
 
 const char* const kEventColumns =

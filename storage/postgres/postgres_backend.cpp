@@ -333,13 +333,7 @@ void fill_item(const Result& r, int i, ScannedItem& scanned) {
   row.item_id = r.text(i, 0);
   row.project_id = r.text(i, 1);
   row.payload = r.text(i, 2);
-  scanned.invalid_status = r.text(i, 3);
-  if (auto parsed = parse_item_status(scanned.invalid_status)) {
-    row.status = *parsed;
-    scanned.invalid_status.clear();
-  } else if (scanned.invalid_status.empty()) {
-    scanned.invalid_status = "(empty)";
-  }
+  scanned.invalid_status = read_stored(r.text(i, 3), parse_item_status, row.status);
   row.owner = r.text(i, 4);
   row.fence = static_cast<Fence>(r.i64(i, 5));
   row.attempts = static_cast<std::uint32_t>(r.i64(i, 6));
@@ -349,22 +343,10 @@ void fill_item(const Result& r, int i, ScannedItem& scanned) {
   row.queued_at = r.i64(i, 10);
   row.updated_at = r.i64(i, 11);
   row.last_seq = r.i64(i, 12);
-  scanned.invalid_kind = r.text(i, 13);
-  if (auto kind = parse_work_kind_text(scanned.invalid_kind)) {
-    row.kind = *kind;
-    scanned.invalid_kind.clear();
-  } else if (scanned.invalid_kind.empty()) {
-    scanned.invalid_kind = "(empty)";
-  }
+  scanned.invalid_kind = read_stored(r.text(i, 13), parse_work_kind_text, row.kind);
   row.ref = r.text(i, 14);
   row.head = r.text(i, 15);
-  scanned.invalid_review = r.text(i, 16);
-  if (auto review = parse_review_text(scanned.invalid_review)) {
-    row.review = *review;
-    scanned.invalid_review.clear();
-  } else if (scanned.invalid_review.empty()) {
-    scanned.invalid_review = "(empty)";
-  }
+  scanned.invalid_review = read_stored(r.text(i, 16), parse_review_text, row.review);
   row.author = r.text(i, 17);
   row.session = r.text(i, 18);
   row.actions = split_list(r.text(i, 19));
@@ -382,17 +364,7 @@ void fill_item(const Result& r, int i, ScannedItem& scanned) {
 ItemRow read_item(const Result& r, int i) {
   ScannedItem scanned;
   fill_item(r, i, scanned);
-  for (const auto& [what, value] : {std::pair{"status", &scanned.invalid_status},
-                                    std::pair{"kind", &scanned.invalid_kind},
-                                    std::pair{"review state", &scanned.invalid_review},
-                                    std::pair{"routing value", &scanned.invalid_routing}}) {
-    if (value->empty()) continue;
-    throw StorageError(Category::corruption,
-                       fmt::format("item {} has an unknown {} '{}' (edited behind cplane's "
-                                   "back?): run cplane verify, then cplane rebuild",
-                                   quote_id(scanned.row.item_id), what, *value));
-  }
-  return std::move(scanned.row);
+  return decidable(std::move(scanned));
 }
 
 void fill_event(const Result& r, int i, RawEvent& e) {
