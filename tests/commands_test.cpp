@@ -15,6 +15,7 @@
 #include <cplane/cplane.hpp>
 
 #include "storage/sqlite_backend.hpp"
+#include "commands/backend_access.hpp"
 #include "storage/backend_wrapper.hpp"
 #include "tests/support.hpp"
 
@@ -693,5 +694,34 @@ TEST_CASE("claim with a wait wakes for an item enqueued by another process, and 
   REQUIRE(next);
   CHECK(next->item_id == held->item_id);
   CHECK(next->fence > held->fence);
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("a writer stopped while it holds an item is waited for only up to the lock timeout, "
+          "then busy, and nothing is written",
+          "[commands][lock]") {
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "c.db");
+  ControlStore store{db, {.lock_timeout = std::chrono::milliseconds(300)}};
+  store.create_project("alpha", "A");
+  store.enqueue("alpha", "{}");
+  const auto claimed = store.claim("w");
+  REQUIRE(claimed);
+  const auto events = sql_column(db, "SELECT count(*) FROM events");
+  // A writer in the middle of a transaction that read the item (on SQLite
+  // it holds the write lock; on PostgreSQL the item's row lock).
+  ControlStore holder{db};
+  auto& backend = BackendAccess::backend(holder);
+  backend.begin_write(storage::Sync::normal);
+  backend.find_item(claimed->item_id);
+  try {
+    store.finish(claimed->item_id, claimed->fence, Outcome::done);
+    FAIL("finished under another writer's lock");
+  } catch (const StorageError& e) {
+    CHECK(e.category() == StorageError::Category::busy);
+  }
+  backend.rollback();
+  CHECK(sql_column(db, "SELECT count(*) FROM events") == events);
+  store.finish(claimed->item_id, claimed->fence, Outcome::done);  // once it lets go
   CHECK(verify_ledger(store).empty());
 }
