@@ -66,6 +66,8 @@ std::string_view to_string(Mode m) {
 }
 
 constexpr std::size_t kBatch = 8;
+// Group commit on SQLite (--combine on|off).
+bool combine = true;
 // Items per claim_batch / finish_batch in batch mode (--claim-batch).
 std::size_t claim_batch_size = kBatch;
 
@@ -167,7 +169,8 @@ DrainResult drain_fleet(const std::string& db, int workers, Mode mode, Durabilit
                         bool writer_flock, const std::string& scratch_prefix) {
   FleetRun run = run_fleet(workers, scratch_prefix, [&](int w) {
     auto store = std::make_shared<ControlStore>(
-        db, StoreOptions{.durability = durability, .sqlite = {.writer_flock = writer_flock}});
+        db, StoreOptions{.durability = durability,
+                         .sqlite = {.writer_flock = writer_flock, .combine = combine}});
     return std::function<fleet::WorkerRecord()>(
         [store, w, mode] { return drain(*store, fmt::format("worker-{}", w), mode); });
   });
@@ -208,8 +211,9 @@ std::string drain_figures(const DrainResult& r) {
 std::string drain_json(const char* scenario, Mode mode, Durability durability,
                        const std::string& lock, std::string_view store, const DrainResult& r) {
   return fmt::format(
-      R"({{"scenario":"{}","store":"{}","workers":{},"mode":"{}","durability":"{}","lock":"{}",{}{}}})",
+      R"({{"scenario":"{}","store":"{}","workers":{},"mode":"{}","durability":"{}","lock":"{}","combine":{},{}{}}})",
       scenario, store, r.workers.size(), to_string(mode), cplane::to_string(durability), lock,
+      combine && store == "sqlite" ? "true" : "false",
       mode == Mode::batch ? fmt::format(R"("claim_batch":{},)", claim_batch_size) : std::string(),
       drain_figures(r));
 }
@@ -254,6 +258,10 @@ class Bench {
                           "finish_and_claim")
         .addOptionWithArg({"durability"}, KJ_BIND_METHOD(*this, set_durability),
                           "<full|fenced|normal>", "default normal")
+        .addOptionWithArg({"combine"}, KJ_BIND_METHOD(*this, set_combine), "<on|off>",
+                          "SQLite's group commit: a process holding the write lock runs the "
+                          "commands other processes queued meanwhile in one transaction "
+                          "(default on); off: one transaction per command")
         .addOptionWithArg({"lock"}, KJ_BIND_METHOD(*this, set_lock), "<flock|busy>",
                           "how writers wait: a fair flock queue (default) or SQLite's "
                           "busy_timeout alone")
@@ -292,6 +300,12 @@ class Bench {
     } catch (const std::exception& e) {
       return kj::str(e.what());
     }
+    return true;
+  }
+  Validity set_combine(kj::StringPtr s) {
+    if (s == "on") combine = true;
+    else if (s == "off") combine = false;
+    else return "expected on or off";
     return true;
   }
   Validity set_durability(kj::StringPtr s) {

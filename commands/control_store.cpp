@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "commands/combine.hpp"
 #include "commands/decide.hpp"
 #include "commands/internal.hpp"
 #include "events/json.hpp"
@@ -160,6 +161,7 @@ std::vector<std::string> checked_actions(const std::vector<std::string>& actions
 }  // namespace detail
 
 using namespace detail;
+namespace cmd = detail::cmd;
 
 namespace {
 
@@ -333,14 +335,26 @@ std::string ControlStore::enqueue(const std::string& project_id, const std::stri
   require_actor(actor);
   require_payload(payload_json);
   if (now) require_now(*now);
-  return write(sync_for_claims(), [&](Transaction& tx) {
-    // Read once the write lock is held: the decision is made at this time.
-    const Micros at = clock(now);
-    const ProjectRow project = visible_project(project_id, actor);
-    std::string id = enqueue_in_tx(project, payload_json, actor, at);
-    tx.commit();
-    return id;
-  });
+  return CommandRunner::run(*this, cmd::Enqueue{.sync = sync_for_claims(),
+                                                .project_id = project_id,
+                                                .payload = payload_json,
+                                                .actor = actor,
+                                                .now = now});
+}
+
+std::string CommandRunner::exec(ControlStore& s, const cmd::Enqueue& c) {
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = s.clock(c.now);
+  const ProjectRow project = s.visible_project(c.project_id, c.actor);
+  if (!c.forge) return s.enqueue_in_tx(project, c.payload, c.actor, at);
+  if (!c.key.empty()) {
+    // Enqueued before under this key: that item, and nothing appended.
+    if (auto first = s.backend_->find_item_by_key(c.project_id, c.key)) return first->item_id;
+  }
+  const ControlStore::EnqueueOptions forge{.kind = c.kind, .ref = c.ref, .head = c.head,
+                                           .author = c.author, .priority = c.priority,
+                                           .key = c.key, .actor = c.actor, .now = c.now};
+  return s.enqueue_in_tx(project, c.payload, c.actor, at, &forge);
 }
 
 std::string ControlStore::enqueue(const std::string& project_id, const std::string& payload_json,
@@ -367,18 +381,18 @@ std::string ControlStore::enqueue(const std::string& project_id, const std::stri
   }
   if (!options.key.empty()) require_name(options.key, "key");
   if (options.now) require_now(*options.now);
-  return write(sync_for_claims(), [&](Transaction& tx) {
-    // Read once the write lock is held: the decision is made at this time.
-    const Micros at = clock(options.now);
-    const ProjectRow project = visible_project(project_id, options.actor);
-    if (!options.key.empty()) {
-      // Enqueued before under this key: that item, and nothing appended.
-      if (auto first = backend_->find_item_by_key(project_id, options.key)) return first->item_id;
-    }
-    std::string id = enqueue_in_tx(project, payload_json, options.actor, at, &options);
-    tx.commit();
-    return id;
-  });
+  return CommandRunner::run(*this, cmd::Enqueue{.sync = sync_for_claims(),
+                                                .project_id = project_id,
+                                                .payload = payload_json,
+                                                .forge = true,
+                                                .kind = options.kind,
+                                                .ref = options.ref,
+                                                .head = options.head,
+                                                .author = options.author,
+                                                .priority = options.priority,
+                                                .key = options.key,
+                                                .actor = options.actor,
+                                                .now = options.now});
 }
 
 std::vector<std::string> ControlStore::enqueue_batch(const std::string& project_id,
@@ -397,16 +411,21 @@ std::vector<std::string> ControlStore::enqueue_batch(const std::string& project_
     }
   }
   if (now) require_now(*now);
-  return write(sync_for_claims(), [&](Transaction& tx) {
-    // Read once the write lock is held: the decision is made at this time.
-    const Micros at = clock(now);
-    const ProjectRow project = visible_project(project_id, actor);
-    std::vector<std::string> ids;
-    ids.reserve(payloads_json.size());
-    for (const auto& payload : payloads_json) ids.push_back(enqueue_in_tx(project, payload, actor, at));
-    tx.commit();
-    return ids;
-  });
+  return CommandRunner::run(*this, cmd::EnqueueBatch{.sync = sync_for_claims(),
+                                                     .project_id = project_id,
+                                                     .payloads = payloads_json,
+                                                     .actor = actor,
+                                                     .now = now});
+}
+
+std::vector<std::string> CommandRunner::exec(ControlStore& s, const cmd::EnqueueBatch& c) {
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = s.clock(c.now);
+  const ProjectRow project = s.visible_project(c.project_id, c.actor);
+  std::vector<std::string> ids;
+  ids.reserve(c.payloads.size());
+  for (const auto& payload : c.payloads) ids.push_back(s.enqueue_in_tx(project, payload, c.actor, at));
+  return ids;
 }
 
 std::optional<ClaimedItem> ControlStore::claim_in_tx(const std::string& owner,
@@ -442,16 +461,18 @@ std::optional<ClaimedItem> ControlStore::claim(const std::string& owner,
   const auto deadline =
       std::chrono::steady_clock::now() +
       std::chrono::duration_cast<std::chrono::steady_clock::duration>(options.wait.value_or(Seconds{0}));
+  const cmd::Claim command{.sync = sync_for_claims(), .owner = owner, .actor = options.actor,
+                           .lease = lease, .now = options.now};
   for (;;) {
-    auto claimed = write(sync_for_claims(), [&](Transaction& tx) {
-      const Micros at = clock(options.now);
-      auto claimed = claim_in_tx(owner, options, lease, at);
-      if (claimed) tx.commit();
-      return claimed;
-    });
+    auto claimed = CommandRunner::run(*this, command);
     if (claimed || std::chrono::steady_clock::now() >= deadline) return claimed;
     backend_->wait_for_work(std::min(deadline, next_lapse_deadline(options)));
   }
+}
+
+std::optional<ClaimedItem> CommandRunner::exec(ControlStore& s, const cmd::Claim& c) {
+  const Micros at = s.clock(c.now);
+  return s.claim_in_tx(c.owner, ClaimOptions{.actor = c.actor}, c.lease, at);
 }
 
 // When the first lease in the caller's scope lapses (a claim can take it
@@ -473,8 +494,22 @@ std::vector<ClaimedItem> ControlStore::claim_batch(const std::string& owner, std
   const InUse in_use(*this);
   const Micros lease = check_claim(owner, options);
   if (max_items == 0) throw InvalidArgument("a batch claim needs max_items of at least 1");
-  return write(sync_for_claims(), [&](Transaction& tx) {
-    const Micros at = clock(options.now);
+  return CommandRunner::run(*this, cmd::ClaimBatch{.sync = sync_for_claims(),
+                                                   .owner = owner,
+                                                   .max_items = max_items,
+                                                   .actor = options.actor,
+                                                   .lease = lease,
+                                                   .now = options.now});
+}
+
+std::vector<ClaimedItem> CommandRunner::exec(ControlStore& s, const cmd::ClaimBatch& c) {
+  auto& backend_ = s.backend_;
+  const std::string& owner = c.owner;
+  const std::size_t max_items = c.max_items;
+  const Micros lease = c.lease;
+  const ClaimOptions options{.actor = c.actor};
+  {
+    const Micros at = s.clock(c.now);
     std::vector<ClaimedItem> out;
     while (out.size() < max_items) {
       // The next claims, in the order one claim after another would take
@@ -512,9 +547,8 @@ std::vector<ClaimedItem> ControlStore::claim_batch(const std::string& owner, std
                                   row.attempts, row.lease_expires_at});
       }
     }
-    if (!out.empty()) tx.commit();
     return out;
-  });
+  }
 }
 
 template <class Decide>
@@ -556,12 +590,18 @@ void ControlStore::finish(const std::string& item_id, Fence fence, Outcome outco
   check_report(item_id, outcome, options.detail);
   require_actor(options.actor);
   if (options.now) require_now(*options.now);
-  return write(sync_for_finish(), [&](Transaction& tx) {
-    // Read once the write lock is held: the decision is made at this time.
-    const Micros at = clock(options.now);
-    finish_in_tx(item_id, fence, outcome, options.detail, at, options.actor);
-    tx.commit();
-  });
+  CommandRunner::run(*this, cmd::Finish{.sync = sync_for_finish(),
+                                        .item_id = item_id,
+                                        .fence = fence,
+                                        .outcome = outcome,
+                                        .detail = options.detail,
+                                        .actor = options.actor,
+                                        .now = options.now});
+}
+
+void CommandRunner::exec(ControlStore& s, const cmd::Finish& c) {
+  // Read once the write lock is held: the decision is made at this time.
+  s.finish_in_tx(c.item_id, c.fence, c.outcome, c.detail, s.clock(c.now), c.actor);
 }
 
 Micros ControlStore::heartbeat(const std::string& item_id, Fence fence,
@@ -572,15 +612,21 @@ Micros ControlStore::heartbeat(const std::string& item_id, Fence fence,
   const Micros lease = require_lease(options.lease.value_or(options_.lease));
   if (options.now) require_now(*options.now);
   // A lease extended is a promise to a worker, like a claim: as durable.
-  return write(sync_for_claims(), [&](Transaction& tx) {
-    // Read once the write lock is held: the decision is made at this time.
-    const Micros at = clock(options.now);
-    const ItemRow next = report_in_tx(item_id, options.actor, [&](const std::optional<ItemRow>& row) {
-      return decide_heartbeat(row, item_id, fence, lease, kControlPlane, at);
-    });
-    tx.commit();
-    return next.lease_expires_at;
+  return CommandRunner::run(*this, cmd::Heartbeat{.sync = sync_for_claims(),
+                                                  .item_id = item_id,
+                                                  .fence = fence,
+                                                  .lease = lease,
+                                                  .actor = options.actor,
+                                                  .now = options.now});
+}
+
+Micros CommandRunner::exec(ControlStore& s, const cmd::Heartbeat& c) {
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = s.clock(c.now);
+  const ItemRow next = s.report_in_tx(c.item_id, c.actor, [&](const std::optional<ItemRow>& row) {
+    return decide_heartbeat(row, c.item_id, c.fence, c.lease, kControlPlane, at);
   });
+  return next.lease_expires_at;
 }
 
 std::int64_t ControlStore::expire_leases(std::optional<Micros> now) {
@@ -620,15 +666,21 @@ void ControlStore::release(const std::string& item_id, Fence fence, const std::s
   require_actor(options.actor);
   require_size(reason, kMaxTextBytes, "reason");
   if (options.now) require_now(*options.now);
-  return write(sync_for_finish(), [&](Transaction& tx) {
-    // Read once the write lock is held: the decision is made at this time.
-    const Micros at = clock(options.now);
-    report_in_tx(item_id, options.actor, [&](const std::optional<ItemRow>& row) {
-      return decide_release(row, item_id, fence, reason, kControlPlane, at);
-    });
-    backend_->announce_work();  // the item is ready again: wake a waiting claim
-    tx.commit();
+  CommandRunner::run(*this, cmd::Release{.sync = sync_for_finish(),
+                                         .item_id = item_id,
+                                         .fence = fence,
+                                         .reason = reason,
+                                         .actor = options.actor,
+                                         .now = options.now});
+}
+
+void CommandRunner::exec(ControlStore& s, const cmd::Release& c) {
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = s.clock(c.now);
+  s.report_in_tx(c.item_id, c.actor, [&](const std::optional<ItemRow>& row) {
+    return decide_release(row, c.item_id, c.fence, c.reason, kControlPlane, at);
   });
+  s.backend_->announce_work();  // the item is ready again: wake a waiting claim
 }
 
 // ---- sessions ------------------------------------------------------------------
@@ -1024,9 +1076,18 @@ void ControlStore::finish_batch(const std::vector<Report>& reports, std::optiona
     }
   }
   if (now) require_now(*now);
-  return write(sync_for_finish(), [&](Transaction& tx) {
+  cmd::FinishBatch command{.sync = sync_for_finish(), .actor = actor, .now = now};
+  for (const auto& r : reports) command.reports.push_back({r.item_id, r.fence, r.outcome, r.detail});
+  CommandRunner::run(*this, command);
+}
+
+void CommandRunner::exec(ControlStore& s, const cmd::FinishBatch& c) {
+  auto& backend_ = s.backend_;
+  const auto& reports = c.reports;
+  const auto& actor = c.actor;
+  {
     // Read once the write lock is held: the decision is made at this time.
-    const Micros at = clock(now);
+    const Micros at = s.clock(c.now);
     // Every row read (and on PostgreSQL locked) at once, every head at once.
     std::vector<std::string> ids;
     for (const auto& r : reports) ids.push_back(r.item_id);
@@ -1046,10 +1107,9 @@ void ControlStore::finish_batch(const std::vector<Report>& reports, std::optiona
     for (std::size_t i = 0; i < reports.size(); ++i) {
       const ItemRow next = apply(*rows[i], StoredEvent{seqs[i], events[i]});
       backend_->put_item(next);
-      sync_terminal_lock(*rows[i], next);
+      s.sync_terminal_lock(*rows[i], next);
     }
-    tx.commit();
-  });
+  }
 }
 
 std::optional<ClaimedItem> ControlStore::finish_and_claim(const std::string& item_id, Fence fence,
@@ -1059,13 +1119,21 @@ std::optional<ClaimedItem> ControlStore::finish_and_claim(const std::string& ite
   const InUse in_use(*this);
   check_report(item_id, outcome, detail);
   const Micros lease = check_claim(owner, options);
-  return write(sync_for_claims(), [&](Transaction& tx) {
-    const Micros at = clock(options.now);
-    finish_in_tx(item_id, fence, outcome, detail, at, options.actor);
-    auto next = claim_in_tx(owner, options, lease, at);
-    tx.commit();
-    return next;
-  });
+  return CommandRunner::run(*this, cmd::FinishAndClaim{.sync = sync_for_claims(),
+                                                       .item_id = item_id,
+                                                       .fence = fence,
+                                                       .outcome = outcome,
+                                                       .detail = detail,
+                                                       .owner = owner,
+                                                       .actor = options.actor,
+                                                       .lease = lease,
+                                                       .now = options.now});
+}
+
+std::optional<ClaimedItem> CommandRunner::exec(ControlStore& s, const cmd::FinishAndClaim& c) {
+  const Micros at = s.clock(c.now);
+  s.finish_in_tx(c.item_id, c.fence, c.outcome, c.detail, at, c.actor);
+  return s.claim_in_tx(c.owner, ClaimOptions{.actor = c.actor}, c.lease, at);
 }
 
 ControlStore::StatusCounts ControlStore::status_counts(const std::optional<std::string>& project_id) {

@@ -87,6 +87,7 @@ std::string encode(const Event& event) {
   const StreamRef stream = stream_of(event);
   root.setStreamKind(to_wire(stream.kind));
   root.setStreamId(text(stream.id));
+  root.setRequestId(event.request_id);
   auto body = root.initBody();
   std::visit(Overloaded{
                  [&](const ProjectCreated& e) {
@@ -211,6 +212,7 @@ Event decode_aligned(kj::ArrayPtr<const capnp::word> words) {
   auto root = reader.getRoot<wire::Event>();
   Event event;
   event.at = root.getAt();
+  event.request_id = root.getRequestId();
   event.actor = str(root.getActor());
   event.project_id = str(root.getProjectId());
   event.item_id = str(root.getItemId());

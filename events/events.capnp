@@ -204,4 +204,11 @@ struct Event {
 
   streamKind @9 :StreamKind;  # the stream this event belongs to
   streamId @10 :Text;
+
+  # The request this event answers, when a combiner ran it for another
+  # process (SQLite's group commit): after a combiner's crash, the next one
+  # finds the ids of the batch it took over here and tells a committed
+  # batch from one that never happened. 0: none (every event before group
+  # commit, and commands run in their own transaction).
+  requestId @25 :UInt64;
 }

@@ -50,6 +50,8 @@
 
 namespace cplane::storage {
 
+class CombineArea;  // storage/combine_area.hpp
+
 // A write transaction lost a race another one won: a serialization failure,
 // a deadlock, a stream head or idempotency key taken meanwhile (PostgreSQL,
 // where writers lock rows, not the database). Nothing was written; the
@@ -299,6 +301,25 @@ class Backend {
   // between the caller's last look and the arming is not missed.
   virtual void announce_work() = 0;
   virtual void wait_for_work(std::chrono::steady_clock::time_point deadline) = 0;
+
+  // ---- group commit (SQLite) -------------------------------------------------
+  // The shared area where processes queue commands for whichever of them
+  // holds the combiner's lock (storage/combine_area.hpp), or nullptr: every
+  // command then runs in a transaction of its own. SQLite's only.
+  virtual CombineArea* combine_area() { return nullptr; }
+  // One level of savepoint inside a write transaction, so that one command
+  // of a batch can be undone without the others: savepoint() marks,
+  // release_savepoint() keeps what followed, rollback_to_savepoint() undoes
+  // it and answers whether the transaction is still open (false: the
+  // engine ended it, as SQLite does on some I/O errors, so the batch is
+  // lost). InternalError where there is no group commit.
+  virtual void savepoint();
+  virtual void release_savepoint();
+  virtual bool rollback_to_savepoint() noexcept { return false; }
+  // Events appended from now on record this request id (0: none).
+  virtual void tag_requests(std::uint64_t request_id) { (void)request_id; }
+  // Every event whose seq is above `after`, in seq order: an index range.
+  virtual std::unique_ptr<Cursor<RawEvent>> scan_after(Seq after);
 
   // The time a command runs at when its caller gives none, microseconds
   // since the epoch: the process's clock here, a server's own elsewhere.

@@ -134,6 +134,14 @@ class BackendWrapper : public Backend {
   Seq last_seq() override { return inner_->last_seq(); }
   bool seqs_dense() override { return inner_->seqs_dense(); }
   void put_seqs_sparse() override { inner_->put_seqs_sparse(); }
+  CombineArea* combine_area() override { return inner_->combine_area(); }
+  void savepoint() override { inner_->savepoint(); }
+  void release_savepoint() override { inner_->release_savepoint(); }
+  bool rollback_to_savepoint() noexcept override { return inner_->rollback_to_savepoint(); }
+  void tag_requests(std::uint64_t request_id) override { inner_->tag_requests(request_id); }
+  std::unique_ptr<Cursor<RawEvent>> scan_after(Seq after) override {
+    return inner_->scan_after(after);
+  }
   Micros now() override { return inner_->now(); }
   std::array<std::int64_t, kItemStatuses + 1> status_counts(const std::string* project_id) override {
     return inner_->status_counts(project_id);

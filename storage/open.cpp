@@ -41,3 +41,15 @@ std::unique_ptr<Backend> open_store(const std::string& url, const OpenOptions& o
 }
 
 }  // namespace cplane::storage
+
+namespace cplane::storage {
+
+void Backend::savepoint() { throw InternalError("this backend has no group commit: no savepoints"); }
+void Backend::release_savepoint() {
+  throw InternalError("this backend has no group commit: no savepoints");
+}
+std::unique_ptr<Cursor<RawEvent>> Backend::scan_after(Seq) {
+  throw InternalError("this backend cannot scan the log by seq");
+}
+
+}  // namespace cplane::storage

@@ -98,6 +98,7 @@
 #include "events/clock.hpp"
 #include "events/codec.hpp"
 #include "storage/coalescing_vfs.hpp"
+#include "storage/combine_area.hpp"
 #include "events/errors.hpp"
 #include "events/json.hpp"
 #include "storage/stored_text.hpp"
@@ -1095,6 +1096,12 @@ class SqliteBackend final : public Backend {
       if (!read_only_) {
         if (options.sqlite.writer_flock && !in_memory) writer_lock_ = WriterLock(path + "-lock", path);
         if (version < kSqliteSchemaVersion) migrate();
+        if (options.sqlite.combine && !in_memory) {
+          // Without the area every command runs alone, which is always
+          // correct: group commit is speed, not semantics.
+          std::string why;
+          combine_ = CombineArea::open(path + "-combine", path, why);
+        }
         exec("PRAGMA synchronous=FULL", "cannot set synchronous on " + path);
         if (pragma_text("PRAGMA journal_mode=WAL") != "wal" && !in_memory) {
           throw StorageError(StorageError::Category::unavailable,
@@ -1210,11 +1217,13 @@ class SqliteBackend final : public Backend {
                          std::string("commit outcome unknown: ") + e.what());
     }
     wrote_ = true;
+    request_id_ = 0;
     release_writer();
   }
 
   void rollback() noexcept override {
     digest_.reset();
+    request_id_ = 0;
     if (!sqlite3_get_autocommit(db_) &&
         sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr) != SQLITE_OK &&
         !sqlite3_get_autocommit(db_)) {
@@ -1223,7 +1232,36 @@ class SqliteBackend final : public Backend {
     release_writer();
   }
 
-  Seq append(const Event& event) override {
+  CombineArea* combine_area() override { return combine_.get(); }
+
+  void savepoint() override {
+    stmts_.savepoint.run();
+    saved_digest_ = digest_;
+  }
+  void release_savepoint() override { stmts_.release_savepoint.run(); }
+  bool rollback_to_savepoint() noexcept override {
+    digest_ = saved_digest_;
+    if (sqlite3_get_autocommit(db_)) return false;  // SQLite ended the transaction itself
+    return sqlite3_exec(db_, "ROLLBACK TO combined; RELEASE combined", nullptr, nullptr, nullptr) ==
+               SQLITE_OK &&
+           !sqlite3_get_autocommit(db_);
+  }
+  void tag_requests(std::uint64_t request_id) override { request_id_ = request_id; }
+
+  std::unique_ptr<Cursor<RawEvent>> scan_after(Seq after) override {
+    auto cursor = std::make_unique<StatementCursor>(
+        db_, fmt::format("SELECT {} FROM events WHERE seq > ?1 ORDER BY seq", kEventColumns));
+    cursor->bind(after);
+    return cursor;
+  }
+
+  Seq append(const Event& untagged) override {
+    Event tagged;
+    if (request_id_ != 0 && untagged.request_id != request_id_) {
+      tagged = untagged;
+      tagged.request_id = request_id_;
+    }
+    const Event& event = request_id_ != 0 ? tagged : untagged;
     const std::string body = encode(event);
     const StreamRef stream = stream_of(event);
     const std::string_view kind = to_string(stream.kind);
@@ -1645,7 +1683,7 @@ class SqliteBackend final : public Backend {
 
  private:
   struct Statements {
-    Statement begin_immediate, begin_deferred, commit;
+    Statement begin_immediate, begin_deferred, commit, savepoint, release_savepoint;
     Statement append, stream_events, find_head, put_head, update_head, put_digest, load_digest;
     Statement find_item, find_item_by_key, insert_item, put_item, delete_item;
     Statement find_session, put_session, delete_session, session_items;
@@ -1944,6 +1982,8 @@ class SqliteBackend final : public Backend {
     stmts_.begin_immediate = p("BEGIN IMMEDIATE");
     stmts_.begin_deferred = p("BEGIN DEFERRED");
     stmts_.commit = p("COMMIT");
+    stmts_.savepoint = p("SAVEPOINT combined");
+    stmts_.release_savepoint = p("RELEASE combined");
     stmts_.append = p(
         "INSERT INTO events (seq, item_id, project_id, type, at, body, stream_kind, stream_id, "
         "stream_rev, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
@@ -2020,6 +2060,9 @@ class SqliteBackend final : public Backend {
   bool broken_ = false;
   bool wrote_ = false;  // committed a write: leave the WAL empty on close
   std::optional<LogDigestState> digest_;  // inside a write transaction that appended
+  std::optional<LogDigestState> saved_digest_;  // as it was at the savepoint
+  std::uint64_t request_id_ = 0;  // tag_requests
+  std::unique_ptr<CombineArea> combine_;
   std::string scratch_;
   pid_t pid_ = ::getpid();
   std::optional<WalWatch> work_watch_;  // armed by the first wait_for_work

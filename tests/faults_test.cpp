@@ -24,10 +24,12 @@ long long rows(const std::string& db, const std::string& table) {
   return std::stoll(sql_column(db, "SELECT count(*) FROM " + table).at(0));
 }
 
-// A store on `db` whose backend fails `call` the `nth` time (from 0).
+// A store on `db` whose backend fails `call` the `nth` time (from 0). Each
+// command is its own transaction (group commit off) unless `combine`.
 ControlStore faulty(const std::string& db, Call call, int nth, Category category,
-                    FaultBackend** handle = nullptr) {
-  auto backend = std::make_unique<FaultBackend>(storage::open_store(db), call, nth, category);
+                    FaultBackend** handle = nullptr, bool combine = false) {
+  auto backend = std::make_unique<FaultBackend>(
+      storage::open_store(db, {.sqlite = {.combine = combine}}), call, nth, category);
   if (handle != nullptr) *handle = backend.get();
   return ControlStore(std::move(backend));
 }
@@ -81,6 +83,30 @@ TEST_CASE("a commit whose outcome is unknown says so, and a retry does not blind
   REQUIRE(next);
   CHECK(next->fence == 1);
   CHECK(observer.status_counts().claimed == 2);
+  CHECK(verify_ledger(observer).empty());
+}
+
+TEST_CASE("under group commit, a commit whose outcome is unknown is settled from the log: the "
+          "claim is handed out once",
+          "[faults][combine]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "c.db");
+  {
+    ControlStore setup{db};
+    setup.create_project("alpha", "A");
+    setup.enqueue("alpha", "{}");
+    setup.enqueue("alpha", "{}");
+  }
+  auto store = faulty(db, Call::commit, 0, Category::commit_unknown, nullptr, true);
+  // The commit happened; the combiner finds its request id in the log and
+  // hands out the answer it staged, instead of "unknown".
+  const auto claimed = store.claim("w1");
+  REQUIRE(claimed);
+  CHECK(claimed->fence == 1);
+  ControlStore observer{db, {.read_only = true}};
+  CHECK(observer.status_counts().claimed == 1);
+  CHECK(observer.events(claimed->item_id).size() == 2);  // queued, claimed: once
+  CHECK(observer.events(claimed->item_id).back().event.request_id != 0);
   CHECK(verify_ledger(observer).empty());
 }
 

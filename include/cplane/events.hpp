@@ -389,6 +389,8 @@ struct Event {
   std::string project_id;
   std::string item_id;     // "" for events of another stream than an item's
   EventBody body;
+  // The group-commit request that made it (0: none); no projection reads it.
+  std::uint64_t request_id = 0;
   bool operator==(const Event&) const = default;
 };
 

@@ -11,6 +11,12 @@ struct SqliteOptions {
   // handler stays as a safety net for writers that do not take the side
   // lock (the sqlite3 shell), bounded by the same lock timeout.
   bool writer_flock = true;
+  // Group commit (flat combining across processes): a write command is
+  // queued in a shared area beside the database (PATH-combine), and
+  // whichever process holds the combiner's lock runs every queued command
+  // in one transaction, commits once and hands each its result. Off: each
+  // command is a transaction of its own (for measurement).
+  bool combine = true;
   // Write each WAL commit with one system call instead of two per page.
   bool coalesce_wal_writes = true;
   // The page cache of the connection, MiB (0: SQLite's default, 2 MiB).

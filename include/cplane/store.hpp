@@ -236,6 +236,8 @@ struct ClaimOptions {
   std::optional<Seconds> wait;
 };
 
+struct CommandRunner;
+
 class ControlStore {
  public:
   // Opens (creating if missing, unless options.create is off or read_only)
@@ -592,6 +594,7 @@ class ControlStore {
   friend std::vector<LedgerProblem> verify_ledger(ControlStore& store, const Progress& progress);
   friend RebuildReport rebuild(ControlStore& store, bool dry_run, const Progress& progress);
   friend struct BackendAccess;
+  friend struct CommandRunner;  // runs commands as values (commands/combine.hpp)
 
   // Marks the store busy for one call; throws InvalidArgument if it already
   // is (another thread) or if the store was moved from.

@@ -1,0 +1,291 @@
+// SQLite's group commit: flat combining across processes.
+//
+//   caller                     shared area (PATH-combine)          combiner
+//   ------                     --------------------------          --------
+//   encode the command  ──▶    slot: queued (ticket, request id)
+//   try the lock ──────────────────────────────────────────────▶  holds it?
+//     got it: become the combiner ──────────────────────────────▶  serve()
+//     else: sleep on the slot's futex (one waiter sleeps on the
+//           lock itself: the standby, woken if the combiner dies)
+//                                                                  collect up to 32 queued, oldest first
+//                                                                  BEGIN IMMEDIATE (strongest sync asked)
+//                                                                  watermark := last seq; batch open
+//                                                                  per request: SAVEPOINT, run it, its
+//                                                                    events carry its request id; a
+//                                                                    refusal rolls back to the savepoint
+//                                                                  stage each answer in its slot
+//                                                                  COMMIT (one fsync for the batch)
+//   woken: read the answer ◀── slot: done ◀─────────────────────  publish, close the batch
+//                                                                  unlock; wake the oldest still queued
+//
+// Crash cases (the combiner SIGKILLed), as the next holder of the lock sees
+// them (recover()):
+//   * before COMMIT: nothing of the batch is in the log; its requests go back
+//     in the queue in their places and run once, in the next batch;
+//   * after COMMIT, before publishing: the log after the watermark holds the
+//     batch's request ids; the answers staged before the commit are handed
+//     out as they are; nothing runs twice, and nobody is told "unknown";
+//   * a batch whose commands appended nothing (every claim found nothing,
+//     every report refused) leaves no id: it runs again, which changes
+//     nothing that running it once would not have.
+#include "commands/combine.hpp"
+
+#include <unistd.h>
+
+#include <random>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "events/codec.hpp"
+
+namespace cplane {
+
+using detail::Answer;
+using detail::Command;
+using detail::ErrorValue;
+using storage::CombineArea;
+using storage::Sync;
+using storage::Transaction;
+
+namespace {
+
+std::uint64_t new_request_id() {
+  thread_local std::mt19937_64 random([] {
+    std::random_device device;
+    return (static_cast<std::uint64_t>(device()) << 32) ^ device() ^
+           (static_cast<std::uint64_t>(::getpid()) << 20);
+  }());
+  std::uint64_t id = 0;
+  while (id == 0) id = random();
+  return id;
+}
+
+detail::ClaimedValue claimed_value(ClaimedItem item) { return {std::move(item), false}; }
+
+template <class R>
+detail::Value to_value(R&& result) {
+  using T = std::decay_t<R>;
+  if constexpr (std::is_same_v<T, std::optional<ClaimedItem>>) {
+    if (!result) return std::optional<detail::ClaimedValue>{};
+    return std::optional<detail::ClaimedValue>{claimed_value(std::move(*result))};
+  } else if constexpr (std::is_same_v<T, std::vector<ClaimedItem>>) {
+    std::vector<detail::ClaimedValue> out;
+    for (auto& c : result) out.push_back(claimed_value(std::move(c)));
+    return out;
+  } else {
+    return detail::Value{std::forward<R>(result)};
+  }
+}
+
+}  // namespace
+
+template <class R>
+R CommandRunner::from_value(ControlStore& s, detail::Value&& value) {
+  // A payload too large for the slot was left out: it never changes, so the
+  // caller reads it from the item.
+  auto payload_of = [&](detail::ClaimedValue& c) -> ClaimedItem {
+    if (c.elided) {
+      auto tx = Transaction::read(*s.backend_);
+      auto row = s.backend_->find_item(c.item.item_id);
+      tx.commit();
+      if (!row) throw InternalError("a claimed item's row is gone: " + c.item.item_id);
+      c.item.payload = std::move(row->payload);
+    }
+    return std::move(c.item);
+  };
+  if constexpr (std::is_same_v<R, std::optional<ClaimedItem>>) {
+    auto& v = std::get<std::optional<detail::ClaimedValue>>(value);
+    if (!v) return std::nullopt;
+    return payload_of(*v);
+  } else if constexpr (std::is_same_v<R, std::vector<ClaimedItem>>) {
+    std::vector<ClaimedItem> out;
+    for (auto& c : std::get<std::vector<detail::ClaimedValue>>(value)) out.push_back(payload_of(c));
+    return out;
+  } else {
+    return std::get<R>(std::move(value));
+  }
+}
+
+template std::string CommandRunner::from_value<std::string>(ControlStore&, detail::Value&&);
+template std::vector<std::string> CommandRunner::from_value<std::vector<std::string>>(ControlStore&,
+                                                                                      detail::Value&&);
+template std::optional<ClaimedItem> CommandRunner::from_value<std::optional<ClaimedItem>>(
+    ControlStore&, detail::Value&&);
+template std::vector<ClaimedItem> CommandRunner::from_value<std::vector<ClaimedItem>>(ControlStore&,
+                                                                                      detail::Value&&);
+template Micros CommandRunner::from_value<Micros>(ControlStore&, detail::Value&&);
+
+std::optional<Answer> CommandRunner::run_combined(ControlStore& s, CombineArea& area,
+                                                  const Command& command) {
+  const std::uint64_t id = new_request_id();
+  const auto slot = area.post(detail::encode_command(command), id);
+  if (!slot) return std::nullopt;  // no free slot, or too large: alone
+  const auto timeout = s.options_.lock_timeout;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool extended = false;
+  for (;;) {
+    switch (area.wait(*slot, deadline)) {
+      case CombineArea::Turn::done:
+        return detail::decode_answer(area.take_result(*slot));
+      case CombineArea::Turn::combine:
+        serve(s, area, *slot);
+        continue;
+      case CombineArea::Turn::timeout:
+        throw StorageError(StorageError::Category::busy,
+                           fmt::format("gave up after {} ms waiting for the write lock (group "
+                                       "commit: nobody took this command; nothing was done): "
+                                       "another process holds it; retry, or raise --lock-timeout",
+                                       timeout.count()));
+      case CombineArea::Turn::stuck:
+        // A combiner took it and has not answered: its own lock timeout ends
+        // its wait for the database; give it as long again.
+        if (!extended) {
+          extended = true;
+          deadline = std::chrono::steady_clock::now() + timeout;
+          continue;
+        }
+        throw StorageError(StorageError::Category::commit_unknown,
+                           fmt::format("the process combining this command has not answered in "
+                                       "{} ms (stopped?): its outcome is unknown; read the item "
+                                       "before retrying",
+                                       2 * timeout.count()));
+    }
+  }
+}
+
+void CommandRunner::serve(ControlStore& s, CombineArea& area, std::optional<std::uint32_t> own) {
+  struct Unlock {
+    CombineArea& area;
+    ~Unlock() { area.unlock(); }
+  } unlock{area};
+  if (area.must_recover()) {
+    try {
+      recover(s, area);
+    } catch (const std::exception&) {
+      // The dead combiner's batch stays where it is; the next holder of the
+      // lock tries again. Our own request waits (up to its deadline).
+      return;
+    }
+  }
+  for (;;) {
+    if (own && area.state(*own) == CombineArea::kDone) return;
+    const auto batch = area.collect(kMaxBatch);
+    if (batch.empty()) return;
+    run_batch(s, area, batch);
+  }
+}
+
+void CommandRunner::recover(ControlStore& s, CombineArea& area) {
+  const auto orphans = area.orphans();
+  bool committed = false;
+  if (!orphans.slots.empty() && orphans.batch_open) {
+    std::set<std::uint64_t> ids;
+    for (const auto& t : orphans.slots) ids.insert(t.request_id);
+    // The batch committed or did not; the log after its watermark says
+    // which: it is short (the batch, and whatever ran alone since).
+    auto tx = Transaction::read(*s.backend_);
+    auto cursor = s.backend_->scan_after(orphans.watermark);
+    storage::RawEvent raw;
+    while (!committed && cursor->next(raw)) {
+      try {
+        committed = ids.contains(decode(raw.body).request_id);
+      } catch (const StorageError&) {
+        // An unreadable event is verify's to report, not a request's.
+      }
+    }
+    cursor.reset();
+    tx.commit();
+  }
+  area.settle_orphans(orphans, committed);
+}
+
+void CommandRunner::run_batch(ControlStore& s, CombineArea& area,
+                              const std::vector<CombineArea::Taken>& batch) {
+  auto& backend = *s.backend_;
+  std::vector<std::optional<Command>> commands(batch.size());
+  std::vector<Answer> answers(batch.size());
+  Sync sync = Sync::normal;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    try {
+      commands[i] = detail::decode_command(batch[i].request);
+      if (detail::sync_of(*commands[i]) == Sync::full) sync = Sync::full;
+    } catch (...) {
+      answers[i].error = detail::capture_error();
+    }
+  }
+  // The answer, as staged: with every payload, else without those that do
+  // not fit (the caller reads them from the items).
+  auto encoded = [](const Answer& a) {
+    std::string bytes = detail::encode_answer(a);
+    if (bytes.size() > CombineArea::kMaxResultBytes) bytes = detail::encode_answer(a, 0);
+    return bytes;
+  };
+  bool opened = false;
+  try {
+    auto tx = Transaction::write(backend, sync);
+    area.open_batch(backend.last_seq());
+    opened = true;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      if (commands[i]) {
+        backend.savepoint();
+        backend.tag_requests(batch[i].request_id);
+        bool keep = true;
+        try {
+          answers[i].value =
+              std::visit([&](const auto& c) -> detail::Value {
+                if constexpr (std::is_void_v<decltype(exec(s, c))>) {
+                  exec(s, c);
+                  return std::monostate{};
+                } else {
+                  return to_value(exec(s, c));
+                }
+              }, *commands[i]);
+        } catch (...) {
+          answers[i].error = detail::capture_error();
+          keep = false;
+        }
+        backend.tag_requests(0);
+        std::string bytes = encoded(answers[i]);
+        if (keep && bytes.size() > CombineArea::kMaxResultBytes) {
+          keep = false;
+          answers[i] = Answer{{}, ErrorValue{ErrorValue::internal, 0,
+                                             "the answer does not fit the group-commit area; "
+                                             "nothing was done: run it with group commit off"}};
+          bytes = encoded(answers[i]);
+        }
+        if (keep) {
+          backend.release_savepoint();
+        } else if (!backend.rollback_to_savepoint()) {
+          // The engine ended the transaction (an I/O error): the batch is lost.
+          throw StorageError(StorageError::Category::io,
+                             answers[i].error ? answers[i].error->message
+                                              : "the transaction ended under a savepoint");
+        }
+        area.stage(batch[i].slot, bytes);
+      } else {
+        area.stage(batch[i].slot, encoded(answers[i]));
+      }
+    }
+    tx.commit();
+  } catch (...) {
+    const ErrorValue error = detail::capture_error();
+    if (opened && error.kind == ErrorValue::storage &&
+        error.code == static_cast<std::int32_t>(StorageError::Category::commit_unknown)) {
+      // Ask the log rather than tell anyone "unknown".
+      try {
+        recover(s, area);
+        return;
+      } catch (...) {
+      }
+    }
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      area.stage(batch[i].slot, encoded(Answer{{}, error}));
+    }
+  }
+  std::vector<std::uint32_t> slots;
+  for (const auto& t : batch) slots.push_back(t.slot);
+  area.publish(slots);
+}
+
+}  // namespace cplane

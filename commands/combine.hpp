@@ -1,0 +1,82 @@
+// How a write command is executed: in a transaction of its own, or queued in
+// SQLite's group-commit area for whichever process holds the combiner's
+// lock (commands/combine.cpp has the protocol and its crash cases).
+#pragma once
+
+#include <optional>
+#include <type_traits>
+
+#include "commands/command.hpp"
+#include "commands/internal.hpp"
+#include "storage/combine_area.hpp"
+
+namespace cplane {
+
+struct CommandRunner {
+  // ---- each command's decision and writes, inside an open write transaction
+  // (defined beside its public call in commands/control_store.cpp). Throws
+  // its refusals; commits nothing.
+  static std::string exec(ControlStore& s, const detail::cmd::Enqueue& c);
+  static std::vector<std::string> exec(ControlStore& s, const detail::cmd::EnqueueBatch& c);
+  static std::optional<ClaimedItem> exec(ControlStore& s, const detail::cmd::Claim& c);
+  static std::vector<ClaimedItem> exec(ControlStore& s, const detail::cmd::ClaimBatch& c);
+  static void exec(ControlStore& s, const detail::cmd::Finish& c);
+  static void exec(ControlStore& s, const detail::cmd::FinishBatch& c);
+  static std::optional<ClaimedItem> exec(ControlStore& s, const detail::cmd::FinishAndClaim& c);
+  static Micros exec(ControlStore& s, const detail::cmd::Heartbeat& c);
+  static void exec(ControlStore& s, const detail::cmd::Release& c);
+
+  // Runs the command and returns (or throws) what the public call does:
+  // through the group-commit area when the store has one and the command
+  // and its answer fit a slot, else in a transaction of its own.
+  template <class C>
+  static auto run(ControlStore& s, const C& c) {
+    using R = decltype(exec(s, c));
+    if (auto* area = s.backend_->combine_area(); area != nullptr && fits(c)) {
+      if (auto answer = run_combined(s, *area, detail::Command{c})) {
+        if (answer->error) detail::throw_error(*answer->error);
+        if constexpr (!std::is_void_v<R>) return from_value<R>(s, std::move(answer->value));
+        else return;
+      }
+    }
+    return s.write(c.sync, [&](storage::Transaction& tx) {
+      if constexpr (std::is_void_v<R>) {
+        exec(s, c);
+        tx.commit();
+      } else {
+        R result = exec(s, c);
+        tx.commit();
+        return result;
+      }
+    });
+  }
+
+  // The combiner, holding the area's lock: recovers a dead combiner's batch,
+  // then runs batches of queued requests in arrival order until `own` is
+  // answered (or, without one, the queue is empty); unlocks at the end.
+  static void serve(ControlStore& s, storage::CombineArea& area, std::optional<std::uint32_t> own);
+
+  // How many requests one transaction runs at most: a bound on how long
+  // the last of them waits.
+  static constexpr std::size_t kMaxBatch = 32;
+
+ private:
+  static std::optional<detail::Answer> run_combined(ControlStore& s, storage::CombineArea& area,
+                                                    const detail::Command& command);
+  static void run_batch(ControlStore& s, storage::CombineArea& area,
+                        const std::vector<storage::CombineArea::Taken>& batch);
+  static void recover(ControlStore& s, storage::CombineArea& area);
+
+  // Whether the answer can never outgrow a slot (batches of a bounded size).
+  template <class C>
+  static bool fits(const C& c) {
+    if constexpr (std::is_same_v<C, detail::cmd::ClaimBatch>) return c.max_items <= 32;
+    else if constexpr (std::is_same_v<C, detail::cmd::EnqueueBatch>) return c.payloads.size() <= 256;
+    else return true;
+  }
+
+  template <class R>
+  static R from_value(ControlStore& s, detail::Value&& value);
+};
+
+}  // namespace cplane

@@ -1,0 +1,202 @@
+// Commands as values: what a write call asks for, with everything the
+// caller's store resolved already (its default lease, its durability, the
+// checked input), so that another process can run it for it and hand back
+// its answer (SQLite's group commit, commands/combine.cpp). Both travel
+// through the shared area as bytes (encode / decode below): little-endian
+// integers, length-prefixed texts, fields in declaration order. Only
+// processes of one build share an area (its header names the layout), so
+// the encoding needs no versions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <cplane/store.hpp>
+
+#include "storage/backend.hpp"
+
+namespace cplane::detail {
+
+namespace cmd {
+
+// The durability the command's commit needs: a batch commits with the
+// strongest any member needs.
+using storage::Sync;
+
+struct Enqueue {
+  Sync sync = Sync::full;
+  std::string project_id;
+  std::string payload;
+  bool forge = false;  // the options form: kind, ref, head, author, priority, key
+  WorkKind kind = WorkKind::task;
+  std::string ref, head, author;
+  std::int32_t priority = 0;
+  std::string key;
+  std::optional<std::string> actor;
+  std::optional<Micros> now;
+  template <class S> static auto fields(S& s) {
+    return std::tie(s.sync, s.project_id, s.payload, s.forge, s.kind, s.ref, s.head, s.author,
+                    s.priority, s.key, s.actor, s.now);
+  }
+};
+
+struct EnqueueBatch {
+  Sync sync = Sync::full;
+  std::string project_id;
+  std::vector<std::string> payloads;
+  std::optional<std::string> actor;
+  std::optional<Micros> now;
+  template <class S> static auto fields(S& s) {
+    return std::tie(s.sync, s.project_id, s.payloads, s.actor, s.now);
+  }
+};
+
+struct Claim {
+  Sync sync = Sync::full;
+  std::string owner;
+  std::optional<std::string> actor;
+  Micros lease = 0;
+  std::optional<Micros> now;
+  template <class S> static auto fields(S& s) {
+    return std::tie(s.sync, s.owner, s.actor, s.lease, s.now);
+  }
+};
+
+struct ClaimBatch {
+  Sync sync = Sync::full;
+  std::string owner;
+  std::uint64_t max_items = 1;
+  std::optional<std::string> actor;
+  Micros lease = 0;
+  std::optional<Micros> now;
+  template <class S> static auto fields(S& s) {
+    return std::tie(s.sync, s.owner, s.max_items, s.actor, s.lease, s.now);
+  }
+};
+
+struct Finish {
+  Sync sync = Sync::normal;
+  std::string item_id;
+  Fence fence = 0;
+  Outcome outcome = Outcome::done;
+  std::string detail;
+  std::optional<std::string> actor;
+  std::optional<Micros> now;
+  template <class S> static auto fields(S& s) {
+    return std::tie(s.sync, s.item_id, s.fence, s.outcome, s.detail, s.actor, s.now);
+  }
+};
+
+struct Report {
+  std::string item_id;
+  Fence fence = 0;
+  Outcome outcome = Outcome::done;
+  std::string detail;
+  template <class S> static auto fields(S& s) {
+    return std::tie(s.item_id, s.fence, s.outcome, s.detail);
+  }
+};
+
+struct FinishBatch {
+  Sync sync = Sync::normal;
+  std::vector<Report> reports;
+  std::optional<std::string> actor;
+  std::optional<Micros> now;
+  template <class S> static auto fields(S& s) { return std::tie(s.sync, s.reports, s.actor, s.now); }
+};
+
+struct FinishAndClaim {
+  Sync sync = Sync::full;
+  std::string item_id;
+  Fence fence = 0;
+  Outcome outcome = Outcome::done;
+  std::string detail;
+  std::string owner;
+  std::optional<std::string> actor;
+  Micros lease = 0;
+  std::optional<Micros> now;
+  template <class S> static auto fields(S& s) {
+    return std::tie(s.sync, s.item_id, s.fence, s.outcome, s.detail, s.owner, s.actor, s.lease,
+                    s.now);
+  }
+};
+
+struct Heartbeat {
+  Sync sync = Sync::full;
+  std::string item_id;
+  Fence fence = 0;
+  Micros lease = 0;
+  std::optional<std::string> actor;
+  std::optional<Micros> now;
+  template <class S> static auto fields(S& s) {
+    return std::tie(s.sync, s.item_id, s.fence, s.lease, s.actor, s.now);
+  }
+};
+
+struct Release {
+  Sync sync = Sync::normal;
+  std::string item_id;
+  Fence fence = 0;
+  std::string reason;
+  std::optional<std::string> actor;
+  std::optional<Micros> now;
+  template <class S> static auto fields(S& s) {
+    return std::tie(s.sync, s.item_id, s.fence, s.reason, s.actor, s.now);
+  }
+};
+
+}  // namespace cmd
+
+// Every write command a combiner runs for another process. Those not here
+// (project, grant, session, gate, allocator, forge, incident, sweep) run in
+// a transaction of their own, under the same write lock.
+using Command = std::variant<cmd::Enqueue, cmd::EnqueueBatch, cmd::Claim, cmd::ClaimBatch,
+                             cmd::Finish, cmd::FinishBatch, cmd::FinishAndClaim, cmd::Heartbeat,
+                             cmd::Release>;
+
+// A refusal or failure as a value: thrown again, as the same type with the
+// same reason, in the process that asked.
+struct ErrorValue {
+  enum Kind : std::uint8_t {
+    fence_rejected, scope_denied, invalid_argument, not_found, mutation_denied, storage, internal,
+  };
+  Kind kind = internal;
+  std::int32_t code = 0;  // the reason or category
+  std::string message;
+  template <class S> static auto fields(S& s) { return std::tie(s.kind, s.code, s.message); }
+};
+// The exception in flight (inside a catch), as a value.
+ErrorValue capture_error();
+[[noreturn]] void throw_error(const ErrorValue& error);
+
+// A ClaimedItem as handed back; its payload left out (`elided`) when the
+// answer would not fit the area: the caller reads it from the item.
+struct ClaimedValue {
+  ClaimedItem item;
+  bool elided = false;
+};
+
+using Value = std::variant<std::monostate, std::string, std::vector<std::string>,
+                           std::optional<ClaimedValue>, std::vector<ClaimedValue>, Micros>;
+
+struct Answer {
+  Value value;
+  std::optional<ErrorValue> error;
+};
+
+std::string encode_command(const Command& command);
+// InternalError if the bytes are not a command of this build.
+Command decode_command(std::string_view bytes);
+// Payloads longer than `max_payload` are elided.
+std::string encode_answer(const Answer& answer, std::size_t max_payload = SIZE_MAX);
+Answer decode_answer(std::string_view bytes);
+
+// The durability a command's commit needs.
+storage::Sync sync_of(const Command& command);
+
+}  // namespace cplane::detail

@@ -1,0 +1,385 @@
+#include "storage/combine_area.hpp"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include <fmt/format.h>
+
+namespace cplane::storage {
+
+namespace {
+
+constexpr char kMagic[8] = {'C', 'P', 'L', 'C', 'M', 'B', '0', '1'};
+constexpr std::uint32_t kVersion = 1;
+constexpr std::size_t kHeaderBytes = 4096;
+constexpr std::size_t kResultOffset = CombineArea::kSlotHeaderBytes + CombineArea::kMaxRequestBytes;
+// How long a waiter sleeps before it looks again for itself: only a lost
+// wake-up (a standby that died while blocked, a waker killed between its
+// store and its wake) needs it; every hand-off wakes by futex.
+constexpr auto kWatchdog = std::chrono::milliseconds{50};
+
+using Clock = std::chrono::steady_clock;
+
+std::string boot_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
+
+bool alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno != ESRCH); }
+
+void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t expected, Clock::duration timeout) {
+  const auto ns = std::max<std::int64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count(), 1);
+  struct timespec ts {static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  // Shared (not FUTEX_PRIVATE): the word lives in a file other processes map.
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void futex_wake(std::atomic<std::uint32_t>& word) {
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE, 1, nullptr, nullptr, 0);
+}
+
+}  // namespace
+
+struct CombineArea::Header {
+  char magic[8];
+  std::uint32_t version;
+  std::uint32_t slots;
+  std::uint32_t slot_bytes;
+  std::uint32_t header_bytes;
+  char boot[48];
+  pthread_mutex_t mutex;
+  std::atomic<std::int32_t> standby;
+  std::atomic<std::uint64_t> next_ticket;
+  std::atomic<std::uint32_t> batch_open;
+  std::atomic<std::int64_t> watermark;
+};
+
+struct CombineArea::Slot {
+  std::atomic<std::uint32_t> state;
+  std::atomic<std::int32_t> owner;
+  std::uint64_t ticket;
+  std::uint64_t request_id;
+  std::uint32_t request_length;
+  std::uint32_t result_length;
+};
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
+
+CombineArea::CombineArea(std::string path, int fd, void* base, std::size_t size)
+    : path_(std::move(path)), fd_(fd), base_(base), size_(size), pid_(::getpid()) {}
+
+CombineArea::~CombineArea() {
+  if (base_ != nullptr) ::munmap(base_, size_);
+  if (fd_ >= 0) ::close(fd_);  // drops the shared flock
+}
+
+CombineArea::Header& CombineArea::header() const {
+  static_assert(sizeof(Header) <= kHeaderBytes);
+  static_assert(sizeof(Slot) <= kSlotHeaderBytes);
+  return *static_cast<Header*>(base_);
+}
+
+CombineArea::Slot& CombineArea::slot(std::uint32_t i) const {
+  return *reinterpret_cast<Slot*>(static_cast<char*>(base_) + kHeaderBytes +
+                                  static_cast<std::size_t>(i) * kSlotBytes);
+}
+
+std::unique_ptr<CombineArea> CombineArea::open(const std::string& path, const std::string& database,
+                                               std::string& why) {
+  struct stat db {};
+  const mode_t mode = ::stat(database.c_str(), &db) == 0 ? (db.st_mode & 0666) : 0644;
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, mode);
+  if (fd < 0) {
+    why = fmt::format("cannot open {}: {}", path, std::strerror(errno));
+    return nullptr;
+  }
+  auto fail = [&](std::string reason) -> std::unique_ptr<CombineArea> {
+    why = std::move(reason);
+    ::close(fd);
+    return nullptr;
+  };
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return fail(path + " is not a regular file");
+  const std::size_t size = kHeaderBytes + static_cast<std::size_t>(kSlots) * kSlotBytes;
+  const std::string boot = boot_id();
+
+  // Alone (nobody holds it shared): whatever the file holds is stale.
+  const bool alone = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+  if (alone) {
+    // Blocks on the disk now: a full disk refuses here, not as SIGBUS later.
+    if (::ftruncate(fd, static_cast<off_t>(size)) != 0 ||
+        ::posix_fallocate(fd, 0, static_cast<off_t>(size)) != 0) {
+      return fail(fmt::format("cannot size {}: {}", path, std::strerror(errno)));
+    }
+  } else if (::flock(fd, LOCK_SH) != 0) {
+    return fail(fmt::format("cannot lock {}: {}", path, std::strerror(errno)));
+  }
+  if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) != size) {
+    return fail(fmt::format("{} is {} bytes, not {}: in use by another build, or edited", path,
+                            st.st_size, size));
+  }
+  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) return fail(fmt::format("cannot map {}: {}", path, std::strerror(errno)));
+  std::unique_ptr<CombineArea> area(new CombineArea(path, fd, base, size));
+  Header& h = area->header();
+  if (alone) {
+    std::memset(base, 0, kHeaderBytes);
+    for (std::uint32_t i = 0; i < kSlots; ++i) std::memset(static_cast<void*>(&area->slot(i)), 0, kSlotHeaderBytes);
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+    const int rc = pthread_mutex_init(&h.mutex, &attr);
+    pthread_mutexattr_destroy(&attr);
+    if (rc != 0) {
+      why = fmt::format("cannot make the combiner's lock in {}: {}", path, std::strerror(rc));
+      return nullptr;
+    }
+    h.version = kVersion;
+    h.slots = kSlots;
+    h.slot_bytes = kSlotBytes;
+    h.header_bytes = kHeaderBytes;
+    std::snprintf(h.boot, sizeof h.boot, "%s", boot.c_str());
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    std::memcpy(h.magic, kMagic, sizeof kMagic);
+    ::msync(base, kHeaderBytes, MS_SYNC);
+    if (::flock(fd, LOCK_SH) != 0) {  // let others in
+      why = fmt::format("cannot lock {}: {}", path, std::strerror(errno));
+      return nullptr;
+    }
+    return area;
+  }
+  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.version != kVersion ||
+      h.slots != kSlots || h.slot_bytes != kSlotBytes || h.header_bytes != kHeaderBytes) {
+    why = fmt::format("{} is not a group-commit area of this build (another build, or edited) "
+                      "and other processes have it open",
+                      path);
+    return nullptr;
+  }
+  if (boot != std::string(h.boot, strnlen(h.boot, sizeof h.boot))) {
+    why = fmt::format("{} was made before the last reboot, yet is held open", path);
+    return nullptr;
+  }
+  return area;
+}
+
+// ---- a caller ---------------------------------------------------------------------
+
+std::optional<std::uint32_t> CombineArea::post(std::string_view request, std::uint64_t request_id) {
+  if (request.size() > kMaxRequestBytes) return std::nullopt;
+  for (int round = 0; round < 2; ++round) {
+    for (std::uint32_t n = 0; n < kSlots; ++n) {
+      const std::uint32_t i = (static_cast<std::uint32_t>(pid_) + n) % kSlots;
+      Slot& s = slot(i);
+      std::uint32_t expected = kFree;
+      if (!s.state.compare_exchange_strong(expected, kWriting, std::memory_order_acquire)) continue;
+      s.owner.store(pid_, std::memory_order_relaxed);
+      s.request_id = request_id;
+      s.request_length = static_cast<std::uint32_t>(request.size());
+      s.result_length = 0;
+      std::memcpy(reinterpret_cast<char*>(&s) + kSlotHeaderBytes, request.data(), request.size());
+      s.ticket = header().next_ticket.fetch_add(1, std::memory_order_relaxed);
+      s.state.store(kQueued, std::memory_order_seq_cst);
+      return i;
+    }
+    // Every slot in use: free those whose owners died (their requests and
+    // unread results are nobody's), then look once more.
+    for (std::uint32_t i = 0; i < kSlots; ++i) {
+      Slot& s = slot(i);
+      std::uint32_t st = s.state.load(std::memory_order_acquire);
+      if ((st == kQueued || st == kDone) && !alive(s.owner.load(std::memory_order_relaxed))) {
+        s.state.compare_exchange_strong(st, kFree, std::memory_order_acq_rel);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+bool CombineArea::took_lock(int rc) {
+  if (rc == EOWNERDEAD) {
+    // Its holder died: the lock is ours, and so is whatever it left.
+    pthread_mutex_consistent(&header().mutex);
+    must_recover_ = true;
+    return true;
+  }
+  if (rc != 0) return false;
+  must_recover_ = false;
+  for (std::uint32_t i = 0; i < kSlots; ++i) {
+    const auto st = slot(i).state.load(std::memory_order_acquire);
+    if (st == kTaken || st == kStaged) must_recover_ = true;
+  }
+  return true;
+}
+
+bool CombineArea::try_lock() { return took_lock(pthread_mutex_trylock(&header().mutex)); }
+
+bool CombineArea::lock_until(Clock::time_point deadline) {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - Clock::now()).count();
+  struct timespec now {};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  std::int64_t total = static_cast<std::int64_t>(now.tv_nsec) + std::max<std::int64_t>(ns, 0);
+  struct timespec until {now.tv_sec + static_cast<time_t>(total / 1'000'000'000),
+                         static_cast<long>(total % 1'000'000'000)};
+  return took_lock(pthread_mutex_clocklock(&header().mutex, CLOCK_MONOTONIC, &until));
+}
+
+void CombineArea::unlock() {
+  pthread_mutex_unlock(&header().mutex);
+  // Whoever is queued now must not sleep with nobody to run its request:
+  // the standby takes the lock by itself; without one, wake the oldest.
+  std::optional<std::uint32_t> oldest;
+  for (std::uint32_t i = 0; i < kSlots; ++i) {
+    const Slot& s = slot(i);
+    if (s.state.load(std::memory_order_seq_cst) != kQueued) continue;
+    if (!oldest || s.ticket < slot(*oldest).ticket) oldest = i;
+  }
+  if (!oldest) return;
+  std::int32_t standby = header().standby.load(std::memory_order_seq_cst);
+  if (standby != 0 && alive(standby)) return;
+  if (standby != 0) header().standby.compare_exchange_strong(standby, 0);
+  futex_wake(slot(*oldest).state);
+}
+
+CombineArea::Turn CombineArea::wait(std::uint32_t i, Clock::time_point deadline) {
+  Slot& s = slot(i);
+  for (;;) {
+    const std::uint32_t st = s.state.load(std::memory_order_acquire);
+    if (st == kDone) return Turn::done;
+    if (st == kQueued && try_lock()) return Turn::combine;
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      if (cancel(i)) return Turn::timeout;
+      if (s.state.load(std::memory_order_acquire) == kDone) return Turn::done;
+      return Turn::stuck;
+    }
+    std::int32_t none = 0;
+    if (header().standby.compare_exchange_strong(none, pid_)) {
+      // The standby: blocked on the lock itself, so that the kernel wakes
+      // it when the combiner lets go, or dies.
+      const bool locked = lock_until(deadline);
+      std::int32_t me = pid_;
+      header().standby.compare_exchange_strong(me, 0);
+      if (locked) return Turn::combine;
+      continue;
+    }
+    futex_wait(s.state, st, std::min<Clock::duration>(kWatchdog, deadline - now));
+  }
+}
+
+bool CombineArea::cancel(std::uint32_t i) {
+  std::uint32_t queued = kQueued;
+  if (!slot(i).state.compare_exchange_strong(queued, kFree, std::memory_order_acq_rel)) return false;
+  return true;
+}
+
+std::string CombineArea::take_result(std::uint32_t i) {
+  Slot& s = slot(i);
+  std::string out(reinterpret_cast<const char*>(&s) + kResultOffset, s.result_length);
+  s.state.store(kFree, std::memory_order_release);
+  return out;
+}
+
+// ---- the combiner ------------------------------------------------------------------
+
+CombineArea::Orphans CombineArea::orphans() {
+  Orphans out;
+  out.batch_open = header().batch_open.load(std::memory_order_acquire) != 0;
+  out.watermark = header().watermark.load(std::memory_order_acquire);
+  for (std::uint32_t i = 0; i < kSlots; ++i) {
+    Slot& s = slot(i);
+    const auto st = s.state.load(std::memory_order_acquire);
+    if (st != kTaken && st != kStaged) continue;
+    out.slots.push_back({i, s.request_id,
+                         std::string(reinterpret_cast<const char*>(&s) + kSlotHeaderBytes,
+                                     s.request_length)});
+  }
+  return out;
+}
+
+void CombineArea::settle_orphans(const Orphans& orphans, bool committed) {
+  std::vector<std::uint32_t> done, again;
+  for (const auto& t : orphans.slots) {
+    const bool staged = slot(t.slot).state.load(std::memory_order_acquire) == kStaged;
+    (committed && staged ? done : again).push_back(t.slot);
+  }
+  if (!done.empty()) publish(done);
+  requeue(again);
+  header().batch_open.store(0, std::memory_order_release);
+  must_recover_ = false;
+}
+
+std::vector<CombineArea::Taken> CombineArea::collect(std::size_t max) {
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> queued;
+  for (std::uint32_t i = 0; i < kSlots; ++i) {
+    const Slot& s = slot(i);
+    if (s.state.load(std::memory_order_acquire) == kQueued) queued.emplace_back(s.ticket, i);
+  }
+  std::sort(queued.begin(), queued.end());
+  std::vector<Taken> out;
+  for (const auto& [ticket, i] : queued) {
+    if (out.size() == max) break;
+    Slot& s = slot(i);
+    std::uint32_t expected = kQueued;
+    if (!s.state.compare_exchange_strong(expected, kTaken, std::memory_order_acq_rel)) continue;
+    if (!alive(s.owner.load(std::memory_order_relaxed))) {
+      // Nobody waits for it: a claim made for a dead worker would only
+      // hold an item until its lease lapsed.
+      s.state.store(kFree, std::memory_order_release);
+      continue;
+    }
+    out.push_back({i, s.request_id,
+                   std::string(reinterpret_cast<const char*>(&s) + kSlotHeaderBytes, s.request_length)});
+  }
+  return out;
+}
+
+void CombineArea::open_batch(Seq watermark) {
+  header().watermark.store(watermark, std::memory_order_release);
+  header().batch_open.store(1, std::memory_order_seq_cst);
+}
+
+bool CombineArea::stage(std::uint32_t i, std::string_view result) {
+  if (result.size() > kMaxResultBytes) return false;
+  Slot& s = slot(i);
+  std::memcpy(reinterpret_cast<char*>(&s) + kResultOffset, result.data(), result.size());
+  s.result_length = static_cast<std::uint32_t>(result.size());
+  s.state.store(kStaged, std::memory_order_release);
+  return true;
+}
+
+void CombineArea::publish(const std::vector<std::uint32_t>& slots) {
+  for (const auto i : slots) {
+    slot(i).state.store(kDone, std::memory_order_seq_cst);
+    futex_wake(slot(i).state);
+  }
+  // Only now: a crash before this line leaves the batch open, and the next
+  // combiner asks the log, rather than running a committed batch again.
+  header().batch_open.store(0, std::memory_order_release);
+}
+
+void CombineArea::requeue(const std::vector<std::uint32_t>& slots) {
+  for (const auto i : slots) slot(i).state.store(kQueued, std::memory_order_seq_cst);
+}
+
+CombineArea::SlotState CombineArea::state(std::uint32_t i) const {
+  return static_cast<SlotState>(slot(i).state.load(std::memory_order_acquire));
+}
+
+pid_t CombineArea::standby() const { return header().standby.load(std::memory_order_acquire); }
+
+}  // namespace cplane::storage

@@ -1,0 +1,159 @@
+// The shared area of SQLite's group commit (flat combining across
+// processes): a memory-mapped file beside the database, PATH-combine, where
+// processes queue serialised commands and the one holding the combiner's
+// lock runs them all in one write transaction and hands back the results.
+//
+// The area knows bytes, not commands: commands/combine.cpp owns what they
+// mean. Its file:
+//
+//   header (one page): magic "CPLCMB01", layout version and sizes, the boot
+//     id of the kernel that made it, the combiner's lock (a process-shared,
+//     robust pthread mutex: the kernel hands it to the next locker with
+//     EOWNERDEAD when its holder dies), the standby (the pid of the one
+//     waiter blocked on that lock, so that a combiner's death wakes someone
+//     at once), the next arrival ticket, and the batch in flight (open flag
+//     and the log's last seq before it: its watermark).
+//   kSlots slots of kSlotBytes: a state word (also the futex its owner
+//     sleeps on), the owner's pid, arrival ticket, request id, and one
+//     buffer holding the request, later the result.
+//
+// A slot's life: free -> writing (its owner fills it) -> queued (ticket
+// taken) -> taken (a combiner put it in its batch) -> staged (its result
+// written, the batch not yet committed) -> done (committed: its owner
+// reads the result and frees it). A combiner publishes or requeues every
+// slot it took before it lets the lock go; a slot found taken or staged by
+// the next holder of the lock is the batch of a combiner that died, and
+// the log after the watermark says whether it committed: the request ids of
+// its events (Event::request_id) are there, or nothing of it is.
+//
+// Who may reset it: every process that has the area mapped holds a shared
+// flock(2) on the file; one that gets the exclusive lock is alone, so
+// whatever the file holds (a crash's leftovers, another boot's mutex, a
+// torn or foreign header) is stale and is rewritten. A process that finds
+// a header it cannot use while others hold the area does not combine.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "events/event.hpp"
+
+namespace cplane::storage {
+
+class CombineArea {
+ public:
+  static constexpr std::uint32_t kSlots = 64;
+  static constexpr std::uint32_t kSlotBytes = 32 << 10;  // header + buffer
+  static constexpr std::uint32_t kSlotHeaderBytes = 64;
+  // A request, and its answer, each have half of what the header leaves.
+  static constexpr std::size_t kMaxRequestBytes = (kSlotBytes - kSlotHeaderBytes) / 2;
+  static constexpr std::size_t kMaxResultBytes = kSlotBytes - kSlotHeaderBytes - kMaxRequestBytes;
+
+  enum SlotState : std::uint32_t {
+    kFree = 0,
+    kWriting = 1,
+    kQueued = 2,
+    kTaken = 3,
+    kStaged = 4,
+    kDone = 5,
+  };
+
+  // Maps PATH-combine (created beside `database` with its mode). nullptr
+  // with `why` set when it cannot be used: a caller then runs every command
+  // in a transaction of its own, which is always correct.
+  static std::unique_ptr<CombineArea> open(const std::string& path, const std::string& database,
+                                           std::string& why);
+  ~CombineArea();
+  CombineArea(const CombineArea&) = delete;
+  CombineArea& operator=(const CombineArea&) = delete;
+
+  const std::string& path() const { return path_; }
+
+  // ---- a caller ---------------------------------------------------------------
+  // Queues `request` under `request_id`: the slot, or nullopt when none is
+  // free or the request does not fit (run it alone then).
+  std::optional<std::uint32_t> post(std::string_view request, std::uint64_t request_id);
+
+  enum class Turn {
+    done,     // the slot holds the result: take_result
+    combine,  // the caller holds the combiner's lock: run batches, then unlock
+    timeout,  // the deadline passed with the request still queued; it was withdrawn
+    stuck,    // the deadline passed while a combiner holds it (taken): outcome unknown
+  };
+  // Waits until the request is answered or the caller holds the lock.
+  // Sleeps on a futex (its slot, or the lock as the standby); never spins.
+  Turn wait(std::uint32_t slot, std::chrono::steady_clock::time_point deadline);
+  // The result of a done slot; frees it.
+  std::string take_result(std::uint32_t slot);
+
+  // ---- the combiner (holding the lock) -------------------------------------------
+  // The lock without waiting (also how a caller becomes the combiner).
+  bool try_lock();
+  // Releases the lock, then wakes a waiter whose request is still queued
+  // if no standby is there to take the lock.
+  void unlock();
+  // Set when this holder took the lock from a process that died holding it
+  // (or found another combiner's slots): recover() before anything else.
+  bool must_recover() const { return must_recover_; }
+
+  struct Taken {
+    std::uint32_t slot = 0;
+    std::uint64_t request_id = 0;
+    std::string request;
+  };
+  // The batch a dead combiner left: every taken or staged slot, and whether
+  // it had opened its transaction (else nothing of it can be in the log).
+  struct Orphans {
+    std::vector<Taken> slots;
+    bool batch_open = false;
+    Seq watermark = 0;
+  };
+  Orphans orphans();
+  // Publishes the orphans (the batch committed) or puts them back in the
+  // queue in their places (it did not).
+  void settle_orphans(const Orphans& orphans, bool committed);
+
+  // Takes up to `max` queued requests in arrival order (taken). Requests of
+  // processes that no longer exist are freed, not taken.
+  std::vector<Taken> collect(std::size_t max);
+  // The batch is about to run in a transaction that starts after `watermark`.
+  void open_batch(Seq watermark);
+  // Writes a result into a taken slot (staged). False if it does not fit.
+  bool stage(std::uint32_t slot, std::string_view result);
+  // The batch committed (or failed as a whole): staged slots become done
+  // and their owners are woken; the batch is closed.
+  void publish(const std::vector<std::uint32_t>& slots);
+  // Puts taken slots back in the queue (nothing of them happened).
+  void requeue(const std::vector<std::uint32_t>& slots);
+
+  // For tests: a slot's state, and the pid of the standby (0 for none).
+  SlotState state(std::uint32_t slot) const;
+  pid_t standby() const;
+
+ private:
+  struct Header;
+  struct Slot;
+  CombineArea(std::string path, int fd, void* base, std::size_t size);
+  Header& header() const;
+  Slot& slot(std::uint32_t i) const;
+  bool lock_until(std::chrono::steady_clock::time_point deadline);  // as the standby
+  bool took_lock(int rc);
+  bool cancel(std::uint32_t slot);
+
+  std::string path_;
+  int fd_ = -1;
+  void* base_ = nullptr;
+  std::size_t size_ = 0;
+  bool must_recover_ = false;
+  pid_t pid_ = 0;
+};
+
+}  // namespace cplane::storage
