@@ -67,6 +67,7 @@ struct CombineArea::Header {
   std::atomic<std::uint64_t> next_ticket;
   std::atomic<std::uint32_t> batch_open;
   std::atomic<std::int64_t> watermark;
+  std::atomic<std::int32_t> holder;  // the combiner's pid while it holds the lock, else 0
 };
 
 struct CombineArea::Slot {
@@ -214,10 +215,12 @@ bool CombineArea::took_lock(int rc) {
   if (rc == EOWNERDEAD) {
     // Its holder died: the lock is ours, and so is whatever it left.
     pthread_mutex_consistent(&header().mutex);
+    header().holder.store(pid_, std::memory_order_relaxed);
     must_recover_ = true;
     return true;
   }
   if (rc != 0) return false;
+  header().holder.store(pid_, std::memory_order_relaxed);
   must_recover_ = false;
   for (std::uint32_t i = 0; i < kSlots; ++i) {
     const auto st = slot(i).state.load(std::memory_order_acquire);
@@ -239,6 +242,7 @@ bool CombineArea::lock_until(Clock::time_point deadline) {
 }
 
 void CombineArea::unlock() {
+  header().holder.store(0, std::memory_order_relaxed);
   pthread_mutex_unlock(&header().mutex);
   // Whoever is queued now must not sleep with nobody to run its request:
   // the standby takes the lock by itself; without one, wake the oldest.
@@ -379,6 +383,8 @@ void CombineArea::requeue(const std::vector<std::uint32_t>& slots) {
 CombineArea::SlotState CombineArea::state(std::uint32_t i) const {
   return static_cast<SlotState>(slot(i).state.load(std::memory_order_acquire));
 }
+
+pid_t CombineArea::combiner() const { return header().holder.load(std::memory_order_acquire); }
 
 pid_t CombineArea::standby() const { return header().standby.load(std::memory_order_acquire); }
 

@@ -134,8 +134,10 @@ class CombineArea {
   // Puts taken slots back in the queue (nothing of them happened).
   void requeue(const std::vector<std::uint32_t>& slots);
 
-  // For tests: a slot's state, and the pid of the standby (0 for none).
+  // For tests and the probe: a slot's state, the pid of the process
+  // holding the combiner's lock and of the standby (0 for none).
   SlotState state(std::uint32_t slot) const;
+  pid_t combiner() const;
   pid_t standby() const;
 
  private:
