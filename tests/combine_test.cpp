@@ -1,0 +1,514 @@
+// SQLite's group commit across real processes (commands/combine.cpp): the
+// test process holds the combiner's lock while child processes queue their
+// commands, then runs them as one batch, or a child combiner is SIGKILLed at
+// a chosen step through a wrapping backend. Every answer is checked against
+// the log: nothing lost, nothing run twice, nothing told "unknown".
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include <cplane/cplane.hpp>
+
+#include "commands/backend_access.hpp"
+#include "commands/combine.hpp"
+#include "storage/backend_wrapper.hpp"
+#include "storage/combine_area.hpp"
+#include "storage/open.hpp"
+#include "storage/sqlite_backend.hpp"
+#include "tests/support.hpp"
+
+namespace {
+
+using namespace cplane;
+using cplane::test::TempDir;
+using cplane::test::test_context;
+using storage::CombineArea;
+using storage::Sync;
+
+CombineArea* area_of(ControlStore& store) { return BackendAccess::backend(store).combine_area(); }
+
+int waiting(CombineArea& area) {
+  int n = 0;
+  for (std::uint32_t i = 0; i < CombineArea::kSlots; ++i) n += area.state(i) == CombineArea::kQueued;
+  return n;
+}
+
+// Polls (a test's patience, not the engine's) until `n` requests are queued.
+bool wait_queued(CombineArea& area, int n) {
+  for (int i = 0; i < 10'000; ++i) {
+    if (waiting(area) >= n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+std::string describe(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const FenceRejected& e) {
+    return fmt::format("FenceRejected {}", to_string(e.reason()));
+  } catch (const ScopeDenied&) {
+    return "ScopeDenied";
+  } catch (const NotFound& e) {
+    return fmt::format("NotFound {}", to_string(e.reason()));
+  } catch (const InvalidArgument& e) {
+    return "InvalidArgument";
+  } catch (const StorageError& e) {
+    return fmt::format("StorageError {}: {}", to_string(e.category()), e.what());
+  } catch (const std::exception& e) {
+    return fmt::format("error: {}", e.what());
+  }
+}
+
+// A child process that opens its own store on `db`, runs `f` and writes
+// what it answered (or the refusal it got) to `out`.
+pid_t child(const std::string& db, const std::string& out,
+            std::function<std::string(ControlStore&)> f, StoreOptions options = {}) {
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  std::string answer;
+  try {
+    ControlStore store{db, options};
+    answer = f(store);
+  } catch (...) {
+    answer = describe(std::current_exception());
+  }
+  std::ofstream(out) << answer;
+  ::_exit(0);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Waits for a child; false if it is still running after `seconds` (then
+// killed).
+bool reap(pid_t pid, double seconds = 30, int* status_out = nullptr) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (status_out != nullptr) *status_out = status;
+  return true;
+}
+
+// The serving store's view: each write transaction's durability, and the
+// synchronous level SQLite committed it at.
+class Recorder : public storage::BackendWrapper {
+ public:
+  using BackendWrapper::BackendWrapper;
+  std::vector<Sync> begins;
+  std::vector<int> committed_at;  // PRAGMA synchronous: 1 NORMAL, 2 FULL
+  void begin_write(Sync sync) override {
+    begins.push_back(sync);
+    BackendWrapper::begin_write(sync);
+  }
+  void commit() override {
+    committed_at.push_back(storage::sqlite_synchronous(inner()));
+    BackendWrapper::commit();
+  }
+};
+
+struct Batch {
+  std::vector<std::string> answers;
+  std::vector<Sync> begins;
+  std::vector<int> committed_at;
+};
+
+// Holds the combiner's lock while one child per command queues it, then
+// runs them all in this process, as one combiner would.
+Batch run_as_one_batch(const std::string& db, const TempDir& dir,
+                       const std::vector<std::function<std::string(ControlStore&)>>& commands,
+                       StoreOptions options = {}) {
+  auto recorder = std::make_unique<Recorder>(storage::open_store(db));
+  Recorder& seen = *recorder;
+  ControlStore server(std::move(recorder));
+  CombineArea* area = area_of(server);
+  REQUIRE(area != nullptr);
+  REQUIRE(area->try_lock());
+  std::vector<pid_t> pids;
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    pids.push_back(child(db, dir.file(fmt::format("answer-{}", i)), commands[i], options));
+    // One at a time: the batch runs them in this order.
+    REQUIRE(wait_queued(*area, static_cast<int>(i + 1)));
+  }
+  CommandRunner::serve(server, *area, std::nullopt);  // unlocks
+  Batch out;
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    CHECK(reap(pids[i]));
+    out.answers.push_back(read_file(dir.file(fmt::format("answer-{}", i))));
+  }
+  out.begins = seen.begins;
+  out.committed_at = seen.committed_at;
+  return out;
+}
+
+std::string claimed_text(const std::optional<ClaimedItem>& c) {
+  if (!c) return "none";
+  return fmt::format("{} {} {} {}", c->item_id, c->fence, c->lease_expires_at, c->payload);
+}
+
+}  // namespace
+
+TEST_CASE("every command kind is run by another process's combiner and answered across "
+          "processes, refusals included, in one transaction",
+          "[combine][sqlite]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "c.db");
+  std::vector<ClaimedItem> held;
+  {
+    ControlStore setup{db};
+    setup.create_project("alpha", "A");
+    for (int i = 0; i < 9; ++i) setup.enqueue("alpha", fmt::format(R"({{"n":{}}})", i));
+    for (int i = 0; i < 6; ++i) held.push_back(*setup.claim("setup"));
+  }
+  const std::string big(20'000, 'x');  // a payload whose claim answer does not fit a slot
+  {
+    ControlStore setup{db};
+    setup.enqueue("alpha", fmt::format(R"({{"big":"{}"}})", big));
+  }
+  const auto& [h0, h1, h2, h3, h4, h5] = std::tie(held[0], held[1], held[2], held[3], held[4], held[5]);
+  const auto batch = run_as_one_batch(
+      db, dir,
+      {
+          [&](ControlStore& s) {
+            s.finish(h0.item_id, h0.fence, Outcome::done);
+            return std::string("finished");
+          },
+          [&](ControlStore& s) { return claimed_text(s.claim("w-claim")); },
+          [&](ControlStore& s) {
+            // Refused: a stale fence. Nothing of it may be written, and the
+            // commands after it must still run.
+            s.finish(h1.item_id, h1.fence + 7, Outcome::done);
+            return std::string("finished?!");
+          },
+          [&](ControlStore& s) {
+            std::string out;
+            for (const auto& c : s.claim_batch("w-batch", 2)) out += claimed_text(c) + ";";
+            return out;
+          },
+          [&](ControlStore& s) {
+            s.finish_batch({{h1.item_id, h1.fence, Outcome::failed, "x"},
+                            {h2.item_id, h2.fence, Outcome::done, ""}});
+            return std::string("batch finished");
+          },
+          [&](ControlStore& s) {
+            return std::to_string(s.heartbeat(h3.item_id, h3.fence, {.lease = Seconds{60}}));
+          },
+          [&](ControlStore& s) {
+            return claimed_text(s.finish_and_claim(h5.item_id, h5.fence, Outcome::done, "w-next"));
+          },
+          [&](ControlStore& s) {
+            s.release(h4.item_id, h4.fence, "giving back");
+            return std::string("released");
+          },
+          [&](ControlStore& s) { return s.enqueue("alpha", R"({"new":1})"); },
+          [&](ControlStore& s) {
+            return s.enqueue("alpha", R"({"new":2})", ControlStore::EnqueueOptions{.key = "k1"});
+          },
+          [&](ControlStore& s) {
+            const auto ids = s.enqueue_batch("alpha", {R"({"new":3})", R"({"new":4})"});
+            return ids.at(0) + " " + ids.at(1);
+          },
+          [&](ControlStore& s) {
+            s.heartbeat("no-such-item", 1);
+            return std::string("beat?!");
+          },
+          [&](ControlStore& s) { return s.enqueue("nowhere", "{}"); },
+      });
+  // One transaction for all of them, FULL because claims are in it.
+  CHECK(batch.begins == std::vector<Sync>{Sync::full});
+  CHECK(batch.committed_at == std::vector<int>{2});
+
+  ControlStore store{db, {.read_only = true}};
+  CHECK(batch.answers[0] == "finished");
+  CHECK(store.item(h0.item_id).status == ItemStatus::done);
+  // The claim got the oldest ready item, as its own row says.
+  auto check_claim = [&](const std::string& text, const std::string& owner) {
+    std::istringstream in(text);
+    std::string id;
+    Fence fence = 0;
+    Micros lease_end = 0;
+    in >> id >> fence >> lease_end;
+    const Item row = store.item(id);
+    CHECK(row.status == ItemStatus::claimed);
+    CHECK(row.owner == owner);
+    CHECK(row.fence == fence);
+    CHECK(row.lease_expires_at == lease_end);
+    return id;
+  };
+  const std::string first = check_claim(batch.answers[1], "w-claim");
+  CHECK(batch.answers[2] == "FenceRejected stale_fence");
+  const auto pair_end = batch.answers[3].find(';');
+  REQUIRE(pair_end != std::string::npos);
+  const std::string second = check_claim(batch.answers[3].substr(0, pair_end), "w-batch");
+  const std::string third = check_claim(batch.answers[3].substr(pair_end + 1), "w-batch");
+  CHECK(batch.answers[4] == "batch finished");
+  CHECK(store.item(h1.item_id).status == ItemStatus::failed);
+  CHECK(store.item(h2.item_id).status == ItemStatus::done);
+  CHECK(batch.answers[5] == std::to_string(store.item(h3.item_id).lease_expires_at));
+  // finish_and_claim: the next item is the big one, whose payload came back
+  // whole although it does not fit the area.
+  const std::string fourth = check_claim(batch.answers[6], "w-next");
+  CHECK(store.item(h5.item_id).status == ItemStatus::done);
+  CHECK(batch.answers[6].find(big) != std::string::npos);
+  CHECK(batch.answers[7] == "released");
+  CHECK(store.item(h4.item_id).status == ItemStatus::ready);
+  CHECK(store.item(batch.answers[8]).payload == R"({"new":1})");
+  CHECK(store.item(batch.answers[9]).payload == R"({"new":2})");
+  CHECK(batch.answers[10].size() > 20);
+  CHECK(batch.answers[11] == "FenceRejected unknown_item");
+  CHECK(batch.answers[12] == "NotFound unknown_project");
+  std::set<std::string> claimed{first, second, third, fourth};
+  CHECK(claimed.size() == 4);  // four claims, four items
+
+  // Every event of the batch names its request; the refusals wrote nothing.
+  for (const auto& id : {first, batch.answers[8], h3.item_id}) {
+    CHECK(store.events(id).back().event.request_id != 0);
+  }
+  CHECK(store.events(h1.item_id).size() == 3);  // queued, claimed, failed: not the refused done
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("a batch commits with the strongest durability any member needs", "[combine][sqlite]") {
+  struct Case {
+    const char* name;
+    Durability durability;
+    bool with_claim;
+    Sync expected;
+    int synchronous;
+  };
+  const Case cases[] = {
+      {"fenced, finishes only: NORMAL", Durability::fenced, false, Sync::normal, 1},
+      {"fenced, a claim among finishes: FULL", Durability::fenced, true, Sync::full, 2},
+      {"full, finishes only: FULL", Durability::full, false, Sync::full, 2},
+      {"normal, a claim among finishes: NORMAL", Durability::normal, true, Sync::normal, 1},
+  };
+  for (const auto& c : cases) {
+    SECTION(c.name) {
+      TempDir dir;
+      const std::string db = test_context().fresh_store(dir, "c.db");
+      std::vector<ClaimedItem> held;
+      {
+        ControlStore setup{db};
+        setup.create_project("alpha", "A");
+        for (int i = 0; i < 3; ++i) setup.enqueue("alpha", "{}");
+        held.push_back(*setup.claim("setup"));
+        held.push_back(*setup.claim("setup"));
+      }
+      std::vector<std::function<std::string(ControlStore&)>> commands;
+      for (const auto& h : held) {
+        commands.push_back([h](ControlStore& s) {
+          s.finish(h.item_id, h.fence, Outcome::done);
+          return std::string("ok");
+        });
+      }
+      if (c.with_claim) {
+        commands.push_back([](ControlStore& s) { return s.claim("w") ? "ok" : "none"; });
+      }
+      const auto batch = run_as_one_batch(db, dir, commands, {.durability = c.durability});
+      CHECK(batch.begins == std::vector<Sync>{c.expected});
+      CHECK(batch.committed_at == std::vector<int>{c.synchronous});
+      for (const auto& a : batch.answers) CHECK(a == "ok");
+    }
+  }
+}
+
+namespace {
+
+// A combiner that dies (SIGKILL) at a chosen step of its batch.
+class DieAt : public storage::BackendWrapper {
+ public:
+  enum class Step { mid_batch, before_commit, after_commit };
+  DieAt(std::unique_ptr<storage::Backend> inner, Step step)
+      : BackendWrapper(std::move(inner)), step_(step) {}
+  Seq append(const Event& event) override {
+    if (step_ == Step::mid_batch && ++appends_ == 2) ::raise(SIGKILL);
+    return BackendWrapper::append(event);
+  }
+  void commit() override {
+    if (step_ == Step::before_commit) ::raise(SIGKILL);
+    BackendWrapper::commit();
+    if (step_ == Step::after_commit) ::raise(SIGKILL);
+  }
+
+ private:
+  Step step_;
+  int appends_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("a combiner SIGKILLed at any step of its batch: every waiter gets its one answer, "
+          "nothing runs twice",
+          "[combine][sqlite][faults]") {
+  const auto [name, step, committed] = GENERATE(
+      std::tuple{"in the middle of the batch", DieAt::Step::mid_batch, false},
+      std::tuple{"before its commit", DieAt::Step::before_commit, false},
+      std::tuple{"after its commit, before handing out answers", DieAt::Step::after_commit, true});
+  INFO(name);
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "c.db");
+  ClaimedItem held;
+  {
+    ControlStore setup{db};
+    setup.create_project("alpha", "A");
+    for (int i = 0; i < 4; ++i) setup.enqueue("alpha", "{}");
+    held = *setup.claim("setup");
+  }
+  int to_combiner[2], from_combiner[2];
+  REQUIRE(::pipe(to_combiner) == 0);
+  REQUIRE(::pipe(from_combiner) == 0);
+  const pid_t combiner = ::fork();
+  if (combiner == 0) {
+    ControlStore store(std::make_unique<DieAt>(storage::open_store(db), step));
+    CombineArea* area = area_of(store);
+    const char locked = area != nullptr && area->try_lock() ? 'L' : 'x';
+    if (::write(from_combiner[1], &locked, 1) != 1 || locked != 'L') ::_exit(3);
+    char go = 0;
+    if (::read(to_combiner[0], &go, 1) != 1) ::_exit(4);
+    CommandRunner::serve(store, *area, std::nullopt);
+    ::_exit(0);  // not reached: it dies on the way
+  }
+  char locked = 0;
+  REQUIRE(::read(from_combiner[0], &locked, 1) == 1);
+  REQUIRE(locked == 'L');
+  ControlStore observer{db};
+  CombineArea* area = area_of(observer);
+  REQUIRE(area != nullptr);
+  const std::vector<std::function<std::string(ControlStore&)>> commands = {
+      [](ControlStore& s) { return claimed_text(s.claim("w1")); },
+      [&](ControlStore& s) {
+        s.finish(held.item_id, held.fence, Outcome::done);
+        return std::string("finished");
+      },
+      [](ControlStore& s) { return claimed_text(s.claim("w2")); },
+      [](ControlStore& s) { return s.enqueue("alpha", R"({"late":1})"); },
+  };
+  std::vector<pid_t> pids;
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    pids.push_back(child(db, dir.file(fmt::format("answer-{}", i)), commands[i]));
+    REQUIRE(wait_queued(*area, static_cast<int>(i + 1)));
+  }
+  const auto died_at = std::chrono::steady_clock::now();
+  REQUIRE(::write(to_combiner[1], "g", 1) == 1);
+  int status = 0;
+  REQUIRE(reap(combiner, 30, &status));
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGKILL);
+  std::vector<std::string> answers;
+  for (std::size_t i = 0; i < pids.size(); ++i) {
+    CHECK(reap(pids[i]));
+    answers.push_back(read_file(dir.file(fmt::format("answer-{}", i))));
+  }
+  // The waiters learnt of the death from the kernel, not from a timeout.
+  CHECK(std::chrono::steady_clock::now() - died_at < std::chrono::seconds(5));
+
+  INFO(answers[0] << " | " << answers[1] << " | " << answers[2] << " | " << answers[3]);
+  CHECK(answers[1] == "finished");
+  ControlStore store{db, {.read_only = true}};
+  std::set<std::string> claimed;
+  for (const auto& [text, owner] : {std::pair{answers[0], "w1"}, std::pair{answers[2], "w2"}}) {
+    std::istringstream in(text);
+    std::string id;
+    Fence fence = 0;
+    in >> id >> fence;
+    REQUIRE(!id.empty());
+    const Item row = store.item(id);
+    CHECK(row.owner == owner);
+    CHECK(row.fence == fence);
+    CHECK(fence == 1);  // claimed once: a second run would have fenced it 2
+    CHECK(store.events(id).size() == 2);
+    claimed.insert(id);
+  }
+  CHECK(claimed.size() == 2);
+  CHECK(store.item(held.item_id).status == ItemStatus::done);
+  CHECK(store.events(held.item_id).size() == 3);  // queued, claimed, done: once
+  CHECK(store.item(answers[3]).payload == R"({"late":1})");
+  CHECK(store.status_counts().ready + store.status_counts().claimed +
+            store.status_counts().done == 5);  // one enqueue, not two
+  CHECK(verify_ledger(store).empty());
+  (void)committed;
+}
+
+TEST_CASE("a shared area left over from a crash or another build is recognised and reset, or "
+          "left alone while others use it",
+          "[combine][sqlite]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "c.db");
+  const std::string path = db + "-combine";
+  { ControlStore{db}.create_project("alpha", "A"); }
+
+  SECTION("garbage of the wrong size, nobody using it: rewritten") {
+    std::ofstream(path, std::ios::trunc) << "not an area";
+    ControlStore store{db};
+    CHECK(area_of(store) != nullptr);
+    store.enqueue("alpha", "{}");
+    CHECK(store.claim("w"));
+  }
+  SECTION("a lock held by a process that died, nobody else there: rewritten") {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ControlStore store{db};
+      if (area_of(store) == nullptr || !area_of(store)->try_lock()) ::_exit(3);
+      ::raise(SIGKILL);
+    }
+    int status = 0;
+    REQUIRE(reap(pid, 30, &status));
+    REQUIRE(WIFSIGNALED(status));
+    ControlStore store{db};
+    CHECK(area_of(store) != nullptr);
+    store.enqueue("alpha", "{}");
+    CHECK(store.claim("w"));
+  }
+  SECTION("a lock held by a process that died while others hold the area: taken over") {
+    ControlStore survivor{db};
+    REQUIRE(area_of(survivor) != nullptr);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ControlStore store{db};
+      if (area_of(store) == nullptr || !area_of(store)->try_lock()) ::_exit(3);
+      ::raise(SIGKILL);
+    }
+    int status = 0;
+    REQUIRE(reap(pid, 30, &status));
+    REQUIRE(WIFSIGNALED(status));
+    CHECK(area_of(survivor)->combiner() == pid);  // what the dead holder left
+    survivor.enqueue("alpha", "{}");
+    CHECK(survivor.claim("w"));
+    CHECK(area_of(survivor)->combiner() == 0);
+  }
+  SECTION("a header from another boot while another process holds it: not used, still correct") {
+    ControlStore holder{db};
+    REQUIRE(area_of(holder) != nullptr);
+    {
+      const int fd = ::open(path.c_str(), O_WRONLY);
+      REQUIRE(fd >= 0);
+      REQUIRE(::pwrite(fd, "another-boot", 12, 24) == 12);  // the boot id
+      ::close(fd);
+    }
+    ControlStore second{db};
+    CHECK(area_of(second) == nullptr);  // runs each command alone
+    second.enqueue("alpha", "{}");
+    CHECK(second.claim("w"));
+  }
+  ControlStore check{db, {.read_only = true}};
+  CHECK(verify_ledger(check).empty());
+}
