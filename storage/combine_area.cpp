@@ -53,6 +53,12 @@ void futex_wake(std::atomic<std::uint32_t>& word) {
   ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE, 1, nullptr, nullptr, 0);
 }
 
+template <class Slot>
+void ring(Slot& slot) {
+  slot.bell.fetch_add(1, std::memory_order_seq_cst);
+  futex_wake(slot.bell);
+}
+
 }  // namespace
 
 struct CombineArea::Header {
@@ -72,6 +78,10 @@ struct CombineArea::Header {
 
 struct CombineArea::Slot {
   std::atomic<std::uint32_t> state;
+  // Rung (incremented, then woken) whenever its owner should look again:
+  // the owner sleeps on the value it read before it looked, so a ring
+  // between its look and its sleep is never lost.
+  std::atomic<std::uint32_t> bell;
   std::atomic<std::int32_t> owner;
   std::uint64_t ticket;
   std::uint64_t request_id;
@@ -256,12 +266,13 @@ void CombineArea::unlock() {
   std::int32_t standby = header().standby.load(std::memory_order_seq_cst);
   if (standby != 0 && alive(standby)) return;
   if (standby != 0) header().standby.compare_exchange_strong(standby, 0);
-  futex_wake(slot(*oldest).state);
+  ring(slot(*oldest));
 }
 
 CombineArea::Turn CombineArea::wait(std::uint32_t i, Clock::time_point deadline) {
   Slot& s = slot(i);
   for (;;) {
+    const std::uint32_t bell = s.bell.load(std::memory_order_seq_cst);
     const std::uint32_t st = s.state.load(std::memory_order_acquire);
     if (st == kDone) return Turn::done;
     if (st == kQueued && try_lock()) return Turn::combine;
@@ -281,7 +292,7 @@ CombineArea::Turn CombineArea::wait(std::uint32_t i, Clock::time_point deadline)
       if (locked) return Turn::combine;
       continue;
     }
-    futex_wait(s.state, st, std::min<Clock::duration>(kWatchdog, deadline - now));
+    futex_wait(s.bell, bell, std::min<Clock::duration>(kWatchdog, deadline - now));
   }
 }
 
@@ -369,7 +380,7 @@ bool CombineArea::stage(std::uint32_t i, std::string_view result) {
 void CombineArea::publish(const std::vector<std::uint32_t>& slots) {
   for (const auto i : slots) {
     slot(i).state.store(kDone, std::memory_order_seq_cst);
-    futex_wake(slot(i).state);
+    ring(slot(i));
   }
   // Only now: a crash before this line leaves the batch open, and the next
   // combiner asks the log, rather than running a committed batch again.

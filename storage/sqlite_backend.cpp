@@ -1679,11 +1679,16 @@ class SqliteBackend final : public Backend {
         .run();
   }
 
-  Seq last_seq() override { return pragma("SELECT coalesce(max(seq), 0) FROM events"); }
+  Seq last_seq() override {
+    auto& newest = stmts_.last_seq.bind();
+    const Seq seq = newest.step() ? newest.i64(0) : 0;
+    newest.reset();
+    return seq;
+  }
 
  private:
   struct Statements {
-    Statement begin_immediate, begin_deferred, commit, savepoint, release_savepoint;
+    Statement begin_immediate, begin_deferred, commit, savepoint, release_savepoint, last_seq;
     Statement append, stream_events, find_head, put_head, update_head, put_digest, load_digest;
     Statement find_item, find_item_by_key, insert_item, put_item, delete_item;
     Statement find_session, put_session, delete_session, session_items;
@@ -1984,6 +1989,7 @@ class SqliteBackend final : public Backend {
     stmts_.commit = p("COMMIT");
     stmts_.savepoint = p("SAVEPOINT combined");
     stmts_.release_savepoint = p("RELEASE combined");
+    stmts_.last_seq = p("SELECT coalesce(max(seq), 0) FROM events");
     stmts_.append = p(
         "INSERT INTO events (seq, item_id, project_id, type, at, body, stream_kind, stream_id, "
         "stream_rev, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
