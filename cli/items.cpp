@@ -437,6 +437,9 @@ Validity Cli::run_events() {
             .num("at", e.at)
             .str("item_id", e.item_id)
             .str("project_id", e.project_id);
+        // The group-commit request that made it: 16 hex digits (64 bits do
+        // not fit a JSON number exactly), or null.
+        o.str_or_null("request_id", e.request_id != 0 ? fmt::format("{:016x}", e.request_id) : "");
         if (auto* q = std::get_if<ItemQueued>(&e.body)) {
           o.raw("payload", json_raw_or_string(q->payload));
         } else if (auto* c = std::get_if<ItemClaimed>(&e.body)) {

@@ -115,6 +115,11 @@ template std::optional<ClaimedItem> CommandRunner::from_value<std::optional<Clai
 template std::vector<ClaimedItem> CommandRunner::from_value<std::vector<ClaimedItem>>(ControlStore&,
                                                                                       detail::Value&&);
 template Micros CommandRunner::from_value<Micros>(ControlStore&, detail::Value&&);
+template bool CommandRunner::from_value<bool>(ControlStore&, detail::Value&&);
+template std::vector<std::pair<std::string, Micros>>
+CommandRunner::from_value<std::vector<std::pair<std::string, Micros>>>(ControlStore&, detail::Value&&);
+template Assignment CommandRunner::from_value<Assignment>(ControlStore&, detail::Value&&);
+template GateVerdict CommandRunner::from_value<GateVerdict>(ControlStore&, detail::Value&&);
 
 std::optional<Answer> CommandRunner::run_combined(ControlStore& s, CombineArea& area,
                                                   const Command& command) {

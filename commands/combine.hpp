@@ -25,6 +25,17 @@ struct CommandRunner {
   static std::optional<ClaimedItem> exec(ControlStore& s, const detail::cmd::FinishAndClaim& c);
   static Micros exec(ControlStore& s, const detail::cmd::Heartbeat& c);
   static void exec(ControlStore& s, const detail::cmd::Release& c);
+  static void exec(ControlStore& s, const detail::cmd::CreateProject& c);
+  static void exec(ControlStore& s, const detail::cmd::Grant& c);
+  static void exec(ControlStore& s, const detail::cmd::OpenSession& c);
+  static std::vector<std::pair<std::string, Micros>> exec(ControlStore& s,
+                                                          const detail::cmd::SessionHeartbeat& c);
+  static std::vector<std::string> exec(ControlStore& s, const detail::cmd::CloseSession& c);
+  static bool exec(ControlStore& s, const detail::cmd::Observe& c);
+  static Assignment exec(ControlStore& s, const detail::cmd::AssignAndLease& c);
+  static GateVerdict exec(ControlStore& s, const detail::cmd::RecordMutation& c);
+  static Micros exec(ControlStore& s, const detail::cmd::ExpireLeases& c);
+  static bool exec(ControlStore& s, const detail::cmd::LinkIncident& c);
 
   // Runs the command and returns (or throws) what the public call does:
   // through the group-commit area when the store has one and the command

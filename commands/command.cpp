@@ -13,6 +13,36 @@ namespace {
 template <class T>
 concept HasFields = requires(T& t) { T::fields(t); };
 
+// The fields of public types that travel in requests and answers.
+template <class T>
+struct External;
+template <>
+struct External<IncidentKey> {
+  template <class S> static auto fields(S& k) {
+    return std::tie(k.provider, k.fingerprint, k.org, k.repo, k.environment);
+  }
+};
+template <>
+struct External<IncidentObservation> {
+  template <class S> static auto fields(S& o) {
+    return std::tie(o.status, o.event_count, o.permalink, o.first_seen, o.last_seen, o.linked_prs);
+  }
+};
+template <>
+struct External<Assignment> {
+  template <class S> static auto fields(S& a) {
+    return std::tie(a.outcome, a.item_id, a.fence, a.lease_expires_at, a.expected_head, a.actions,
+                    a.until);
+  }
+};
+template <class T>
+concept HasExternalFields = requires(T& t) { External<T>::fields(t); };
+
+template <class T>
+struct IsPair : std::false_type {};
+template <class A, class B>
+struct IsPair<std::pair<A, B>> : std::true_type {};
+
 template <class T>
 struct IsOptional : std::false_type {};
 template <class T>
@@ -45,6 +75,17 @@ class Writer {
       for (const auto& v : value) put(v);
     } else if constexpr (HasFields<T>) {
       std::apply([&](const auto&... f) { (put(f), ...); }, T::fields(value));
+    } else if constexpr (HasExternalFields<T>) {
+      std::apply([&](const auto&... f) { (put(f), ...); }, External<T>::fields(value));
+    } else if constexpr (IsPair<T>::value) {
+      put(value.first);
+      put(value.second);
+    } else if constexpr (std::is_same_v<T, GateVerdict>) {
+      put(value.is_allowed());
+      if (!value) {
+        put(value.reason());
+        put(value.message());
+      }
     } else if constexpr (std::is_same_v<T, ClaimedValue>) {
       const auto& c = value.item;
       put(c.item_id);
@@ -98,6 +139,23 @@ class Reader {
       for (auto& v : value) get(v);
     } else if constexpr (HasFields<T>) {
       std::apply([&](auto&... f) { (get(f), ...); }, T::fields(value));
+    } else if constexpr (HasExternalFields<T>) {
+      std::apply([&](auto&... f) { (get(f), ...); }, External<T>::fields(value));
+    } else if constexpr (IsPair<T>::value) {
+      get(value.first);
+      get(value.second);
+    } else if constexpr (std::is_same_v<T, GateVerdict>) {
+      bool allowed = false;
+      get(allowed);
+      if (allowed) {
+        value = GateVerdict::allowed();
+      } else {
+        GateReason reason{};
+        std::string message;
+        get(reason);
+        get(message);
+        value = GateVerdict::denied(reason, std::move(message));
+      }
     } else if constexpr (std::is_same_v<T, ClaimedValue>) {
       auto& c = value.item;
       get(c.item_id);

@@ -150,14 +150,111 @@ struct Release {
   }
 };
 
+struct CreateProject {
+  Sync sync = Sync::full;
+  std::string id, title, status;
+  std::optional<Micros> now;
+  template <class S> static auto fields(S& s) { return std::tie(s.sync, s.id, s.title, s.status, s.now); }
+};
+
+struct Grant {
+  Sync sync = Sync::full;
+  std::string project_id, actor;
+  std::optional<Micros> now;
+  template <class S> static auto fields(S& s) { return std::tie(s.sync, s.project_id, s.actor, s.now); }
+};
+
+struct OpenSession {
+  Sync sync = Sync::full;
+  std::string session;
+  std::optional<std::string> actor;
+  std::optional<Micros> now;
+  template <class S> static auto fields(S& s) { return std::tie(s.sync, s.session, s.actor, s.now); }
+};
+
+struct SessionHeartbeat {
+  Sync sync = Sync::full;
+  std::string session;
+  Micros lease = 0;
+  std::optional<Micros> now;
+  template <class S> static auto fields(S& s) { return std::tie(s.sync, s.session, s.lease, s.now); }
+};
+
+struct CloseSession {
+  Sync sync = Sync::normal;
+  std::string session;
+  std::optional<Micros> now;
+  template <class S> static auto fields(S& s) { return std::tie(s.sync, s.session, s.now); }
+};
+
+// observe_head, observe_review, observe_close, enter_terminal_path,
+// leave_terminal_path: one fact about one item.
+struct Observe {
+  enum Kind : std::uint8_t { head_moved, review_changed, closed, terminal_entered, terminal_left };
+  Sync sync = Sync::full;
+  Kind kind = head_moved;
+  std::string item_id;
+  std::string text;  // the head, or the terminal path's reason
+  ReviewState review = ReviewState::none;
+  CloseReason close_reason = CloseReason::closed;
+  std::optional<Micros> now;
+  template <class S> static auto fields(S& s) {
+    return std::tie(s.sync, s.kind, s.item_id, s.text, s.review, s.close_reason, s.now);
+  }
+};
+
+struct AssignAndLease {
+  Sync sync = Sync::full;
+  std::string session, item_id;
+  std::vector<std::string> actions;  // checked
+  Micros lease = 0;
+  std::optional<Micros> now;
+  template <class S> static auto fields(S& s) {
+    return std::tie(s.sync, s.session, s.item_id, s.actions, s.lease, s.now);
+  }
+};
+
+struct RecordMutation {
+  Sync sync = Sync::full;
+  std::string session, item_id;
+  Fence fence = 0;
+  std::string action;
+  std::optional<std::string> head;
+  std::optional<Micros> now;
+  template <class S> static auto fields(S& s) {
+    return std::tie(s.sync, s.session, s.item_id, s.fence, s.action, s.head, s.now);
+  }
+};
+
+struct ExpireLeases {
+  Sync sync = Sync::normal;
+  std::optional<Micros> now;
+  template <class S> static auto fields(S& s) { return std::tie(s.sync, s.now); }
+};
+
+struct LinkIncident {
+  Sync sync = Sync::full;
+  IncidentKey key;
+  std::string target;
+  IncidentObservation observation;
+  std::optional<Micros> now;
+  template <class S> static auto fields(S& s) {
+    return std::tie(s.sync, s.key, s.target, s.observation, s.now);
+  }
+};
+
 }  // namespace cmd
 
-// Every write command a combiner runs for another process. Those not here
-// (project, grant, session, gate, allocator, forge, incident, sweep) run in
-// a transaction of their own, under the same write lock.
+// Every write command a combiner runs for another process. Two run in a
+// transaction of their own, under the same write lock: allocate_next
+// (its walk holds a cursor across the decision) and
+// import_incident_links (a bulk import, larger than a slot).
 using Command = std::variant<cmd::Enqueue, cmd::EnqueueBatch, cmd::Claim, cmd::ClaimBatch,
                              cmd::Finish, cmd::FinishBatch, cmd::FinishAndClaim, cmd::Heartbeat,
-                             cmd::Release>;
+                             cmd::Release, cmd::CreateProject, cmd::Grant, cmd::OpenSession,
+                             cmd::SessionHeartbeat, cmd::CloseSession, cmd::Observe,
+                             cmd::AssignAndLease, cmd::RecordMutation, cmd::ExpireLeases,
+                             cmd::LinkIncident>;
 
 // A refusal or failure as a value: thrown again, as the same type with the
 // same reason, in the process that asked.
@@ -182,7 +279,8 @@ struct ClaimedValue {
 };
 
 using Value = std::variant<std::monostate, std::string, std::vector<std::string>,
-                           std::optional<ClaimedValue>, std::vector<ClaimedValue>, Micros>;
+                           std::optional<ClaimedValue>, std::vector<ClaimedValue>, Micros, bool,
+                           std::vector<std::pair<std::string, Micros>>, Assignment, GateVerdict>;
 
 struct Answer {
   Value value;

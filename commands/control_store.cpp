@@ -255,13 +255,15 @@ void ControlStore::create_project(const std::string& id, const std::string& titl
   require_size(status, kMaxTextBytes, "status");
   if (status.empty()) throw InvalidArgument("a project status must not be empty");
   if (now) require_now(*now);
-  return write(sync_for_claims(), [&](Transaction& tx) {
-    const Event event =
-        decide_create_project(backend_->find_project(id), id, title, status, clock(now));
-    const Seq seq = backend_->append(event);
-    backend_->put_project(apply(ProjectRow{}, StoredEvent{seq, event}));
-    tx.commit();
-  });
+  return CommandRunner::run(*this, cmd::CreateProject{.sync = sync_for_claims(), .id = id, .title = title, .status = status, .now = now});
+}
+
+void CommandRunner::exec(ControlStore& s, const cmd::CreateProject& c) {
+  const auto& [id, title, status, now] = std::tie(c.id, c.title, c.status, c.now);
+  const Event event =
+      decide_create_project(s.backend_->find_project(id), id, title, status, s.clock(now));
+  const Seq seq = s.backend_->append(event);
+  s.backend_->put_project(apply(ProjectRow{}, StoredEvent{seq, event}));
 }
 
 void ControlStore::grant(const std::string& project_id, const std::string& actor,
@@ -270,18 +272,20 @@ void ControlStore::grant(const std::string& project_id, const std::string& actor
   require_name(project_id, "project id");
   require_name(actor, "actor");
   if (now) require_now(*now);
-  return write(sync_for_claims(), [&](Transaction& tx) {
-    // Read once the write lock is held: the decision is made at this time.
-    const Micros at = clock(now);
-    auto project = backend_->find_project(project_id);
-    if (!project) throw NotFound(NotFound::Reason::unknown_project, fmt::format("no such project: {}", quote_id(project_id)));
-    auto event = decide_grant(*project, backend_->is_assigned(project_id, actor), actor, at);
-    if (!event) return;  // already assigned: nothing changed, nothing to record
-    const Seq seq = backend_->append(*event);
-    backend_->put_assignment(apply(ProjectActorRow{}, StoredEvent{seq, *event}));
-    backend_->announce_work();  // the actor's waiting claims may take this project's items now
-    tx.commit();
-  });
+  return CommandRunner::run(*this, cmd::Grant{.sync = sync_for_claims(), .project_id = project_id, .actor = actor, .now = now});
+}
+
+void CommandRunner::exec(ControlStore& s, const cmd::Grant& c) {
+  const auto& [project_id, actor, now] = std::tie(c.project_id, c.actor, c.now);
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = s.clock(now);
+  auto project = s.backend_->find_project(project_id);
+  if (!project) throw NotFound(NotFound::Reason::unknown_project, fmt::format("no such project: {}", quote_id(project_id)));
+  auto event = decide_grant(*project, s.backend_->is_assigned(project_id, actor), actor, at);
+  if (!event) return;  // already assigned: nothing changed, nothing to record
+  const Seq seq = s.backend_->append(*event);
+  s.backend_->put_assignment(apply(ProjectActorRow{}, StoredEvent{seq, *event}));
+  s.backend_->announce_work();  // the actor's waiting claims may take this project's items now
 }
 
 std::vector<std::string> ControlStore::visible_projects(const std::optional<std::string>& actor) {
@@ -633,30 +637,32 @@ std::int64_t ControlStore::expire_leases(std::optional<Micros> now) {
   const InUse in_use(*this);
   if (now) require_now(*now);
   // A lost expiry record loses nothing but history: finish durability.
-  return write(sync_for_finish(), [&](Transaction& tx) {
-    // Read once the write lock is held: the decision is made at this time.
-    const Micros at = clock(now);
-    std::int64_t expired = 0;
-    for (const auto& project : backend_->project_ids(nullptr)) {
-      for (auto& row : backend_->lapsed_items(at, project)) {
-        // Recorded once per claim: skip an item whose last event already is
-        // this claim's expiry.
-        const auto history = backend_->stream_events({StreamKind::item, row.item_id});
-        if (!history.empty()) {
-          const Event last = decode(history.back().body);
-          const auto* done = std::get_if<LeaseExpired>(&last.body);
-          if (done != nullptr && done->fence == row.fence) continue;
-        }
-        const Event event{at, kControlPlane, row.project_id, row.item_id,
-                          LeaseExpired{row.fence, row.owner, row.lease_expires_at}};
-        const Seq seq = backend_->append(event);
-        backend_->put_item(apply(std::move(row), StoredEvent{seq, event}));
-        ++expired;
+  return CommandRunner::run(*this, cmd::ExpireLeases{.sync = sync_for_finish(), .now = now});
+}
+
+Micros CommandRunner::exec(ControlStore& s, const cmd::ExpireLeases& c) {
+  const auto& now = c.now;
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = s.clock(now);
+  std::int64_t expired = 0;
+  for (const auto& project : s.backend_->project_ids(nullptr)) {
+    for (auto& row : s.backend_->lapsed_items(at, project)) {
+      // Recorded once per claim: skip an item whose last event already is
+      // this claim's expiry.
+      const auto history = s.backend_->stream_events({StreamKind::item, row.item_id});
+      if (!history.empty()) {
+        const Event last = decode(history.back().body);
+        const auto* done = std::get_if<LeaseExpired>(&last.body);
+        if (done != nullptr && done->fence == row.fence) continue;
       }
+      const Event event{at, kControlPlane, row.project_id, row.item_id,
+                        LeaseExpired{row.fence, row.owner, row.lease_expires_at}};
+      const Seq seq = s.backend_->append(event);
+      s.backend_->put_item(apply(std::move(row), StoredEvent{seq, event}));
+      ++expired;
     }
-    tx.commit();
-    return expired;
-  });
+  }
+  return expired;
 }
 
 void ControlStore::release(const std::string& item_id, Fence fence, const std::string& reason,
@@ -705,29 +711,31 @@ void ControlStore::open_session(const std::string& session, const std::optional<
   require_name(session, "session id");
   require_actor(actor);
   if (now) require_now(*now);
-  return write(sync_for_claims(), [&](Transaction& tx) {
-    // Read once the write lock is held: the decision is made at this time.
-    const Micros at = clock(now);
-    const std::string scope = actor.value_or("");
-    if (auto existing = backend_->find_session(session)) {
-      if (!existing->is_open()) {
-        throw InvalidArgument(fmt::format("session {} was closed at {}; session ids are not "
-                                          "reused: open a new one",
-                                          quote_id(session), existing->closed_at));
-      }
-      if (existing->actor != scope) {
-        throw InvalidArgument(fmt::format("session {} is already open {}", quote_id(session),
-                                          existing->actor.empty()
-                                              ? std::string("unscoped")
-                                              : "as actor " + quote_id(existing->actor)));
-      }
-      return;  // open already, as asked: nothing to record
+  return CommandRunner::run(*this, cmd::OpenSession{.sync = sync_for_claims(), .session = session, .actor = actor, .now = now});
+}
+
+void CommandRunner::exec(ControlStore& s, const cmd::OpenSession& c) {
+  const auto& [session, actor, now] = std::tie(c.session, c.actor, c.now);
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = s.clock(now);
+  const std::string scope = actor.value_or("");
+  if (auto existing = s.backend_->find_session(session)) {
+    if (!existing->is_open()) {
+      throw InvalidArgument(fmt::format("session {} was closed at {}; session ids are not "
+                                        "reused: open a new one",
+                                        quote_id(session), existing->closed_at));
     }
-    const Event event{at, scope, "", "", SessionOpened{session, scope}};
-    const Seq seq = backend_->append(event);
-    backend_->put_session(apply(SessionRow{}, StoredEvent{seq, event}));
-    tx.commit();
-  });
+    if (existing->actor != scope) {
+      throw InvalidArgument(fmt::format("session {} is already open {}", quote_id(session),
+                                        existing->actor.empty()
+                                            ? std::string("unscoped")
+                                            : "as actor " + quote_id(existing->actor)));
+    }
+    return;  // open already, as asked: nothing to record
+  }
+  const Event event{at, scope, "", "", SessionOpened{session, scope}};
+  const Seq seq = s.backend_->append(event);
+  s.backend_->put_session(apply(SessionRow{}, StoredEvent{seq, event}));
 }
 
 std::vector<std::pair<std::string, Micros>> ControlStore::session_heartbeat(
@@ -737,25 +745,27 @@ std::vector<std::pair<std::string, Micros>> ControlStore::session_heartbeat(
   const Micros lease_us = require_lease(lease.value_or(options_.lease));
   if (now) require_now(*now);
   // Leases extended are promises, as durable as a claim.
-  return write(sync_for_claims(), [&](Transaction& tx) {
-    // Read once the write lock is held: the decision is made at this time.
-    const Micros at = clock(now);
-    const SessionRow row = open_session_row(session);
-    std::vector<std::pair<std::string, Micros>> extended;
-    for (auto& item : backend_->session_items(session)) {
-      if (!lease_live(item, at)) continue;  // a lapsed lease stays lapsed
-      const Event event{at, acting_for(row), item.project_id, item.item_id,
-                        LeaseExtended{item.fence, at + lease_us}};
-      const Seq seq = backend_->append(event);
-      backend_->put_item(apply(std::move(item), StoredEvent{seq, event}));
-      extended.emplace_back(event.item_id, at + lease_us);
-    }
-    const Event seen{at, row.actor, "", "", SessionSeen{session}};
-    const Seq seq = backend_->append(seen);
-    backend_->put_session(apply(row, StoredEvent{seq, seen}));
-    tx.commit();
-    return extended;
-  });
+  return CommandRunner::run(*this, cmd::SessionHeartbeat{.sync = sync_for_claims(), .session = session, .lease = lease_us, .now = now});
+}
+
+std::vector<std::pair<std::string, Micros>> CommandRunner::exec(ControlStore& s, const cmd::SessionHeartbeat& c) {
+  const auto& [session, lease_us, now] = std::tie(c.session, c.lease, c.now);
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = s.clock(now);
+  const SessionRow row = s.open_session_row(session);
+  std::vector<std::pair<std::string, Micros>> extended;
+  for (auto& item : s.backend_->session_items(session)) {
+    if (!lease_live(item, at)) continue;  // a lapsed lease stays lapsed
+    const Event event{at, acting_for(row), item.project_id, item.item_id,
+                      LeaseExtended{item.fence, at + lease_us}};
+    const Seq seq = s.backend_->append(event);
+    s.backend_->put_item(apply(std::move(item), StoredEvent{seq, event}));
+    extended.emplace_back(event.item_id, at + lease_us);
+  }
+  const Event seen{at, row.actor, "", "", SessionSeen{session}};
+  const Seq seq = s.backend_->append(seen);
+  s.backend_->put_session(apply(row, StoredEvent{seq, seen}));
+  return extended;
 }
 
 std::vector<std::string> ControlStore::close_session(const std::string& session,
@@ -763,30 +773,32 @@ std::vector<std::string> ControlStore::close_session(const std::string& session,
   const InUse in_use(*this);
   require_name(session, "session id");
   if (now) require_now(*now);
-  return write(sync_for_finish(), [&](Transaction& tx) -> std::vector<std::string> {
-    // Read once the write lock is held: the decision is made at this time.
-    const Micros at = clock(now);
-    auto row = backend_->find_session(session);
-    if (!row) {
-      throw NotFound(NotFound::Reason::unknown_session,
-                     fmt::format("no such session: {}", quote_id(session)));
-    }
-    if (!row->is_open()) return {};  // closed already: nothing to record
-    std::vector<std::string> released;
-    for (auto& item : backend_->session_items(session)) {
-      const Event event{at, acting_for(*row), item.project_id, item.item_id,
-                        ItemReleased{item.fence, "session closed"}};
-      const Seq seq = backend_->append(event);
-      backend_->put_item(apply(std::move(item), StoredEvent{seq, event}));
-      released.push_back(event.item_id);
-    }
-    const Event closed{at, row->actor, "", "", SessionClosed{session}};
-    const Seq seq = backend_->append(closed);
-    backend_->put_session(apply(std::move(*row), StoredEvent{seq, closed}));
-    if (!released.empty()) backend_->announce_work();  // released items wake waiting claims
-    tx.commit();
-    return released;
-  });
+  return CommandRunner::run(*this, cmd::CloseSession{.sync = sync_for_finish(), .session = session, .now = now});
+}
+
+std::vector<std::string> CommandRunner::exec(ControlStore& s, const cmd::CloseSession& c) {
+  const auto& [session, now] = std::tie(c.session, c.now);
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = s.clock(now);
+  auto row = s.backend_->find_session(session);
+  if (!row) {
+    throw NotFound(NotFound::Reason::unknown_session,
+                   fmt::format("no such session: {}", quote_id(session)));
+  }
+  if (!row->is_open()) return {};  // closed already: nothing to record
+  std::vector<std::string> released;
+  for (auto& item : s.backend_->session_items(session)) {
+    const Event event{at, acting_for(*row), item.project_id, item.item_id,
+                      ItemReleased{item.fence, "session closed"}};
+    const Seq seq = s.backend_->append(event);
+    s.backend_->put_item(apply(std::move(item), StoredEvent{seq, event}));
+    released.push_back(event.item_id);
+  }
+  const Event closed{at, row->actor, "", "", SessionClosed{session}};
+  const Seq seq = s.backend_->append(closed);
+  s.backend_->put_session(apply(std::move(*row), StoredEvent{seq, closed}));
+  if (!released.empty()) s.backend_->announce_work();  // released items wake waiting claims
+  return released;
 }
 
 std::vector<SessionInfo> ControlStore::sessions(std::optional<Micros> now) {
@@ -845,17 +857,7 @@ bool ControlStore::observe_head(const std::string& item_id, const std::string& h
   require_name(item_id, "item id");
   require_name(head, "head");
   if (now) require_now(*now);
-  return write(sync_for_claims(), [&](Transaction& tx) {
-    // Read once the write lock is held: the decision is made at this time.
-    const Micros at = clock(now);
-    const bool changed = observe_in_tx(item_id, at, [&](const ItemRow& row) -> std::optional<EventBody> {
-      require_pr(row, "head");
-      if (is_terminal(row.status) || row.head == head) return std::nullopt;
-      return HeadMoved{head};
-    });
-    if (changed) tx.commit();
-    return changed;
-  });
+  return CommandRunner::run(*this, cmd::Observe{.sync = sync_for_claims(), .kind = cmd::Observe::head_moved, .item_id = item_id, .text = head, .now = now});
 }
 
 bool ControlStore::observe_review(const std::string& item_id, ReviewState review,
@@ -867,17 +869,7 @@ bool ControlStore::observe_review(const std::string& item_id, ReviewState review
     throw InvalidArgument(fmt::format("unknown review state {}", static_cast<int>(review)));
   }
   if (now) require_now(*now);
-  return write(sync_for_claims(), [&](Transaction& tx) {
-    // Read once the write lock is held: the decision is made at this time.
-    const Micros at = clock(now);
-    const bool changed = observe_in_tx(item_id, at, [&](const ItemRow& row) -> std::optional<EventBody> {
-      require_pr(row, "review state");
-      if (is_terminal(row.status) || row.review == review) return std::nullopt;
-      return ReviewChanged{review};
-    });
-    if (changed) tx.commit();
-    return changed;
-  });
+  return CommandRunner::run(*this, cmd::Observe{.sync = sync_for_claims(), .kind = cmd::Observe::review_changed, .item_id = item_id, .review = review, .now = now});
 }
 
 bool ControlStore::observe_close(const std::string& item_id, CloseReason reason,
@@ -888,16 +880,7 @@ bool ControlStore::observe_close(const std::string& item_id, CloseReason reason,
     throw InvalidArgument(fmt::format("unknown close reason {}", static_cast<int>(reason)));
   }
   if (now) require_now(*now);
-  return write(sync_for_claims(), [&](Transaction& tx) {
-    // Read once the write lock is held: the decision is made at this time.
-    const Micros at = clock(now);
-    const bool changed = observe_in_tx(item_id, at, [&](const ItemRow& row) -> std::optional<EventBody> {
-      if (is_terminal(row.status)) return std::nullopt;
-      return ItemClosed{reason};
-    });
-    if (changed) tx.commit();
-    return changed;
-  });
+  return CommandRunner::run(*this, cmd::Observe{.sync = sync_for_claims(), .kind = cmd::Observe::closed, .item_id = item_id, .close_reason = reason, .now = now});
 }
 
 // The terminal path (the allocator routes it first; see commands/allocate.cpp).
@@ -907,34 +890,48 @@ bool ControlStore::enter_terminal_path(const std::string& item_id, const std::st
   require_name(item_id, "item id");
   require_size(reason, 64 << 10, "reason");
   if (now) require_now(*now);
-  return write(sync_for_finish(), [&](Transaction& tx) {
-    const Micros at = clock(now);
-    const bool changed = observe_in_tx(item_id, at, [&](const ItemRow& row) -> std::optional<EventBody> {
-      if (is_terminal(row.status)) {
-        throw InvalidArgument(fmt::format("item {} is {}: only an open item goes on the terminal "
-                                          "path",
-                                          quote_id(item_id), to_string(row.status)));
-      }
-      if (row.terminal_since != 0) return std::nullopt;  // on it already
-      return TerminalPathEntered{reason};
-    });
-    if (changed) tx.commit();
-    return changed;
-  });
+  return CommandRunner::run(*this, cmd::Observe{.sync = sync_for_finish(), .kind = cmd::Observe::terminal_entered, .item_id = item_id, .text = reason, .now = now});
 }
 
 bool ControlStore::leave_terminal_path(const std::string& item_id, std::optional<Micros> now) {
   const InUse in_use(*this);
   require_name(item_id, "item id");
   if (now) require_now(*now);
-  return write(sync_for_finish(), [&](Transaction& tx) {
-    const Micros at = clock(now);
-    const bool changed = observe_in_tx(item_id, at, [&](const ItemRow& row) -> std::optional<EventBody> {
-      if (row.terminal_since == 0) return std::nullopt;
-      return TerminalPathLeft{};
-    });
-    if (changed) tx.commit();
-    return changed;
+  return CommandRunner::run(*this, cmd::Observe{.sync = sync_for_finish(), .kind = cmd::Observe::terminal_left, .item_id = item_id, .now = now});
+}
+
+// Observations are as durable as claims: the gate's head check (R4) rests
+// on the head it last recorded. The terminal path is routing, not a
+// promise: as durable as a finish.
+bool CommandRunner::exec(ControlStore& s, const cmd::Observe& c) {
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = s.clock(c.now);
+  return s.observe_in_tx(c.item_id, at, [&](const ItemRow& row) -> std::optional<EventBody> {
+    switch (c.kind) {
+      case cmd::Observe::head_moved:
+        require_pr(row, "head");
+        if (is_terminal(row.status) || row.head == c.text) return std::nullopt;
+        return HeadMoved{c.text};
+      case cmd::Observe::review_changed:
+        require_pr(row, "review state");
+        if (is_terminal(row.status) || row.review == c.review) return std::nullopt;
+        return ReviewChanged{c.review};
+      case cmd::Observe::closed:
+        if (is_terminal(row.status)) return std::nullopt;
+        return ItemClosed{c.close_reason};
+      case cmd::Observe::terminal_entered:
+        if (is_terminal(row.status)) {
+          throw InvalidArgument(fmt::format("item {} is {}: only an open item goes on the "
+                                            "terminal path",
+                                            quote_id(c.item_id), to_string(row.status)));
+        }
+        if (row.terminal_since != 0) return std::nullopt;  // on it already
+        return TerminalPathEntered{c.text};
+      case cmd::Observe::terminal_left:
+        if (row.terminal_since == 0) return std::nullopt;
+        return TerminalPathLeft{};
+    }
+    throw InternalError("an observation of an unknown kind");
   });
 }
 
@@ -961,23 +958,26 @@ Assignment ControlStore::assign_and_lease(const std::string& session, const std:
   const auto actions = checked_actions(allowed_actions, false);
   const Micros lease_us = require_lease(lease.value_or(options_.lease));
   if (now) require_now(*now);
-  return write(sync_for_claims(), [&](Transaction& tx) {
-    // Read once the write lock is held: the decision is made at this time.
-    const Micros at = clock(now);
-    const SessionRow holder = open_session_row(session);
-    auto row = backend_->find_item(item_id);
-    const bool visible =
-        row && (holder.actor.empty() || backend_->is_assigned(row->project_id, holder.actor));
-    AssignDecision decision =
-        decide_assign(row, visible, session, actions, lease_us, acting_for(holder), at);
-    decision.answer.item_id = item_id;
-    if (decision.event) {
-      const Seq seq = backend_->append(*decision.event);
-      backend_->put_item(apply(std::move(*row), StoredEvent{seq, *decision.event}));
-      tx.commit();
-    }
-    return decision.answer;
-  });
+  return CommandRunner::run(*this, cmd::AssignAndLease{.sync = sync_for_claims(), .session = session, .item_id = item_id, .actions = actions, .lease = lease_us, .now = now});
+}
+
+Assignment CommandRunner::exec(ControlStore& s, const cmd::AssignAndLease& c) {
+  const auto& [session, item_id, actions, lease_us, now] =
+      std::tie(c.session, c.item_id, c.actions, c.lease, c.now);
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = s.clock(now);
+  const SessionRow holder = s.open_session_row(session);
+  auto row = s.backend_->find_item(item_id);
+  const bool visible =
+      row && (holder.actor.empty() || s.backend_->is_assigned(row->project_id, holder.actor));
+  AssignDecision decision =
+      decide_assign(row, visible, session, actions, lease_us, acting_for(holder), at);
+  decision.answer.item_id = item_id;
+  if (decision.event) {
+    const Seq seq = s.backend_->append(*decision.event);
+    s.backend_->put_item(apply(std::move(*row), StoredEvent{seq, *decision.event}));
+  }
+  return decision.answer;
 }
 
 namespace {
@@ -1034,20 +1034,23 @@ GateVerdict ControlStore::record_mutation(const std::string& session, const std:
   if (now) require_now(*now);
   // The record of a mutation made is as durable as the assignment it was
   // made under.
-  return write(sync_for_claims(), [&](Transaction& tx) {
-    // Read once the write lock is held: the decision is made at this time.
-    const Micros at = clock(now);
-    std::optional<ItemRow> row;
-    std::optional<SessionRow> holder;
-    auto verdict = gate_in_tx(session, item_id, fence, action, head, at, &row, &holder);
-    if (!verdict) return verdict;  // a denial records nothing
-    const Event event{at, acting_for(*holder), row->project_id, row->item_id,
-                      MutationRecorded{session, fence, action, head.value_or("")}};
-    const Seq seq = backend_->append(event);
-    backend_->put_item(apply(std::move(*row), StoredEvent{seq, event}));
-    tx.commit();
-    return verdict;
-  });
+  return CommandRunner::run(*this, cmd::RecordMutation{.sync = sync_for_claims(), .session = session, .item_id = item_id, .fence = fence, .action = action, .head = head, .now = now});
+}
+
+GateVerdict CommandRunner::exec(ControlStore& s, const cmd::RecordMutation& c) {
+  const auto& [session, item_id, fence, action, head, now] =
+      std::tie(c.session, c.item_id, c.fence, c.action, c.head, c.now);
+  // Read once the write lock is held: the decision is made at this time.
+  const Micros at = s.clock(now);
+  std::optional<ItemRow> row;
+  std::optional<SessionRow> holder;
+  auto verdict = s.gate_in_tx(session, item_id, fence, action, head, at, &row, &holder);
+  if (!verdict) return verdict;  // a denial records nothing
+  const Event event{at, acting_for(*holder), row->project_id, row->item_id,
+                    MutationRecorded{session, fence, action, head.value_or("")}};
+  const Seq seq = s.backend_->append(event);
+  s.backend_->put_item(apply(std::move(*row), StoredEvent{seq, event}));
+  return verdict;
 }
 
 FenceVerdict ControlStore::check_fence(const std::string& item_id, Fence fence,

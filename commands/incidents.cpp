@@ -8,6 +8,7 @@
 
 #include <cplane/store.hpp>
 
+#include "commands/combine.hpp"
 #include "commands/internal.hpp"
 #include "events/errors.hpp"
 #include "events/json.hpp"
@@ -97,17 +98,22 @@ bool ControlStore::link_incident(const IncidentKey& key, const std::string& targ
   require_name(target, "target");
   check_observation(observation);
   if (now) require_now(*now);
-  return write(sync_for_finish(), [&](Transaction& tx) {
-    const Micros at = clock(now);
-    const auto before = backend_->find_incident(id_of(key));
-    IncidentLinked linked = merged(key, target, observation, before);
-    if (before && same_link(linked, *before)) return false;  // nothing new: nothing recorded
-    const Event event{at, kControlPlane, "", "", std::move(linked)};
-    const Seq seq = backend_->append(event);
-    backend_->put_incident(apply(before.value_or(IncidentLinkRow{}), StoredEvent{seq, event}));
-    tx.commit();
-    return true;
-  });
+  return CommandRunner::run(*this, cmd::LinkIncident{.sync = sync_for_finish(),
+                                                     .key = key,
+                                                     .target = target,
+                                                     .observation = observation,
+                                                     .now = now});
+}
+
+bool CommandRunner::exec(ControlStore& s, const cmd::LinkIncident& c) {
+  const Micros at = s.clock(c.now);
+  const auto before = s.backend_->find_incident(id_of(c.key));
+  IncidentLinked linked = merged(c.key, c.target, c.observation, before);
+  if (before && same_link(linked, *before)) return false;  // nothing new: nothing recorded
+  const Event event{at, kControlPlane, "", "", std::move(linked)};
+  const Seq seq = s.backend_->append(event);
+  s.backend_->put_incident(apply(before.value_or(IncidentLinkRow{}), StoredEvent{seq, event}));
+  return true;
 }
 
 IncidentLinkRow ControlStore::incident(const IncidentKey& key) {

@@ -7,9 +7,11 @@
 //                [--timeout S] [--json]
 //
 // Scenarios: concurrent-queue, kill-and-reclaim, lease-storm, crash-writes,
-// assign-race, allocate-race (see README.md, "The probe"). Each run works in a project of
-// its own (probe-<scenario>-<pid>-<time>) claimed through a scoped actor, so
-// an existing store is never disturbed; verify still checks the whole store.
+// combiner-kill, assign-race, allocate-race (see README.md, "The probe").
+// Each run works in a project of its own (probe-<scenario>-<pid>-<time>)
+// claimed through a scoped actor, so an existing store is never disturbed;
+// verify (and, on SQLite, PRAGMA integrity_check) still checks the whole
+// store.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -46,6 +48,9 @@
 #include "probe/assign_race.hpp"
 #include "probe/fleet.hpp"
 #include "storage/backend.hpp"
+#include "storage/combine_area.hpp"
+#include "storage/open.hpp"
+#include "storage/sqlite_backend.hpp"
 
 namespace cplane::probe {
 namespace {
@@ -500,14 +505,16 @@ class Probe {
       lease_storm(report);
     } else if (config_.scenario == "crash-writes") {
       crash_writes(report);
+    } else if (config_.scenario == "combiner-kill") {
+      combiner_kill(report);
     } else if (config_.scenario == "assign-race") {
       assign_race(report);
     } else if (config_.scenario == "allocate-race") {
       allocate_race(report);
     } else {
       std::cerr << "cplane-probe: unknown scenario '" << config_.scenario
-                << "': expected concurrent-queue, kill-and-reclaim, lease-storm, crash-writes "
-                   "assign-race or allocate-race\n";
+                << "': expected concurrent-queue, kill-and-reclaim, lease-storm, crash-writes, "
+                   "combiner-kill, assign-race or allocate-race\n";
       return 2;
     }
     report.print(config_.json, config_.scenario);
@@ -589,6 +596,63 @@ class Probe {
     live_.clear();
   }
 
+  // SIGKILLs one live worker and reaps it: its exit code, 128 + SIGKILL
+  // unless it had exited already (0 when it drained, else it failed).
+  int kill_worker(pid_t pid) {
+    ::kill(pid, SIGKILL);
+    const int code = fleet::wait_exit(pid);
+    live_.erase(std::remove(live_.begin(), live_.end(), pid), live_.end());
+    return code;
+  }
+
+  // ---- the combiner (SQLite group commit) --------------------------------------
+  // The store's group-commit area (storage/combine_area.hpp), or nullptr:
+  // PostgreSQL, or SQLite with group commit off or unavailable.
+  static storage::CombineArea* combine_area(ControlStore& store) {
+    return BackendAccess::backend(store).combine_area();
+  }
+
+  // Where the combiner's batch stands, as its slots show it: `running` while
+  // some request it took has no answer yet (its transaction is open, before
+  // COMMIT), `staged` once every one has (committing, or committed and not
+  // yet handed out), `none` between batches.
+  enum class BatchPhase { none, running, staged };
+
+  static BatchPhase batch_phase(const storage::CombineArea& area) {
+    bool staged = false;
+    for (std::uint32_t i = 0; i < storage::CombineArea::kSlots; ++i) {
+      const auto state = area.state(i);
+      if (state == storage::CombineArea::kTaken) return BatchPhase::running;
+      if (state == storage::CombineArea::kStaged) staged = true;
+    }
+    return staged ? BatchPhase::staged : BatchPhase::none;
+  }
+
+  struct Combiner {
+    int slot = -1;  // the combiner's slot in the fleet, -1 when no worker combines
+    BatchPhase phase = BatchPhase::none;
+  };
+
+  // Watches the area for up to `patience` seconds until it names one of the
+  // workers in `slots` as the combiner with its batch in phase `aim`; else
+  // what it showed last (possibly no worker).
+  static Combiner await_combiner(const storage::CombineArea& area,
+                                 const std::vector<std::pair<pid_t, int>>& slots,
+                                 BatchPhase aim, double patience) {
+    const double give_up = seconds_now() + patience;
+    Combiner seen;
+    do {
+      seen = {};
+      const pid_t pid = area.combiner();
+      for (std::size_t i = 0; pid != 0 && i < slots.size(); ++i) {
+        if (slots[i].first == pid) seen = {static_cast<int>(i), batch_phase(area)};
+      }
+      if (seen.slot >= 0 && seen.phase == aim) return seen;
+      ::usleep(20);
+    } while (seconds_now() < give_up);
+    return seen;
+  }
+
   // Waits for every live worker; false on timeout (all are then killed).
   bool wait_all(double deadline, int& failures) {
     while (any_running(failures)) {
@@ -662,7 +726,8 @@ class Probe {
     check_verify(report, store);
   }
 
-  // Verifies the whole store: its rows against the fold of its log.
+  // Verifies the whole store: its rows against the fold of its log; on
+  // SQLite, its file too (PRAGMA integrity_check).
   void check_verify(Report& report, ControlStore& store) {
     const double t0 = seconds_now();
     const auto problems = verify_ledger(store);
@@ -674,6 +739,14 @@ class Probe {
     report.count("verify_problems", problems.size());
     report.fixed("verify_seconds", verify_seconds);
     report.check(problems.empty(), "verify finds no problems");
+    const std::string path = storage::sqlite_path(config_.store);
+    if (path.empty()) return;  // a server checks its own pages
+    const auto complaints = storage::sqlite_integrity_check(path);
+    for (std::size_t i = 0; i < std::min<std::size_t>(complaints.size(), 10); ++i) {
+      std::cerr << "cplane-probe: integrity_check: " << complaints[i] << '\n';
+    }
+    report.count("integrity_check", complaints.empty() ? "ok" : "failed");
+    report.check(complaints.empty(), "PRAGMA integrity_check is ok");
   }
 
   // `reclaims_expected`: a claim of an item already claimed is a reclaim
@@ -866,6 +939,27 @@ class Probe {
     report.check(stats_refused_ > 0, "stale reports were refused (the storm happened)");
   }
 
+  // Kills of the combiner, by where its batch stood (batch_phase) just
+  // before the SIGKILL.
+  struct CombinerKills {
+    std::int64_t total = 0, running = 0, staged = 0;
+    void add(BatchPhase phase) {
+      ++total;
+      if (phase == BatchPhase::running) ++running;
+      if (phase == BatchPhase::staged) ++staged;
+    }
+    void print(Report& report) const {
+      report.count("combiner_kills", total);
+      report.count("combiner_kills_before_commit", running);
+      report.count("combiner_kills_all_staged", staged);
+    }
+  };
+
+  // Workers SIGKILLed at random moments, most inside a command, each
+  // replaced at once. On SQLite with group commit every other kill aims at
+  // the combiner in the middle of its batch: alternately while its requests
+  // run (before COMMIT) and once every answer is staged (at or after COMMIT,
+  // before they are handed out).
   void crash_writes(Report& report) {
     const int workers = workers_or(8);
     const std::int64_t items = items_or(2'000);
@@ -889,37 +983,134 @@ class Probe {
       ++next_id;
     }
     std::mt19937 rng(std::random_device{}());
-    int kills = 0, kills_inside = 0;
+    int kills = 0, kills_inside = 0, failures = 0;
+    CombinerKills combiner_kills;
     ControlStore store{config_.store};
+    const storage::CombineArea* area = combine_area(store);
     while (seconds_now() < deadline()) {
       const auto counts = store.status_counts(project_);
       if (counts.ready == 0 && counts.claimed == 0) break;
       sleep_for(std::uniform_real_distribution<double>(0.005, 0.04)(rng));
       if (kills >= max_kills) continue;
-      const int slot = std::uniform_int_distribution<int>(0, workers - 1)(rng);
-      // Prefer a moment inside a command: wait briefly for the flag.
-      for (int spin = 0; spin < 2000 && flags[slot] == 0; ++spin) ::usleep(5);
+      Combiner combiner;
+      if (area != nullptr && kills % 2 == 1) {
+        const auto aim = kills % 4 == 1 ? BatchPhase::running : BatchPhase::staged;
+        combiner = await_combiner(*area, slots, aim, 0.02);
+      }
+      int slot = combiner.slot;
+      if (slot < 0) {
+        slot = std::uniform_int_distribution<int>(0, workers - 1)(rng);
+        // Prefer a moment inside a command: wait briefly for the flag.
+        for (int spin = 0; spin < 2000 && flags[slot] == 0; ++spin) ::usleep(5);
+      }
       const bool inside = flags[slot] != 0;
-      auto [pid, id] = slots[slot];
-      ::kill(pid, SIGKILL);
-      fleet::wait_exit(pid);
-      live_.erase(std::remove(live_.begin(), live_.end(), pid), live_.end());
+      const int code = kill_worker(slots[slot].first);
       flags[slot] = 0;
-      ++kills;
-      if (inside) ++kills_inside;
+      if (code == 128 + SIGKILL) {
+        ++kills;
+        if (inside) ++kills_inside;
+        if (combiner.slot >= 0) combiner_kills.add(combiner.phase);
+      } else if (code != 0) {
+        ++failures;  // it had failed on its own before the kill
+      }
       slots[slot] = {spawn("drain", next_id, nullptr, lease, 0, 0, slot), next_id};
       ++next_id;
     }
-    int failures = 0;
     const bool finished = wait_all(deadline(), failures);
     ::munmap(const_cast<char*>(flags), 4096);
     report.count("workers", workers);
     report.count("items", items);
     report.count("kills", kills);
     report.count("kills_inside_a_command", kills_inside);
+    if (area != nullptr) combiner_kills.print(report);
     report.count("worker_failures", failures);
     report.check(finished && failures == 0, "the survivors drained the queue");
     report.check(kills_inside > 0, "some kills landed inside a write command");
+    if (area != nullptr) {
+      report.check(combiner_kills.total > 0, "some kills landed on the combiner");
+    }
+    check_ledger(report, ids);
+  }
+
+  // A drain (16 processes by default) on SQLite with group commit while the
+  // probe SIGKILLs whichever worker holds the combiner's lock, again and
+  // again (each replaced at once), alternately while its batch's requests
+  // run (before COMMIT) and once every answer is staged (at or after
+  // COMMIT, before they are handed out). The next holder of the lock
+  // recovers each dead combiner's batch (commands/combine.cpp): no item may
+  // be lost or finished twice, no survivor may fail or wait out its lock
+  // timeout, and the store must verify clean.
+  void combiner_kill(Report& report) {
+    const int workers = workers_or(16);
+    const std::int64_t items = items_or(10'000);
+    const double lease = 0.5;  // a dead worker's item comes back soon
+    const int max_kills = 60;
+    ControlStore store{config_.store};
+    const storage::CombineArea* area = combine_area(store);
+    report.count("workers", workers);
+    report.count("items", items);
+    if (area == nullptr) {
+      std::cerr << "cplane-probe: combiner-kill needs a SQLite store with group commit on (its "
+                   "area, PATH-combine); this store has none (PostgreSQL, or group commit off "
+                   "or unavailable)\n";
+      report.check(false, "the store has a group-commit area (SQLite)");
+      return;
+    }
+    const auto ids = setup(items);
+    std::vector<std::pair<pid_t, int>> slots;  // live worker per slot, with its id
+    int next_id = 0;
+    for (int w = 0; w < workers; ++w) {
+      slots.emplace_back(spawn("drain", next_id, nullptr, lease), next_id);
+      ++next_id;
+    }
+    std::mt19937 rng(std::random_device{}());
+    CombinerKills kills;
+    int failures = 0, looks_without_combiner = 0;
+    const double t0 = seconds_now();
+    double next_count = t0;
+    while (seconds_now() < deadline()) {
+      if (seconds_now() >= next_count) {  // counting reads every item: not each round
+        const auto counts = store.status_counts(project_);
+        if (counts.ready == 0 && counts.claimed == 0) break;
+        next_count = seconds_now() + 0.1;
+      }
+      sleep_for(std::uniform_real_distribution<double>(0.002, 0.03)(rng));
+      if (kills.total >= max_kills) continue;
+      const auto aim = kills.total % 2 == 0 ? BatchPhase::running : BatchPhase::staged;
+      const Combiner combiner = await_combiner(*area, slots, aim, 0.05);
+      if (combiner.slot < 0) {
+        ++looks_without_combiner;
+        continue;
+      }
+      const int code = kill_worker(slots[combiner.slot].first);
+      if (code == 128 + SIGKILL) {
+        kills.add(combiner.phase);
+      } else if (code != 0) {
+        ++failures;  // it had failed on its own before the kill
+      }
+      slots[combiner.slot] = {spawn("drain", next_id, nullptr, lease), next_id};
+      ++next_id;
+    }
+    const bool finished = wait_all(deadline(), failures);
+    const double elapsed = seconds_now() - t0;
+    // The records of the workers that finished (the killed left none).
+    std::int64_t busy = 0, refused = 0;
+    for (const auto& r : records(0, next_id)) {
+      busy += r.busy_errors;
+      refused += r.refused;
+    }
+    report.count("workers_started", next_id);
+    kills.print(report);
+    report.count("looks_without_a_worker_combining", looks_without_combiner);
+    report.count("worker_failures", failures);
+    report.count("timed_out", finished ? 0 : 1);
+    report.count("busy_errors", busy);
+    report.count("stale_reports_refused", refused);
+    report.fixed("elapsed_s", elapsed);
+    report.check(finished && failures == 0,
+                 "every worker exited cleanly (none failed or hung) before --timeout");
+    report.check(busy == 0, "no worker waited out its lock timeout (busy)");
+    report.check(kills.total > 0, "the combiner was killed (the area named a worker combining)");
     check_ledger(report, ids);
   }
 
@@ -1528,7 +1719,8 @@ class Probe {
 // ---------------------------------------------------------------------------
 
 constexpr const char* kScenarios[] = {"concurrent-queue", "kill-and-reclaim", "lease-storm",
-                                      "crash-writes", "assign-race", "allocate-race"};
+                                      "crash-writes",     "combiner-kill",    "assign-race",
+                                      "allocate-race"};
 
 // Thrown to leave with an exit status; caught in main().
 struct Exit {
@@ -1575,8 +1767,8 @@ class Main {
                "when every count is exactly right. A usage error exits 2.",
                "Scenarios: concurrent-queue (default 16 workers, 10000 items), "
                "kill-and-reclaim (4, 500), lease-storm (16, 2000), crash-writes (8, 2000), "
-               "assign-race (16 sessions racing for 4 items), allocate-race (16 sessions "
-               "allocating 2000 items).")
+               "combiner-kill (16, 10000; SQLite only), assign-race (16 sessions racing for 4 "
+               "items), allocate-race (16 sessions allocating 2000 items).")
         .addOptionWithArg({"store"}, [this](kj::StringPtr s) -> V {
                             if (s.size() == 0) return "--store takes a non-empty path";
                             config_.store = s.cStr();
@@ -1592,12 +1784,12 @@ class Main {
                               }
                             }
                             return "no such scenario: expected concurrent-queue, "
-                                   "kill-and-reclaim, lease-storm, crash-writes, assign-race or "
-                                   "allocate-race";
+                                   "kill-and-reclaim, lease-storm, crash-writes, combiner-kill, "
+                                   "assign-race or allocate-race";
                           },
                           "<name>",
                           "concurrent-queue, kill-and-reclaim, lease-storm, crash-writes, "
-                          "assign-race, allocate-race")
+                          "combiner-kill, assign-race, allocate-race")
         .addOptionWithArg({"workers"}, [this](kj::StringPtr s) -> V {
                             auto v = integer<int>(s);
                             if (!v || *v <= 0) return "--workers takes a positive integer";

@@ -2094,6 +2094,32 @@ std::string allocation_query() {
                      kAllocationColumns);
 }
 
+std::vector<std::string> sqlite_integrity_check(const std::string& path) {
+  std::vector<std::string> lines;
+  sqlite3* db = nullptr;
+  sqlite3_stmt* statement = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  if (rc == SQLITE_OK) {
+    sqlite3_busy_timeout(db, 10'000);
+    rc = sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &statement, nullptr);
+  }
+  while (rc == SQLITE_OK || rc == SQLITE_ROW) {
+    rc = sqlite3_step(statement);
+    if (rc == SQLITE_ROW) {
+      const auto* text = sqlite3_column_text(statement, 0);
+      lines.emplace_back(text != nullptr ? reinterpret_cast<const char*>(text) : "");
+    }
+  }
+  if (rc != SQLITE_DONE) {
+    lines.push_back(fmt::format("could not run on {}: {}", path,
+                                db != nullptr ? sqlite3_errmsg(db) : "out of memory"));
+  }
+  sqlite3_finalize(statement);
+  sqlite3_close(db);
+  if (lines.size() == 1 && lines[0] == "ok") lines.clear();
+  return lines;
+}
+
 int sqlite_synchronous(Backend& backend) {
   auto* sqlite = dynamic_cast<SqliteBackend*>(&backend);
   return sqlite != nullptr ? sqlite->synchronous_level() : -1;

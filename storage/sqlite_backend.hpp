@@ -30,6 +30,11 @@ std::vector<std::string> claim_queries();
 // The allocator's walk of one project (scan_allocatable), for the same test.
 std::string allocation_query();
 
+// PRAGMA integrity_check on the SQLite file `path`, through a read-only
+// connection of its own: empty when it answers "ok", else each line it
+// answers (or why it could not run).
+std::vector<std::string> sqlite_integrity_check(const std::string& path);
+
 // The `synchronous` level (0 OFF, 1 NORMAL, 2 FULL) the connection of a
 // SQLite backend has now; -1 for any other backend. For tests.
 int sqlite_synchronous(Backend& backend);

@@ -512,3 +512,96 @@ TEST_CASE("a shared area left over from a crash or another build is recognised a
   ControlStore check{db, {.read_only = true}};
   CHECK(verify_ledger(check).empty());
 }
+
+TEST_CASE("project, session, forge, gate, incident and sweep commands are answered across "
+          "processes too, each deciding on what the ones before it left",
+          "[combine][sqlite]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "c.db");
+  std::string pr, held, entering, assigning, closing;
+  Fence fence = 0;
+  {
+    ControlStore setup{db};
+    setup.create_project("alpha", "A");
+    pr = setup.enqueue("alpha", "{}", ControlStore::EnqueueOptions{.kind = WorkKind::pr,
+                                                                  .ref = "o/r#1",
+                                                                  .head = "h1",
+                                                                  .author = "s9"});
+    held = setup.enqueue("alpha", "{}");
+    entering = setup.enqueue("alpha", "{}");
+    assigning = setup.enqueue("alpha", "{}");
+    closing = setup.enqueue("alpha", "{}");
+    setup.open_session("s1");
+    fence = setup.assign_and_lease("s1", held, {"push"}).fence;
+  }
+  const Micros later = 4'000'000'000'000'000;  // long after every lease
+  const IncidentKey key{"sentry", "fp-1", "org", "", ""};
+  const auto batch = run_as_one_batch(
+      db, dir,
+      {
+          [](ControlStore& s) {
+            s.create_project("beta", "B");
+            return std::string("created");
+          },
+          [](ControlStore& s) {
+            s.grant("beta", "bob");
+            return std::string("granted");
+          },
+          [](ControlStore& s) {
+            s.open_session("s2");
+            return std::string("opened");
+          },
+          [](ControlStore& s) {
+            std::string out;
+            for (const auto& [item, end] : s.session_heartbeat("s1", Seconds{60})) out += item + ";";
+            return out;
+          },
+          [&](ControlStore& s) {
+            return std::string(s.record_mutation("s1", held, fence, "push") ? "allowed" : "denied");
+          },
+          [&](ControlStore& s) {
+            const auto verdict = s.record_mutation("s1", held, fence, "delete");
+            return verdict ? std::string("allowed") : std::string(to_string(verdict.reason()));
+          },
+          [&](ControlStore& s) { return std::to_string(s.observe_head(pr, "h2")); },
+          [&](ControlStore& s) { return std::to_string(s.observe_review(pr, ReviewState::approved)); },
+          [&](ControlStore& s) { return std::to_string(s.enter_terminal_path(entering, "ship it")); },
+          [&](ControlStore& s) { return std::to_string(s.leave_terminal_path(closing)); },
+          // s2 was opened two commands ago, in this same transaction.
+          [&](ControlStore& s) {
+            const auto a = s.assign_and_lease("s2", assigning, {"comment"});
+            return fmt::format("{} {}", to_string(a.outcome), a.fence);
+          },
+          [&](ControlStore& s) { return std::to_string(s.link_incident(key, pr)); },
+          [&](ControlStore& s) { return std::to_string(s.observe_close(closing, CloseReason::merged)); },
+          [&](ControlStore& s) { return std::to_string(s.expire_leases(later)); },
+          [](ControlStore& s) {
+            std::string out;
+            for (const auto& item : s.close_session("s1")) out += item + ";";
+            return out;
+          },
+          [](ControlStore& s) {
+            s.open_session("s1");  // closed just before: ids are not reused
+            return std::string("reopened?!");
+          },
+      });
+  CHECK(batch.begins == std::vector<Sync>{Sync::full});
+  const std::vector<std::string> expected = {
+      "created", "granted", "opened", held + ";", "allowed", "action_not_allowed", "1", "1", "1",
+      "0", "assigned 1", "1", "1", "2", held + ";", "InvalidArgument"};
+  CHECK(batch.answers == expected);
+
+  ControlStore store{db, {.read_only = true}};
+  CHECK(store.visible_projects("bob") == std::vector<std::string>{"beta"});
+  CHECK(store.item(pr).head == "h2");
+  CHECK(store.item(pr).review == ReviewState::approved);
+  CHECK(store.terminal_path().size() == 1);
+  CHECK(store.item(assigning).session == "s2");
+  CHECK(store.incident(key).target == pr);
+  CHECK(store.item(closing).status == ItemStatus::closed);
+  CHECK(store.item(held).status == ItemStatus::ready);  // released by the close
+  for (const auto& info : store.sessions()) {
+    if (info.row.session_id == "s1") CHECK(!info.row.is_open());
+  }
+  CHECK(verify_ledger(store).empty());
+}
