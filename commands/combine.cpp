@@ -7,7 +7,7 @@
 //     got it: become the combiner ──────────────────────────────▶  serve()
 //     else: sleep on the slot's futex (one waiter sleeps on the
 //           lock itself: the standby, woken if the combiner dies)
-//                                                                  collect up to 32 queued, oldest first
+//                                                                  collect up to 64 queued, oldest first
 //                                                                  BEGIN IMMEDIATE (strongest sync asked)
 //                                                                  watermark := last seq; batch open
 //                                                                  per request: SAVEPOINT, run it, its

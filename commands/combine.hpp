@@ -69,7 +69,7 @@ struct CommandRunner {
 
   // How many requests one transaction runs at most: a bound on how long
   // the last of them waits.
-  static constexpr std::size_t kMaxBatch = 32;
+  static constexpr std::size_t kMaxBatch = 64;
 
  private:
   static std::optional<detail::Answer> run_combined(ControlStore& s, storage::CombineArea& area,

@@ -50,7 +50,7 @@ namespace cplane::storage {
 
 class CombineArea {
  public:
-  static constexpr std::uint32_t kSlots = 64;
+  static constexpr std::uint32_t kSlots = 128;
   static constexpr std::uint32_t kSlotBytes = 32 << 10;  // header + buffer
   static constexpr std::uint32_t kSlotHeaderBytes = 64;
   // A request, and its answer, each have half of what the header leaves.
