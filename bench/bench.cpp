@@ -66,8 +66,10 @@ std::string_view to_string(Mode m) {
 }
 
 constexpr std::size_t kBatch = 8;
-// Group commit on SQLite (--combine on|off).
+// Group commit on SQLite (--combine on|off), and the coalescing WAL writer
+// (--coalesce on|off).
 bool combine = true;
+bool coalesce = true;
 // Items per claim_batch / finish_batch in batch mode (--claim-batch).
 std::size_t claim_batch_size = kBatch;
 
@@ -170,7 +172,9 @@ DrainResult drain_fleet(const std::string& db, int workers, Mode mode, Durabilit
   FleetRun run = run_fleet(workers, scratch_prefix, [&](int w) {
     auto store = std::make_shared<ControlStore>(
         db, StoreOptions{.durability = durability,
-                         .sqlite = {.writer_flock = writer_flock, .combine = combine}});
+                         .sqlite = {.writer_flock = writer_flock,
+                                    .combine = combine,
+                                    .coalesce_wal_writes = coalesce}});
     return std::function<fleet::WorkerRecord()>(
         [store, w, mode] { return drain(*store, fmt::format("worker-{}", w), mode); });
   });
@@ -211,9 +215,10 @@ std::string drain_figures(const DrainResult& r) {
 std::string drain_json(const char* scenario, Mode mode, Durability durability,
                        const std::string& lock, std::string_view store, const DrainResult& r) {
   return fmt::format(
-      R"({{"scenario":"{}","store":"{}","workers":{},"mode":"{}","durability":"{}","lock":"{}","combine":{},{}{}}})",
+      R"({{"scenario":"{}","store":"{}","workers":{},"mode":"{}","durability":"{}","lock":"{}","combine":{},"coalesce":{},{}{}}})",
       scenario, store, r.workers.size(), to_string(mode), cplane::to_string(durability), lock,
       combine && store == "sqlite" ? "true" : "false",
+      coalesce && store == "sqlite" ? "true" : "false",
       mode == Mode::batch ? fmt::format(R"("claim_batch":{},)", claim_batch_size) : std::string(),
       drain_figures(r));
 }
@@ -262,6 +267,9 @@ class Bench {
                           "SQLite's group commit: a process holding the write lock runs the "
                           "commands other processes queued meanwhile in one transaction "
                           "(default on); off: one transaction per command")
+        .addOptionWithArg({"coalesce"}, KJ_BIND_METHOD(*this, set_coalesce), "<on|off>",
+                          "drains on SQLite: hand each WAL commit to the kernel in one write "
+                          "(default on); off: SQLite's own writes, for the A/B")
         .addOptionWithArg({"lock"}, KJ_BIND_METHOD(*this, set_lock), "<flock|busy>",
                           "how writers wait: a fair flock queue (default) or SQLite's "
                           "busy_timeout alone")
@@ -300,6 +308,12 @@ class Bench {
     } catch (const std::exception& e) {
       return kj::str(e.what());
     }
+    return true;
+  }
+  Validity set_coalesce(kj::StringPtr s) {
+    if (s == "on") coalesce = true;
+    else if (s == "off") coalesce = false;
+    else return "expected on or off";
     return true;
   }
   Validity set_combine(kj::StringPtr s) {
