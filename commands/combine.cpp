@@ -51,11 +51,16 @@ using storage::Transaction;
 namespace {
 
 std::uint64_t new_request_id() {
-  thread_local std::mt19937_64 random([] {
+  // Seeded again in a forked child, which would otherwise repeat its
+  // parent's ids (and a sibling's).
+  thread_local pid_t seeded_in = 0;
+  thread_local std::mt19937_64 random;
+  if (seeded_in != ::getpid()) {
+    seeded_in = ::getpid();
     std::random_device device;
-    return (static_cast<std::uint64_t>(device()) << 32) ^ device() ^
-           (static_cast<std::uint64_t>(::getpid()) << 20);
-  }());
+    random.seed((static_cast<std::uint64_t>(device()) << 32) ^ device() ^
+                (static_cast<std::uint64_t>(seeded_in) << 20));
+  }
   std::uint64_t id = 0;
   while (id == 0) id = random();
   return id;
@@ -132,7 +137,7 @@ std::optional<Answer> CommandRunner::run_combined(ControlStore& s, CombineArea& 
   for (;;) {
     switch (area.wait(*slot, deadline)) {
       case CombineArea::Turn::done:
-        return detail::decode_answer(area.take_result(*slot));
+        return detail::decode_answer(area.take_result(*slot, id));
       case CombineArea::Turn::combine:
         serve(s, area, *slot);
         continue;
@@ -254,9 +259,8 @@ void CommandRunner::run_batch(ControlStore& s, CombineArea& area,
         std::string bytes = encoded(answers[i]);
         if (keep && bytes.size() > CombineArea::kMaxResultBytes) {
           keep = false;
-          answers[i] = Answer{{}, ErrorValue{ErrorValue::internal, 0,
-                                             "the answer does not fit the group-commit area; "
-                                             "nothing was done: run it with group commit off"}};
+          answers[i] = Answer{{}, ErrorValue{ErrorValue::run_alone, 0,
+                                             "the answer does not fit a group-commit slot"}};
           bytes = encoded(answers[i]);
         }
         if (keep) {

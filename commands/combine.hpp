@@ -43,8 +43,10 @@ struct CommandRunner {
   template <class C>
   static auto run(ControlStore& s, const C& c) {
     using R = decltype(exec(s, c));
-    if (auto* area = s.backend_->combine_area(); area != nullptr && fits(c)) {
-      if (auto answer = run_combined(s, *area, detail::Command{c})) {
+    if (auto* area = s.backend_->combine_area();
+        area != nullptr && fits(c) && area->accepts_codec(detail::codec_fingerprint())) {
+      auto answer = run_combined(s, *area, detail::Command{c});
+      if (answer && !(answer->error && answer->error->kind == detail::ErrorValue::run_alone)) {
         if (answer->error) detail::throw_error(*answer->error);
         if constexpr (!std::is_void_v<R>) return from_value<R>(s, std::move(answer->value));
         else return;

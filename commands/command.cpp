@@ -263,6 +263,35 @@ Answer decode_answer(std::string_view bytes) {
   return answer;
 }
 
+std::uint64_t codec_fingerprint() {
+  static const std::uint64_t fingerprint = [] {
+    std::string bytes;
+    // Every member, default-built: each field encodes to at least a byte,
+    // so a field added, removed or retyped changes the bytes.
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((bytes += encode_command(Command{std::in_place_index<I>})), ...);
+    }(std::make_index_sequence<std::variant_size_v<Command>>{});
+    const Answer answers[] = {
+        {std::string()},
+        {std::vector<std::string>{std::string()}},
+        {std::optional<ClaimedValue>{ClaimedValue{}}},
+        {std::vector<ClaimedValue>{ClaimedValue{}}},
+        {Micros{0}},
+        {false},
+        {std::vector<std::pair<std::string, Micros>>{{std::string(), 0}}},
+        {Assignment{.actions = {std::string()}}},
+        {GateVerdict::denied(GateReason{}, "")},
+        {std::monostate{}, ErrorValue{}},
+    };
+    for (const auto& a : answers) bytes += encode_answer(a);
+    bytes += std::to_string(std::variant_size_v<Value>);
+    std::uint64_t hash = 1469598103934665603ull;  // FNV-1a
+    for (const unsigned char c : bytes) hash = (hash ^ c) * 1099511628211ull;
+    return hash == 0 ? 1 : hash;
+  }();
+  return fingerprint;
+}
+
 storage::Sync sync_of(const Command& command) {
   return std::visit([](const auto& c) { return c.sync; }, command);
 }
@@ -300,7 +329,8 @@ void throw_error(const ErrorValue& e) {
       throw MutationDenied(static_cast<GateReason>(e.code), e.message);
     case ErrorValue::storage:
       throw StorageError(static_cast<StorageError::Category>(e.code), e.message);
-    case ErrorValue::internal: break;
+    case ErrorValue::internal:
+    case ErrorValue::run_alone: break;
   }
   throw InternalError(e.message);
 }

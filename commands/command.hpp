@@ -261,6 +261,9 @@ using Command = std::variant<cmd::Enqueue, cmd::EnqueueBatch, cmd::Claim, cmd::C
 struct ErrorValue {
   enum Kind : std::uint8_t {
     fence_rejected, scope_denied, invalid_argument, not_found, mutation_denied, storage, internal,
+    // Nothing was done: the answer would not fit a slot. The caller runs
+    // the command in a transaction of its own.
+    run_alone,
   };
   Kind kind = internal;
   std::int32_t code = 0;  // the reason or category
@@ -293,6 +296,11 @@ Command decode_command(std::string_view bytes);
 // Payloads longer than `max_payload` are elided.
 std::string encode_answer(const Answer& answer, std::size_t max_payload = SIZE_MAX);
 Answer decode_answer(std::string_view bytes);
+
+// A fingerprint of this build's encoding of every command and answer: two
+// builds whose messages differ in any field do not share an area
+// (CombineArea::accepts_codec).
+std::uint64_t codec_fingerprint();
 
 // The durability a command's commit needs.
 storage::Sync sync_of(const Command& command);

@@ -1,4 +1,5 @@
 #include "storage/combine_area.hpp"
+#include "events/errors.hpp"
 
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -22,7 +23,7 @@ namespace cplane::storage {
 namespace {
 
 constexpr char kMagic[8] = {'C', 'P', 'L', 'C', 'M', 'B', '0', '1'};
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = 2;
 constexpr std::size_t kHeaderBytes = 4096;
 constexpr std::size_t kResultOffset = CombineArea::kSlotHeaderBytes + CombineArea::kMaxRequestBytes;
 // How long a waiter sleeps before it looks again for itself: only a lost
@@ -74,6 +75,8 @@ struct CombineArea::Header {
   std::atomic<std::uint32_t> batch_open;
   std::atomic<std::int64_t> watermark;
   std::atomic<std::int32_t> holder;  // the combiner's pid while it holds the lock, else 0
+  std::uint64_t layout;               // layout_fingerprint() of the build that made it
+  std::atomic<std::uint64_t> codec;   // the messages' fingerprint (accepts_codec), 0 until set
 };
 
 struct CombineArea::Slot {
@@ -82,13 +85,50 @@ struct CombineArea::Slot {
   // the owner sleeps on the value it read before it looked, so a ring
   // between its look and its sleep is never lost.
   std::atomic<std::uint32_t> bell;
-  std::atomic<std::int32_t> owner;
+  std::atomic<std::int32_t> owner;  // a pid, for people: liveness is owner_lock
+  // Held by the slot's owner from before it takes the slot until it frees
+  // it: robust, so that a reaper learns for certain, in any PID namespace
+  // and whatever pid reuse did, that the owner is gone (EOWNERDEAD).
+  pthread_mutex_t owner_lock;
   std::uint64_t ticket;
   std::uint64_t request_id;
   std::uint32_t request_length;
   std::uint32_t result_length;
 };
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
+
+// Everything two builds must agree on to share the file: a changed field,
+// size or constant changes it, with no version to remember to bump.
+std::uint64_t CombineArea::layout_fingerprint() {
+  using H = CombineArea::Header;
+  using S = CombineArea::Slot;
+  const std::uint64_t parts[] = {
+      kVersion, sizeof(H), offsetof(H, mutex), offsetof(H, standby), offsetof(H, next_ticket),
+      offsetof(H, batch_open), offsetof(H, watermark), offsetof(H, holder), offsetof(H, layout),
+      offsetof(H, codec), sizeof(S), offsetof(S, state), offsetof(S, bell), offsetof(S, owner),
+      offsetof(S, owner_lock), offsetof(S, ticket), offsetof(S, request_id),
+      offsetof(S, request_length), offsetof(S, result_length), sizeof(pthread_mutex_t),
+      CombineArea::kSlots, CombineArea::kSlotBytes, CombineArea::kSlotHeaderBytes,
+      CombineArea::kMaxRequestBytes, kHeaderBytes};
+  std::uint64_t hash = 1469598103934665603ull;  // FNV-1a
+  for (const auto part : parts) {
+    for (int b = 0; b < 8; ++b) hash = (hash ^ ((part >> (8 * b)) & 0xff)) * 1099511628211ull;
+  }
+  return hash;
+}
+
+namespace {
+
+void init_robust(pthread_mutex_t* mutex) {
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+  pthread_mutex_init(mutex, &attr);
+  pthread_mutexattr_destroy(&attr);
+}
+
+}  // namespace
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 
 CombineArea::CombineArea(std::string path, int fd, void* base, std::size_t size)
@@ -114,10 +154,21 @@ std::unique_ptr<CombineArea> CombineArea::open(const std::string& path, const st
                                                std::string& why) {
   struct stat db {};
   const mode_t mode = ::stat(database.c_str(), &db) == 0 ? (db.st_mode & 0666) : 0644;
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, mode);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+  const bool created = fd >= 0;
+  if (!created && errno == EEXIST) fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
     why = fmt::format("cannot open {}: {}", path, std::strerror(errno));
     return nullptr;
+  }
+  if (created) {
+    // As PATH-lock: the database's mode past the umask and, when root makes
+    // it beside someone else's database, their ownership, so that whoever
+    // may write the database may combine.
+    if (::geteuid() == 0 && db.st_uid != 0) {
+      [[maybe_unused]] int ignored = ::fchown(fd, db.st_uid, db.st_gid);
+    }
+    [[maybe_unused]] int ignored = ::fchmod(fd, mode);
   }
   auto fail = [&](std::string reason) -> std::unique_ptr<CombineArea> {
     why = std::move(reason);
@@ -150,17 +201,12 @@ std::unique_ptr<CombineArea> CombineArea::open(const std::string& path, const st
   Header& h = area->header();
   if (alone) {
     std::memset(base, 0, kHeaderBytes);
-    for (std::uint32_t i = 0; i < kSlots; ++i) std::memset(static_cast<void*>(&area->slot(i)), 0, kSlotHeaderBytes);
-    pthread_mutexattr_t attr;
-    pthread_mutexattr_init(&attr);
-    pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-    pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-    const int rc = pthread_mutex_init(&h.mutex, &attr);
-    pthread_mutexattr_destroy(&attr);
-    if (rc != 0) {
-      why = fmt::format("cannot make the combiner's lock in {}: {}", path, std::strerror(rc));
-      return nullptr;
+    for (std::uint32_t i = 0; i < kSlots; ++i) {
+      std::memset(static_cast<void*>(&area->slot(i)), 0, kSlotHeaderBytes);
+      init_robust(&area->slot(i).owner_lock);
     }
+    init_robust(&h.mutex);
+    h.layout = layout_fingerprint();
     h.version = kVersion;
     h.slots = kSlots;
     h.slot_bytes = kSlotBytes;
@@ -176,7 +222,8 @@ std::unique_ptr<CombineArea> CombineArea::open(const std::string& path, const st
     return area;
   }
   if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.version != kVersion ||
-      h.slots != kSlots || h.slot_bytes != kSlotBytes || h.header_bytes != kHeaderBytes) {
+      h.slots != kSlots || h.slot_bytes != kSlotBytes || h.header_bytes != kHeaderBytes ||
+      h.layout != layout_fingerprint()) {
     why = fmt::format("{} is not a group-commit area of this build (another build, or edited) "
                       "and other processes have it open",
                       path);
@@ -197,8 +244,17 @@ std::optional<std::uint32_t> CombineArea::post(std::string_view request, std::ui
     for (std::uint32_t n = 0; n < kSlots; ++n) {
       const std::uint32_t i = (static_cast<std::uint32_t>(pid_) + n) % kSlots;
       Slot& s = slot(i);
+      if (s.state.load(std::memory_order_relaxed) != kFree) continue;
+      // Ours from here: the lock first, so that a slot in use always has
+      // its owner's lock held while the owner lives.
+      const int rc = pthread_mutex_trylock(&s.owner_lock);
+      if (rc == EOWNERDEAD) pthread_mutex_consistent(&s.owner_lock);
+      else if (rc != 0) continue;
       std::uint32_t expected = kFree;
-      if (!s.state.compare_exchange_strong(expected, kWriting, std::memory_order_acquire)) continue;
+      if (!s.state.compare_exchange_strong(expected, kWriting, std::memory_order_acquire)) {
+        pthread_mutex_unlock(&s.owner_lock);
+        continue;
+      }
       s.owner.store(pid_, std::memory_order_relaxed);
       s.request_id = request_id;
       s.request_length = static_cast<std::uint32_t>(request.size());
@@ -213,7 +269,7 @@ std::optional<std::uint32_t> CombineArea::post(std::string_view request, std::ui
     for (std::uint32_t i = 0; i < kSlots; ++i) {
       Slot& s = slot(i);
       std::uint32_t st = s.state.load(std::memory_order_acquire);
-      if ((st == kQueued || st == kDone) && !alive(s.owner.load(std::memory_order_relaxed))) {
+      if ((st == kQueued || st == kDone) && owner_gone(s)) {
         s.state.compare_exchange_strong(st, kFree, std::memory_order_acq_rel);
       }
     }
@@ -275,14 +331,18 @@ CombineArea::Turn CombineArea::wait(std::uint32_t i, Clock::time_point deadline)
     const std::uint32_t bell = s.bell.load(std::memory_order_seq_cst);
     const std::uint32_t st = s.state.load(std::memory_order_acquire);
     if (st == kDone) return Turn::done;
-    if (st == kQueued && try_lock()) return Turn::combine;
+    // Taken or staged and the lock free: its combiner died (the batch is
+    // ours to settle), whoever the standby was meant to be.
+    if (try_lock()) return Turn::combine;
     const auto now = Clock::now();
     if (now >= deadline) {
       if (cancel(i)) return Turn::timeout;
       if (s.state.load(std::memory_order_acquire) == kDone) return Turn::done;
       return Turn::stuck;
     }
-    std::int32_t none = 0;
+    std::int32_t none = header().standby.load(std::memory_order_seq_cst);
+    if (none != 0 && !alive(none)) header().standby.compare_exchange_strong(none, 0);
+    none = 0;
     if (header().standby.compare_exchange_strong(none, pid_)) {
       // The standby: blocked on the lock itself, so that the kernel wakes
       // it when the combiner lets go, or dies.
@@ -299,14 +359,36 @@ CombineArea::Turn CombineArea::wait(std::uint32_t i, Clock::time_point deadline)
 bool CombineArea::cancel(std::uint32_t i) {
   std::uint32_t queued = kQueued;
   if (!slot(i).state.compare_exchange_strong(queued, kFree, std::memory_order_acq_rel)) return false;
+  pthread_mutex_unlock(&slot(i).owner_lock);
   return true;
 }
 
-std::string CombineArea::take_result(std::uint32_t i) {
+std::string CombineArea::take_result(std::uint32_t i, std::uint64_t request_id) {
   Slot& s = slot(i);
+  if (s.request_id != request_id) {
+    // Only a reaper that judged a live owner dead could have given the slot
+    // to another request: never hand out its answer.
+    throw InternalError(fmt::format("group commit: slot {} of {} holds another request's answer",
+                                    i, path_));
+  }
   std::string out(reinterpret_cast<const char*>(&s) + kResultOffset, s.result_length);
   s.state.store(kFree, std::memory_order_release);
+  pthread_mutex_unlock(&s.owner_lock);
   return out;
+}
+
+bool CombineArea::owner_gone(Slot& s) {
+  const int rc = pthread_mutex_trylock(&s.owner_lock);
+  if (rc == EBUSY) return false;  // held: its owner lives
+  if (rc == EOWNERDEAD) pthread_mutex_consistent(&s.owner_lock);
+  if (rc == 0 || rc == EOWNERDEAD) pthread_mutex_unlock(&s.owner_lock);
+  return true;
+}
+
+bool CombineArea::accepts_codec(std::uint64_t fingerprint) {
+  std::uint64_t current = header().codec.load(std::memory_order_acquire);
+  if (current == fingerprint) return true;
+  return current == 0 && header().codec.compare_exchange_strong(current, fingerprint);
 }
 
 // ---- the combiner ------------------------------------------------------------------
@@ -351,7 +433,7 @@ std::vector<CombineArea::Taken> CombineArea::collect(std::size_t max) {
     Slot& s = slot(i);
     std::uint32_t expected = kQueued;
     if (!s.state.compare_exchange_strong(expected, kTaken, std::memory_order_acq_rel)) continue;
-    if (!alive(s.owner.load(std::memory_order_relaxed))) {
+    if (owner_gone(s)) {
       // Nobody waits for it: a claim made for a dead worker would only
       // hold an item until its lease lapsed.
       s.state.store(kFree, std::memory_order_release);

@@ -52,7 +52,7 @@ class CombineArea {
  public:
   static constexpr std::uint32_t kSlots = 128;
   static constexpr std::uint32_t kSlotBytes = 32 << 10;  // header + buffer
-  static constexpr std::uint32_t kSlotHeaderBytes = 64;
+  static constexpr std::uint32_t kSlotHeaderBytes = 128;
   // A request, and its answer, each have half of what the header leaves.
   static constexpr std::size_t kMaxRequestBytes = (kSlotBytes - kSlotHeaderBytes) / 2;
   static constexpr std::size_t kMaxResultBytes = kSlotBytes - kSlotHeaderBytes - kMaxRequestBytes;
@@ -91,8 +91,13 @@ class CombineArea {
   // Waits until the request is answered or the caller holds the lock.
   // Sleeps on a futex (its slot, or the lock as the standby); never spins.
   Turn wait(std::uint32_t slot, std::chrono::steady_clock::time_point deadline);
-  // The result of a done slot; frees it.
-  std::string take_result(std::uint32_t slot);
+  // The result of a done slot; frees it. InternalError if the slot holds
+  // another request than `request_id`.
+  std::string take_result(std::uint32_t slot, std::uint64_t request_id);
+  // Whether requests and answers encoded with `fingerprint` (of the
+  // commands' codec) may use this area: the first user after a reset sets
+  // it; a build with another codec then runs its commands alone.
+  bool accepts_codec(std::uint64_t fingerprint);
 
   // ---- the combiner (holding the lock) -------------------------------------------
   // The lock without waiting (also how a caller becomes the combiner).
@@ -144,6 +149,8 @@ class CombineArea {
   struct Header;
   struct Slot;
   CombineArea(std::string path, int fd, void* base, std::size_t size);
+  static std::uint64_t layout_fingerprint();
+  bool owner_gone(Slot& slot);
   Header& header() const;
   Slot& slot(std::uint32_t i) const;
   bool lock_until(std::chrono::steady_clock::time_point deadline);  // as the standby

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -354,6 +355,42 @@ class DieAt : public storage::BackendWrapper {
   int appends_ = 0;
 };
 
+
+// A combiner in a child process: it opens its store (`open`, in the child),
+// takes the combiner's lock, and runs the queued batch when told to go.
+// `before` runs first in the child (entering a namespace, say), and may
+// fork: only the process it returns true in goes on.
+class ChildCombiner {
+ public:
+  ChildCombiner(std::function<ControlStore()> open,
+                std::function<bool()> before = [] { return true; }) {
+    REQUIRE(::pipe(go_) == 0);
+    REQUIRE(::pipe(ready_) == 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      if (!before()) ::_exit(0);
+      ControlStore store = open();
+      CombineArea* area = area_of(store);
+      const char locked = area != nullptr && area->try_lock() ? 'L' : 'x';
+      if (::write(ready_[1], &locked, 1) != 1 || locked != 'L') ::_exit(3);
+      char go = 0;
+      if (::read(go_[0], &go, 1) != 1) ::_exit(4);
+      CommandRunner::serve(store, *area, std::nullopt);
+      ::_exit(0);
+    }
+    char locked = 0;
+    REQUIRE(::read(ready_[0], &locked, 1) == 1);
+    REQUIRE(locked == 'L');
+  }
+  pid_t pid() const { return pid_; }
+  void go() { REQUIRE(::write(go_[1], "g", 1) == 1); }
+
+ private:
+  int go_[2]{};
+  int ready_[2]{};
+  pid_t pid_ = 0;
+};
+
 }  // namespace
 
 TEST_CASE("a combiner SIGKILLed at any step of its batch: every waiter gets its one answer, "
@@ -373,23 +410,7 @@ TEST_CASE("a combiner SIGKILLed at any step of its batch: every waiter gets its 
     for (int i = 0; i < 4; ++i) setup.enqueue("alpha", "{}");
     held = *setup.claim("setup");
   }
-  int to_combiner[2], from_combiner[2];
-  REQUIRE(::pipe(to_combiner) == 0);
-  REQUIRE(::pipe(from_combiner) == 0);
-  const pid_t combiner = ::fork();
-  if (combiner == 0) {
-    ControlStore store(std::make_unique<DieAt>(storage::open_store(db), step));
-    CombineArea* area = area_of(store);
-    const char locked = area != nullptr && area->try_lock() ? 'L' : 'x';
-    if (::write(from_combiner[1], &locked, 1) != 1 || locked != 'L') ::_exit(3);
-    char go = 0;
-    if (::read(to_combiner[0], &go, 1) != 1) ::_exit(4);
-    CommandRunner::serve(store, *area, std::nullopt);
-    ::_exit(0);  // not reached: it dies on the way
-  }
-  char locked = 0;
-  REQUIRE(::read(from_combiner[0], &locked, 1) == 1);
-  REQUIRE(locked == 'L');
+  ChildCombiner combiner([&] { return ControlStore(std::make_unique<DieAt>(storage::open_store(db), step)); });
   ControlStore observer{db};
   CombineArea* area = area_of(observer);
   REQUIRE(area != nullptr);
@@ -408,9 +429,9 @@ TEST_CASE("a combiner SIGKILLed at any step of its batch: every waiter gets its 
     REQUIRE(wait_queued(*area, static_cast<int>(i + 1)));
   }
   const auto died_at = std::chrono::steady_clock::now();
-  REQUIRE(::write(to_combiner[1], "g", 1) == 1);
+  combiner.go();
   int status = 0;
-  REQUIRE(reap(combiner, 30, &status));
+  REQUIRE(reap(combiner.pid(), 30, &status));
   CHECK(WIFSIGNALED(status));
   CHECK(WTERMSIG(status) == SIGKILL);
   std::vector<std::string> answers;
@@ -604,4 +625,136 @@ TEST_CASE("project, session, forge, gate, incident and sweep commands are answer
     if (info.row.session_id == "s1") CHECK(!info.row.is_open());
   }
   CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("a combiner SIGKILLed after its commit while the standby is dead or stopped: the "
+          "waiters still get their answers, not 'unknown'",
+          "[combine][sqlite][faults]") {
+  const bool stop_instead = GENERATE(false, true);
+  INFO((stop_instead ? "the standby is stopped" : "the standby is dead"));
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "c.db");
+  { ControlStore{db}.create_project("alpha", "A"); }
+  ChildCombiner combiner([&] {
+    return ControlStore(std::make_unique<DieAt>(storage::open_store(db), DieAt::Step::after_commit));
+  });
+  ControlStore observer{db, {.lock_timeout = std::chrono::milliseconds(2000)}};
+  CombineArea* area = area_of(observer);
+  REQUIRE(area != nullptr);
+  // The standby: the first waiter blocks on the lock itself.
+  const pid_t standby = child(db, dir.file("standby"), [](ControlStore& s) {
+    return s.enqueue("alpha", R"({"standby":1})");
+  });
+  for (int i = 0; i < 5000 && area->standby() != standby; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  REQUIRE(area->standby() == standby);
+  ::kill(standby, stop_instead ? SIGSTOP : SIGKILL);
+  const pid_t waiter = child(
+      db, dir.file("waiter"), [](ControlStore& s) { return s.enqueue("alpha", R"({"waiter":1})"); },
+      {.lock_timeout = std::chrono::milliseconds(2000)});
+  REQUIRE(wait_queued(*area, 2));  // the standby's (dead or stopped), and the waiter's
+  const auto start = std::chrono::steady_clock::now();
+  combiner.go();
+  int status = 0;
+  REQUIRE(reap(combiner.pid(), 30, &status));
+  CHECK(WIFSIGNALED(status));
+  REQUIRE(reap(waiter, 30));
+  const std::string answer = read_file(dir.file("waiter"));
+  INFO(answer);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1500));
+  ControlStore store{db, {.read_only = true}};
+  CHECK(store.item(answer).payload == R"({"waiter":1})");
+  if (stop_instead) {
+    ::kill(standby, SIGCONT);
+    REQUIRE(reap(standby, 30));
+    CHECK(store.item(read_file(dir.file("standby"))).payload == R"({"standby":1})");
+  } else {
+    reap(standby, 30);
+  }
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("requests queued from another PID namespace are run, not taken for a dead process's",
+          "[combine][sqlite]") {
+  if (::geteuid() != 0) {
+    WARN("needs root (a new PID namespace): not run");
+    return;
+  }
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "c.db");
+  { ControlStore{db}.create_project("alpha", "A"); }
+  // The combiner runs as pid 1 of a namespace of its own: the pids of the
+  // processes whose requests it runs mean nothing there.
+  ChildCombiner combiner([&] { return ControlStore{db}; },
+                         [] {
+                           if (::unshare(CLONE_NEWPID) != 0) ::_exit(5);
+                           const pid_t inner = ::fork();
+                           if (inner == 0) return true;
+                           int status = 0;
+                           ::waitpid(inner, &status, 0);
+                           ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 6);
+                         });
+  ControlStore observer{db};
+  CombineArea* area = area_of(observer);
+  REQUIRE(area != nullptr);
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 3; ++i) {
+    pids.push_back(child(db, dir.file(fmt::format("answer-{}", i)), [i](ControlStore& s) {
+      return s.enqueue("alpha", fmt::format(R"({{"n":{}}})", i));
+    }));
+    REQUIRE(wait_queued(*area, i + 1));
+  }
+  combiner.go();
+  int status = 0;
+  REQUIRE(reap(combiner.pid(), 30, &status));
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  ControlStore store{db, {.read_only = true}};
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(reap(pids[i], 30));
+    const std::string answer = read_file(dir.file(fmt::format("answer-{}", i)));
+    INFO(answer);
+    CHECK(store.item(answer).payload == fmt::format(R"({{"n":{}}})", i));
+    // Run by the combiner in the other namespace, in its batch.
+    CHECK(store.events(answer).back().event.request_id != 0);
+  }
+  CHECK(store.status_counts().ready == 3);
+}
+
+TEST_CASE("a command whose answer outgrows a slot runs alone instead: a session holding hundreds "
+          "of items heartbeats and closes",
+          "[combine][sqlite]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "c.db");
+  ControlStore store{db, {.durability = Durability::normal}};
+  store.create_project("alpha", "A");
+  const auto ids = store.enqueue_batch("alpha", std::vector<std::string>(600, "{}"));
+  store.open_session("s1");
+  std::size_t held = 0;
+  for (const auto& id : ids) held += store.assign_and_lease("s1", id, {"push"}).is_assigned();
+  REQUIRE(held == 600);
+  CHECK(store.session_heartbeat("s1", Seconds{60}).size() == 600);
+  CHECK(store.close_session("s1").size() == 600);
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("request ids differ between forked processes", "[combine][sqlite]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "c.db");
+  ControlStore parent{db};
+  parent.create_project("alpha", "A");
+  parent.enqueue("alpha", "{}");  // the parent draws ids before it forks
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 3; ++i) {
+    pids.push_back(child(db, dir.file(fmt::format("id-{}", i)),
+                         [](ControlStore& s) { return s.enqueue("alpha", "{}"); }));
+  }
+  std::set<std::uint64_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(reap(pids[i]));
+    ids.insert(parent.events(read_file(dir.file(fmt::format("id-{}", i)))).back().event.request_id);
+  }
+  CHECK(ids.size() == 3);
+  CHECK(!ids.contains(0));
 }
