@@ -758,3 +758,36 @@ TEST_CASE("request ids differ between forked processes", "[combine][sqlite]") {
   CHECK(ids.size() == 3);
   CHECK(!ids.contains(0));
 }
+
+TEST_CASE("while a stopped process holds the combiner's lock, a waiter gives up after its lock "
+          "timeout as busy, and its command is never run",
+          "[combine][sqlite]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "c.db");
+  { ControlStore{db}.create_project("alpha", "A"); }
+  ChildCombiner holder([&] { return ControlStore{db}; });  // takes the lock, never serves
+  ::kill(holder.pid(), SIGSTOP);
+  ControlStore store{db, {.lock_timeout = std::chrono::milliseconds(300)}};
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    store.enqueue("alpha", "{}");
+    FAIL("the enqueue went through a held lock");
+  } catch (const StorageError& e) {
+    CHECK(e.category() == StorageError::Category::busy);
+    CHECK(std::string(e.what()).find("nothing was done") != std::string::npos);
+  }
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+  // Withdrawn from the queue: when the holder resumes and serves, there is
+  // nothing of it to run.
+  CombineArea* area = area_of(store);
+  REQUIRE(area != nullptr);
+  CHECK(waiting(*area) == 0);
+  ::kill(holder.pid(), SIGCONT);
+  holder.go();
+  int status = 0;
+  REQUIRE(reap(holder.pid(), 30, &status));
+  CHECK(WIFEXITED(status));
+  CHECK(store.status_counts().ready == 0);
+  store.enqueue("alpha", "{}");  // the lock is free again
+  CHECK(store.status_counts().ready == 1);
+}
