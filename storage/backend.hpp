@@ -316,6 +316,12 @@ class Backend {
   virtual void savepoint();
   virtual void release_savepoint();
   virtual bool rollback_to_savepoint() noexcept { return false; }
+  // How many rows this connection has written so far (a command that
+  // failed having written none needs no savepoint to undo it), and whether
+  // a write transaction is still open (an engine may end one itself on an
+  // I/O error).
+  virtual std::uint64_t rows_written() noexcept { return 0; }
+  virtual bool in_write_transaction() noexcept { return false; }
   // Events appended from now on record this request id (0: none).
   virtual void tag_requests(std::uint64_t request_id) { (void)request_id; }
   // Every event whose seq is above `after`, in seq order: an index range.

@@ -138,6 +138,8 @@ class BackendWrapper : public Backend {
   void savepoint() override { inner_->savepoint(); }
   void release_savepoint() override { inner_->release_savepoint(); }
   bool rollback_to_savepoint() noexcept override { return inner_->rollback_to_savepoint(); }
+  std::uint64_t rows_written() noexcept override { return inner_->rows_written(); }
+  bool in_write_transaction() noexcept override { return inner_->in_write_transaction(); }
   void tag_requests(std::uint64_t request_id) override { inner_->tag_requests(request_id); }
   std::unique_ptr<Cursor<RawEvent>> scan_after(Seq after) override {
     return inner_->scan_after(after);

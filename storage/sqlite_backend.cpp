@@ -1247,6 +1247,10 @@ class SqliteBackend final : public Backend {
            !sqlite3_get_autocommit(db_);
   }
   void tag_requests(std::uint64_t request_id) override { request_id_ = request_id; }
+  std::uint64_t rows_written() noexcept override {
+    return static_cast<std::uint64_t>(sqlite3_total_changes64(db_));
+  }
+  bool in_write_transaction() noexcept override { return in_write_ && !sqlite3_get_autocommit(db_); }
 
   std::unique_ptr<Cursor<RawEvent>> scan_after(Seq after) override {
     auto cursor = std::make_unique<StatementCursor>(

@@ -791,3 +791,51 @@ TEST_CASE("while a stopped process holds the combiner's lock, a waiter gives up 
   store.enqueue("alpha", "{}");  // the lock is free again
   CHECK(store.status_counts().ready == 1);
 }
+
+TEST_CASE("a command undone after it wrote (its answer outgrew its slot) undoes only itself, "
+          "and the batch's other commands stand",
+          "[combine][sqlite]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "c.db");
+  ClaimedItem held;
+  {
+    ControlStore setup{db, {.durability = Durability::normal}};
+    setup.create_project("alpha", "A");
+    setup.enqueue("alpha", "{}");
+    setup.enqueue("alpha", "{}");
+    held = *setup.claim("setup");
+    const auto ids = setup.enqueue_batch("alpha", std::vector<std::string>(500, "{}"));
+    setup.open_session("s1");
+    for (const auto& id : ids) REQUIRE(setup.assign_and_lease("s1", id, {"push"}).is_assigned());
+  }
+  const auto batch = run_as_one_batch(
+      db, dir,
+      {
+          [&](ControlStore& s) {
+            s.finish(held.item_id, held.fence, Outcome::done);
+            return std::string("finished");
+          },
+          // 500 leases extended: an answer too large for a slot, found
+          // after its events were written; it runs alone in its process.
+          [](ControlStore& s) { return std::to_string(s.session_heartbeat("s1", Seconds{60}).size()); },
+          [](ControlStore& s) { return claimed_text(s.claim("w")); },
+      });
+  REQUIRE(batch.answers.size() == 3);
+  // The batch ran without savepoints first, was undone whole, and ran
+  // again with them.
+  CHECK(batch.begins.size() == 2);
+  CHECK(batch.committed_at.size() == 1);
+  CHECK(batch.answers[0] == "finished");
+  CHECK(batch.answers[1] == "500");
+  CHECK(batch.answers[2].rfind("none", 0) != 0);
+  ControlStore store{db, {.read_only = true}};
+  CHECK(store.item(held.item_id).status == ItemStatus::done);
+  CHECK(store.events(held.item_id).size() == 3);  // queued, claimed, done: once
+  // One lease_extended per item: the undone attempt left none behind.
+  for (const auto& info : store.sessions()) {
+    if (info.row.session_id != "s1") continue;
+    CHECK(info.items.size() == 500);
+    for (const auto& id : info.items) CHECK(store.events(id).size() == 3);  // queued, assigned, extended
+  }
+  CHECK(verify_ledger(store).empty());
+}
