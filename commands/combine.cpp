@@ -10,9 +10,10 @@
 //                                                                  collect up to 64 queued, oldest first
 //                                                                  BEGIN IMMEDIATE (strongest sync asked)
 //                                                                  watermark := last seq; batch open
-//                                                                  per request: SAVEPOINT, run it, its
-//                                                                    events carry its request id; a
-//                                                                    refusal rolls back to the savepoint
+//                                                                  per request: run it, its events
+//                                                                    carry its request id; a refusal
+//                                                                    wrote nothing (one that wrote:
+//                                                                    the batch again, with savepoints)
 //                                                                  stage each answer in its slot
 //                                                                  COMMIT (one fsync for the batch)
 //   woken: read the answer ◀── slot: done ◀─────────────────────  publish, close the batch
