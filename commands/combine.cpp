@@ -156,6 +156,7 @@ std::optional<Answer> CommandRunner::run_combined(ControlStore& s, CombineArea& 
           deadline = std::chrono::steady_clock::now() + timeout;
           continue;
         }
+        area.abandon(*slot);
         throw StorageError(StorageError::Category::commit_unknown,
                            fmt::format("the process combining this command has not answered in "
                                        "{} ms (stopped?): its outcome is unknown; read the item "
@@ -232,6 +233,13 @@ void CommandRunner::run_batch(ControlStore& s, CombineArea& area,
     if (bytes.size() > CombineArea::kMaxResultBytes) bytes = detail::encode_answer(a, 0);
     return bytes;
   };
+  // Stages an answer, or, if even a refusal's does not fit, one that says so.
+  auto stage = [&](std::uint32_t slot, const Answer& a) {
+    if (!area.stage(slot, encoded(a))) {
+      area.stage(slot, encoded(Answer{{}, ErrorValue{ErrorValue::internal, 0,
+                                                     "the answer does not fit a group-commit slot"}}));
+    }
+  };
   bool opened = false;
   // One transaction for the batch. Most commands either refuse before they
   // write anything or succeed, so they run without a savepoint (two
@@ -246,7 +254,7 @@ void CommandRunner::run_batch(ControlStore& s, CombineArea& area,
     opened = true;
     for (std::size_t i = 0; i < batch.size(); ++i) {
       if (!commands[i]) {
-        area.stage(batch[i].slot, encoded(answers[i]));
+        stage(batch[i].slot, answers[i]);
         continue;
       }
       answers[i] = Answer{};
@@ -288,7 +296,7 @@ void CommandRunner::run_batch(ControlStore& s, CombineArea& area,
       } else if (!keep && (backend.rows_written() != written || !backend.in_write_transaction())) {
         throw NeedsSavepoints{};
       }
-      area.stage(batch[i].slot, bytes);
+      if (!area.stage(batch[i].slot, bytes)) stage(batch[i].slot, answers[i]);
     }
     tx.commit();
   };
@@ -309,9 +317,7 @@ void CommandRunner::run_batch(ControlStore& s, CombineArea& area,
       } catch (...) {
       }
     }
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      area.stage(batch[i].slot, encoded(Answer{{}, error}));
-    }
+    for (std::size_t i = 0; i < batch.size(); ++i) stage(batch[i].slot, Answer{{}, error});
   }
   std::vector<std::uint32_t> slots;
   for (const auto& t : batch) slots.push_back(t.slot);

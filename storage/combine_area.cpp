@@ -268,10 +268,8 @@ std::optional<std::uint32_t> CombineArea::post(std::string_view request, std::ui
     // unread results are nobody's), then look once more.
     for (std::uint32_t i = 0; i < kSlots; ++i) {
       Slot& s = slot(i);
-      std::uint32_t st = s.state.load(std::memory_order_acquire);
-      if ((st == kQueued || st == kDone) && owner_gone(s)) {
-        s.state.compare_exchange_strong(st, kFree, std::memory_order_acq_rel);
-      }
+      const std::uint32_t st = s.state.load(std::memory_order_acquire);
+      if (st == kQueued || st == kDone) free_if_gone(s, st);
     }
   }
   return std::nullopt;
@@ -377,12 +375,24 @@ std::string CombineArea::take_result(std::uint32_t i, std::uint64_t request_id) 
   return out;
 }
 
-bool CombineArea::owner_gone(Slot& s) {
+bool CombineArea::free_if_gone(Slot& s, std::uint32_t state) {
   const int rc = pthread_mutex_trylock(&s.owner_lock);
   if (rc == EBUSY) return false;  // held: its owner lives
+  if (rc != 0 && rc != EOWNERDEAD) return false;
   if (rc == EOWNERDEAD) pthread_mutex_consistent(&s.owner_lock);
-  if (rc == 0 || rc == EOWNERDEAD) pthread_mutex_unlock(&s.owner_lock);
-  return true;
+  // Freed while the owner's lock is ours: no new owner can take the slot
+  // between the look and the store (a poster takes the lock first).
+  std::uint32_t expected = state;
+  const bool freed = s.state.compare_exchange_strong(expected, kFree, std::memory_order_acq_rel);
+  pthread_mutex_unlock(&s.owner_lock);
+  return freed;
+}
+
+void CombineArea::abandon(std::uint32_t i) {
+  // The combiner still answers into the slot; with its owner's lock free,
+  // the first poster short of slots frees it once it is done, and a
+  // requeued request of an owner gone is dropped before it runs.
+  pthread_mutex_unlock(&slot(i).owner_lock);
 }
 
 bool CombineArea::accepts_codec(std::uint64_t fingerprint) {
@@ -431,14 +441,11 @@ std::vector<CombineArea::Taken> CombineArea::collect(std::size_t max) {
   for (const auto& [ticket, i] : queued) {
     if (out.size() == max) break;
     Slot& s = slot(i);
+    // Nobody waits for a request of a process gone: a claim made for a dead
+    // worker would only hold an item until its lease lapsed.
+    if (free_if_gone(s, kQueued)) continue;
     std::uint32_t expected = kQueued;
     if (!s.state.compare_exchange_strong(expected, kTaken, std::memory_order_acq_rel)) continue;
-    if (owner_gone(s)) {
-      // Nobody waits for it: a claim made for a dead worker would only
-      // hold an item until its lease lapsed.
-      s.state.store(kFree, std::memory_order_release);
-      continue;
-    }
     out.push_back({i, s.request_id,
                    std::string(reinterpret_cast<const char*>(&s) + kSlotHeaderBytes, s.request_length)});
   }

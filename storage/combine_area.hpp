@@ -91,6 +91,9 @@ class CombineArea {
   // Waits until the request is answered or the caller holds the lock.
   // Sleeps on a futex (its slot, or the lock as the standby); never spins.
   Turn wait(std::uint32_t slot, std::chrono::steady_clock::time_point deadline);
+  // Gives up waiting for a slot a combiner took and has not answered: the
+  // slot is freed once answered, or dropped if requeued.
+  void abandon(std::uint32_t slot);
   // The result of a done slot; frees it. InternalError if the slot holds
   // another request than `request_id`.
   std::string take_result(std::uint32_t slot, std::uint64_t request_id);
@@ -150,7 +153,8 @@ class CombineArea {
   struct Slot;
   CombineArea(std::string path, int fd, void* base, std::size_t size);
   static std::uint64_t layout_fingerprint();
-  bool owner_gone(Slot& slot);
+  // Frees the slot if its owner is gone and it is still in `state`.
+  bool free_if_gone(Slot& slot, std::uint32_t state);
   Header& header() const;
   Slot& slot(std::uint32_t i) const;
   bool lock_until(std::chrono::steady_clock::time_point deadline);  // as the standby

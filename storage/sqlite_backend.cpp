@@ -1232,7 +1232,11 @@ class SqliteBackend final : public Backend {
     release_writer();
   }
 
-  CombineArea* combine_area() override { return combine_.get(); }
+  // None in a forked child: the store belongs to its parent, and a child
+  // that combined would answer other processes' commands with its refusal.
+  CombineArea* combine_area() override {
+    return ::getpid() == pid_ && !broken_ ? combine_.get() : nullptr;
+  }
 
   void savepoint() override {
     stmts_.savepoint.run();

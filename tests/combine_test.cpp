@@ -839,3 +839,39 @@ TEST_CASE("a command undone after it wrote (its answer outgrew its slot) undoes 
   }
   CHECK(verify_ledger(store).empty());
 }
+
+TEST_CASE("a store used in a forked child is refused there alone: it never combines, so it "
+          "cannot refuse other processes' commands",
+          "[combine][sqlite]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "c.db");
+  ControlStore parent{db};
+  parent.create_project("alpha", "A");
+  CombineArea* area = area_of(parent);
+  REQUIRE(area != nullptr);
+  REQUIRE(area->try_lock());
+  // The child calls the store it inherited (a mistake: one store per process).
+  const pid_t forked = ::fork();
+  if (forked == 0) {
+    std::string answer;
+    try {
+      answer = parent.enqueue("alpha", "{}");
+    } catch (...) {
+      answer = describe(std::current_exception());
+    }
+    std::ofstream(dir.file("forked")) << answer;
+    ::_exit(0);
+  }
+  REQUIRE(reap(forked));
+  CHECK(read_file(dir.file("forked")).find("StorageError unavailable") == 0);
+  // Another process, with its own store: its command is run by the holder.
+  const pid_t other = child(db, dir.file("other"),
+                            [](ControlStore& s) { return s.enqueue("alpha", R"({"other":1})"); });
+  REQUIRE(wait_queued(*area, 1));
+  CommandRunner::serve(parent, *area, std::nullopt);
+  REQUIRE(reap(other));
+  const std::string id = read_file(dir.file("other"));
+  INFO(id);
+  CHECK(parent.item(id).payload == R"({"other":1})");
+  CHECK(parent.status_counts().ready == 1);
+}
