@@ -469,6 +469,24 @@ TEST_CASE("a combiner SIGKILLed at any step of its batch: every waiter gets its 
   (void)committed;
 }
 
+namespace {
+
+// A process that takes the combiner's lock and is SIGKILLed holding it.
+pid_t die_holding_the_lock(const std::string& db) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ControlStore store{db};
+    if (area_of(store) == nullptr || !area_of(store)->try_lock()) ::_exit(3);
+    ::raise(SIGKILL);
+  }
+  int status = 0;
+  REQUIRE(reap(pid, 30, &status));
+  REQUIRE(WIFSIGNALED(status));
+  return pid;
+}
+
+}  // namespace
+
 TEST_CASE("a shared area left over from a crash or another build is recognised and reset, or "
           "left alone while others use it",
           "[combine][sqlite]") {
@@ -485,15 +503,7 @@ TEST_CASE("a shared area left over from a crash or another build is recognised a
     CHECK(store.claim("w"));
   }
   SECTION("a lock held by a process that died, nobody else there: rewritten") {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ControlStore store{db};
-      if (area_of(store) == nullptr || !area_of(store)->try_lock()) ::_exit(3);
-      ::raise(SIGKILL);
-    }
-    int status = 0;
-    REQUIRE(reap(pid, 30, &status));
-    REQUIRE(WIFSIGNALED(status));
+    const pid_t pid = die_holding_the_lock(db);
     ControlStore store{db};
     CHECK(area_of(store) != nullptr);
     store.enqueue("alpha", "{}");
@@ -502,15 +512,7 @@ TEST_CASE("a shared area left over from a crash or another build is recognised a
   SECTION("a lock held by a process that died while others hold the area: taken over") {
     ControlStore survivor{db};
     REQUIRE(area_of(survivor) != nullptr);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ControlStore store{db};
-      if (area_of(store) == nullptr || !area_of(store)->try_lock()) ::_exit(3);
-      ::raise(SIGKILL);
-    }
-    int status = 0;
-    REQUIRE(reap(pid, 30, &status));
-    REQUIRE(WIFSIGNALED(status));
+    const pid_t pid = die_holding_the_lock(db);
     CHECK(area_of(survivor)->combiner() == pid);  // what the dead holder left
     survivor.enqueue("alpha", "{}");
     CHECK(survivor.claim("w"));
