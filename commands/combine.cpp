@@ -142,6 +142,8 @@ std::optional<Answer> CommandRunner::run_combined(ControlStore& s, CombineArea& 
       case CombineArea::Turn::combine:
         serve(s, area, *slot);
         continue;
+      case CombineArea::Turn::alone:
+        return std::nullopt;  // withdrawn from an unusable area: run it alone
       case CombineArea::Turn::timeout:
         throw StorageError(StorageError::Category::busy,
                            fmt::format("gave up after {} ms waiting for the write lock (group "
@@ -182,6 +184,7 @@ void CommandRunner::serve(ControlStore& s, CombineArea& area, std::optional<std:
   }
   for (;;) {
     if (own && area.state(*own) == CombineArea::kDone) return;
+    if (!area.usable()) return;  // its waiters notice too, and run alone
     const auto batch = area.collect(kMaxBatch);
     if (batch.empty()) return;
     run_batch(s, area, batch);

@@ -44,7 +44,8 @@ struct CommandRunner {
   static auto run(ControlStore& s, const C& c) {
     using R = decltype(exec(s, c));
     if (auto* area = s.backend_->combine_area();
-        area != nullptr && fits(c) && area->accepts_codec(detail::codec_fingerprint())) {
+        area != nullptr && fits(c) && area->usable() &&
+        area->accepts_codec(detail::codec_fingerprint())) {
       auto answer = run_combined(s, *area, detail::Command{c});
       if (answer && !(answer->error && answer->error->kind == detail::ErrorValue::run_alone)) {
         if (answer->error) detail::throw_error(*answer->error);

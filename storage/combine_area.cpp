@@ -40,6 +40,15 @@ std::string boot_id() {
   return id;
 }
 
+std::uint64_t new_generation() {
+  std::uint64_t g = 0;
+  std::ifstream in("/dev/urandom", std::ios::binary);
+  in.read(reinterpret_cast<char*>(&g), sizeof g);
+  g ^= static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^
+       (static_cast<std::uint64_t>(::getpid()) << 32);
+  return g == 0 ? 1 : g;
+}
+
 bool alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno != ESRCH); }
 
 void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t expected, Clock::duration timeout) {
@@ -77,6 +86,7 @@ struct CombineArea::Header {
   std::atomic<std::int32_t> holder;  // the combiner's pid while it holds the lock, else 0
   std::uint64_t layout;               // layout_fingerprint() of the build that made it
   std::atomic<std::uint64_t> codec;   // the messages' fingerprint (accepts_codec), 0 until set
+  std::uint64_t generation;           // drawn at each reset: who mapped this one, and no other
 };
 
 struct CombineArea::Slot {
@@ -105,7 +115,7 @@ std::uint64_t CombineArea::layout_fingerprint() {
   const std::uint64_t parts[] = {
       kVersion, sizeof(H), offsetof(H, mutex), offsetof(H, standby), offsetof(H, next_ticket),
       offsetof(H, batch_open), offsetof(H, watermark), offsetof(H, holder), offsetof(H, layout),
-      offsetof(H, codec), sizeof(S), offsetof(S, state), offsetof(S, bell), offsetof(S, owner),
+      offsetof(H, codec), offsetof(H, generation), sizeof(S), offsetof(S, state), offsetof(S, bell), offsetof(S, owner),
       offsetof(S, owner_lock), offsetof(S, ticket), offsetof(S, request_id),
       offsetof(S, request_length), offsetof(S, result_length), sizeof(pthread_mutex_t),
       CombineArea::kSlots, CombineArea::kSlotBytes, CombineArea::kSlotHeaderBytes,
@@ -212,6 +222,8 @@ std::unique_ptr<CombineArea> CombineArea::open(const std::string& path, const st
     h.slot_bytes = kSlotBytes;
     h.header_bytes = kHeaderBytes;
     std::snprintf(h.boot, sizeof h.boot, "%s", boot.c_str());
+    h.generation = new_generation();
+    area->generation_ = h.generation;
     std::atomic_thread_fence(std::memory_order_seq_cst);
     std::memcpy(h.magic, kMagic, sizeof kMagic);
     ::msync(base, kHeaderBytes, MS_SYNC);
@@ -233,7 +245,18 @@ std::unique_ptr<CombineArea> CombineArea::open(const std::string& path, const st
     why = fmt::format("{} was made before the last reboot, yet is held open", path);
     return nullptr;
   }
+  area->generation_ = h.generation;
   return area;
+}
+
+bool CombineArea::usable() const {
+  if (broken_) return false;
+  const Header& h = header();
+  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.layout != layout_fingerprint() ||
+      h.generation != generation_) {
+    broken_ = true;  // for good: nothing says the next look would be right
+  }
+  return !broken_;
 }
 
 // ---- a caller ---------------------------------------------------------------------
@@ -276,6 +299,13 @@ std::optional<std::uint32_t> CombineArea::post(std::string_view request, std::ui
 }
 
 bool CombineArea::took_lock(int rc) {
+  // A lock taken after the header was overwritten is no lock: the real
+  // holder may still be running its batch. Looked at after taking it, so
+  // that an overwrite before the take is always seen.
+  if ((rc == 0 || rc == EOWNERDEAD) && !usable()) {
+    pthread_mutex_unlock(&header().mutex);
+    return false;
+  }
   if (rc == EOWNERDEAD) {
     // Its holder died: the lock is ours, and so is whatever it left.
     pthread_mutex_consistent(&header().mutex);
@@ -329,6 +359,9 @@ CombineArea::Turn CombineArea::wait(std::uint32_t i, Clock::time_point deadline)
     const std::uint32_t bell = s.bell.load(std::memory_order_seq_cst);
     const std::uint32_t st = s.state.load(std::memory_order_acquire);
     if (st == kDone) return Turn::done;
+    // Looked at on every wake-up: a header overwritten under us describes
+    // no lock we could wait on, and nobody will wake us through it.
+    if (!usable()) return wait_unusable(i, deadline);
     // Taken or staged and the lock free: its combiner died (the batch is
     // ours to settle), whoever the standby was meant to be.
     if (try_lock()) return Turn::combine;
@@ -344,12 +377,28 @@ CombineArea::Turn CombineArea::wait(std::uint32_t i, Clock::time_point deadline)
     if (header().standby.compare_exchange_strong(none, pid_)) {
       // The standby: blocked on the lock itself, so that the kernel wakes
       // it when the combiner lets go, or dies.
-      const bool locked = lock_until(deadline);
+      // In slices, so that it notices a header overwritten meanwhile.
+      const bool locked = lock_until(std::min(deadline, Clock::now() + kWatchdog));
       std::int32_t me = pid_;
       header().standby.compare_exchange_strong(me, 0);
       if (locked) return Turn::combine;
       continue;
     }
+    futex_wait(s.bell, bell, std::min<Clock::duration>(kWatchdog, deadline - now));
+  }
+}
+
+CombineArea::Turn CombineArea::wait_unusable(std::uint32_t i, Clock::time_point deadline) {
+  Slot& s = slot(i);
+  for (;;) {
+    if (cancel(i)) return Turn::alone;  // nobody took it: the caller runs it itself
+    const std::uint32_t bell = s.bell.load(std::memory_order_seq_cst);
+    const std::uint32_t st = s.state.load(std::memory_order_acquire);
+    if (st == kDone) return Turn::done;
+    // A combiner took it before the header went: its answer comes in the
+    // slot, which the header does not describe.
+    const auto now = Clock::now();
+    if (now >= deadline) return Turn::stuck;
     futex_wait(s.bell, bell, std::min<Clock::duration>(kWatchdog, deadline - now));
   }
 }

@@ -11,8 +11,12 @@
 //     robust pthread mutex: the kernel hands it to the next locker with
 //     EOWNERDEAD when its holder dies), the standby (the pid of the one
 //     waiter blocked on that lock, so that a combiner's death wakes someone
-//     at once), the next arrival ticket, and the batch in flight (open flag
-//     and the log's last seq before it: its watermark).
+//     at once), the next arrival ticket, the batch in flight (open flag
+//     and the log's last seq before it: its watermark), and a generation
+//     drawn at each reset. A process checks magic, layout and generation
+//     on every wake-up: a header overwritten under it (zeros, another
+//     area's copy) describes no lock it may wait on, so it withdraws its
+//     request and runs alone from then on.
 //   kSlots slots of kSlotBytes: a state word (also the futex its owner
 //     sleeps on), the owner's pid, arrival ticket, request id, and one
 //     buffer holding the request, later the result.
@@ -87,7 +91,12 @@ class CombineArea {
     combine,  // the caller holds the combiner's lock: run batches, then unlock
     timeout,  // the deadline passed with the request still queued; it was withdrawn
     stuck,    // the deadline passed while a combiner holds it (taken): outcome unknown
+    alone,    // the area is unusable (its header overwritten); the request was withdrawn
   };
+  // Whether the header is still the one this process mapped (magic, layout
+  // fingerprint and generation). Once false, false for good: the caller
+  // runs every command alone.
+  bool usable() const;
   // Waits until the request is answered or the caller holds the lock.
   // Sleeps on a futex (its slot, or the lock as the standby); never spins.
   Turn wait(std::uint32_t slot, std::chrono::steady_clock::time_point deadline);
@@ -160,6 +169,7 @@ class CombineArea {
   bool lock_until(std::chrono::steady_clock::time_point deadline);  // as the standby
   bool took_lock(int rc);
   bool cancel(std::uint32_t slot);
+  Turn wait_unusable(std::uint32_t slot, std::chrono::steady_clock::time_point deadline);
 
   std::string path_;
   int fd_ = -1;
@@ -167,6 +177,8 @@ class CombineArea {
   std::size_t size_ = 0;
   bool must_recover_ = false;
   pid_t pid_ = 0;
+  std::uint64_t generation_ = 0;
+  mutable bool broken_ = false;
 };
 
 }  // namespace cplane::storage
