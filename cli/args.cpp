@@ -95,6 +95,35 @@ std::string default_db_path(bool create_folder) {
   return db.string();
 }
 
+// Shown whole, with what would act on the terminal escaped (usage errors
+// echo the argument KJ could not take).
+std::string escape_invisible(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t length = utf8_sequence_length(text, at);
+    if (length == 0) {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(text[at]));
+      ++at;
+      continue;
+    }
+    std::uint32_t c = static_cast<unsigned char>(text[at]);
+    if (length > 1) {
+      c &= 0xffu >> (length + 1);
+      for (std::size_t i = 1; i < length; ++i) {
+        c = (c << 6) | (static_cast<unsigned char>(text[at + i]) & 0x3fu);
+      }
+    }
+    if (is_invisible_control(c)) {
+      out += c < 0x80 ? fmt::format("\\x{:02x}", c) : fmt::format("\\u{:04x}", c);
+    } else {
+      out.append(text.substr(at, length));
+    }
+    at += length;
+  }
+  return out;
+}
+
 // Options that take a value, so that "--now -5" reads as "--now=-5" rather
 // than as a missing value followed by an unknown option "-5".
 constexpr std::array kValueOptions = {"--db",     "--now",   "--durability", "--lock-timeout",

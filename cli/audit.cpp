@@ -119,16 +119,20 @@ Validity Cli::run_rebuild() {
       report = rebuild(store, dry_run_, progress("rebuild"));
     } catch (const RebuildRefused& refused) {
       // Exit 6 like verify, the reasons on stdout (JSON: the problems
-      // array, as verify prints it), the refusal on stderr.
+      // array, as verify prints it), the refusal on stderr (JSON: the
+      // error object every command prints).
       end_progress();
       print_problems(refused.problems());
-      std::cerr << "cplane: rebuild refused, nothing changed: the log fails its own checks ("
-                << refused.total() << " problem(s)" 
-                << (static_cast<std::int64_t>(refused.problems().size()) < refused.total()
-                        ? fmt::format(", the first {} listed", refused.problems().size())
-                        : std::string())
-                << "). Rows folded from it would be wrong. See `cplane verify`; salvage with "
-                   "`cplane recover --db DAMAGED --to NEW`, or `cplane restore` an export\n";
+      context_.report_error(
+          "rebuild_refused", "log_fails_checks",
+          fmt::format("cplane: rebuild refused, nothing changed: the log fails its own checks "
+                      "({} problem(s){}). Rows folded from it would be wrong. See `cplane "
+                      "verify`; salvage with `cplane recover --db DAMAGED --to NEW`, or `cplane "
+                      "restore` an export",
+                      refused.total(),
+                      static_cast<std::int64_t>(refused.problems().size()) < refused.total()
+                          ? fmt::format(", the first {} listed", refused.problems().size())
+                          : std::string()));
       throw Exit{kProblemsFound};
     }
     changed_ = !dry_run_ && report.changes_total > 0;

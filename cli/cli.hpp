@@ -60,6 +60,11 @@ struct Exit {
   int code;
 };
 
+// `text` as it may be shown on a terminal, whole: control and bidi
+// characters, and bytes that are not UTF-8, escaped as quote_id escapes
+// them (\x0a, \u202e); everything else unchanged.
+std::string escape_invisible(std::string_view text);
+
 // KJ's argument parser reports through a ProcessContext: ours maps usage
 // errors to exit status 2 and keeps KJ from calling exit() itself.
 class CliContext final : public kj::ProcessContext {
@@ -70,11 +75,16 @@ class CliContext final : public kj::ProcessContext {
   void warning(kj::StringPtr message) override { std::cerr << message.cStr() << '\n'; }
   void error(kj::StringPtr message) override { std::cerr << message.cStr() << '\n'; }
   // KJ's message is "cplane claim: <what>\nTry 'cplane claim --help' ...":
-  // keep its first line, one sentence.
+  // keep what comes before its last "\nTry '", one sentence. <what> may
+  // echo an argument whole, newlines and escape sequences included: they
+  // are escaped, so that the reason after them stays on the line and
+  // nothing raw reaches the terminal.
   [[noreturn]] void exitError(kj::StringPtr message) override {
-    std::string text = message.cStr();
-    text = text.substr(0, text.find('\n'));
-    report_error("usage", "usage", text + " (see --help)");
+    std::string_view text(message.cStr(), message.size());
+    if (const auto trailer = text.rfind("\nTry '"); trailer != std::string_view::npos) {
+      text = text.substr(0, trailer);
+    }
+    report_error("usage", "usage", escape_invisible(text) + " (see --help)");
     throw Exit{kUsage};
   }
 

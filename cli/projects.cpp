@@ -97,7 +97,10 @@ kj::MainFunc Cli::stats_command() {
 }
 
 Validity Cli::set_project(kj::StringPtr text) {
-  project_ = std::string(text.cStr());
+  // An id no command could have created is invalid input (exit 2), not an
+  // unknown project (exit 7).
+  KJ_IF_MAYBE(error, check_name(text, "project id").releaseError()) { return kj::mv(*error); }
+  project_ = std::string(text.cStr(), text.size());
   return true;
 }
 

@@ -182,6 +182,20 @@ class Validator {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
   }
 
+  // At the 'u' of a \u escape: its four hex digits as a UTF-16 code unit,
+  // leaving pos_ after them.
+  unsigned hex_unit() {
+    ++pos_;
+    unsigned unit = 0;
+    for (int i = 0; i < 4; ++i) {
+      const char h = peek();
+      if (!is_hex(h)) fail("bad \\u escape");
+      unit = unit * 16 + static_cast<unsigned>(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+      ++pos_;
+    }
+    return unit;
+  }
+
   void string() {
     expect('"');
     while (true) {
@@ -196,10 +210,25 @@ class Validator {
         ++pos_;
         const char e = peek();
         if (e == 'u') {
-          ++pos_;
-          for (int i = 0; i < 4; ++i) {
-            if (!is_hex(peek())) fail("bad \\u escape");
-            ++pos_;
+          const std::size_t escape_at = pos_ - 1;
+          const unsigned unit = hex_unit();
+          if (unit >= 0xdc00 && unit <= 0xdfff) {
+            pos_ = escape_at;
+            fail("a low surrogate escape (\\udc00-\\udfff) without a high one before it");
+          }
+          if (unit >= 0xd800 && unit <= 0xdbff) {
+            // I-JSON (RFC 7493): a high surrogate only as the first half of
+            // a pair. Alone it is no character, and strict parsers refuse
+            // the text (the payload is later printed as it is).
+            unsigned low = 0;
+            if (text_.substr(pos_, 2) == "\\u") {
+              ++pos_;
+              low = hex_unit();
+            }
+            if (low < 0xdc00 || low > 0xdfff) {
+              pos_ = escape_at;
+              fail("a high surrogate escape (\\ud800-\\udbff) not followed by a low one");
+            }
           }
         } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' ||
                    e == 'r' || e == 't') {

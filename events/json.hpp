@@ -10,8 +10,10 @@ namespace cplane {
 
 // Throws InvalidArgument, naming the problem and its byte offset, unless
 // `text` is exactly one JSON value (surrounding white space allowed) in valid
-// UTF-8, nested at most 512 deep. Stricter than many parsers on purpose: a
-// payload stored here is later embedded as-is in JSON output.
+// UTF-8, nested at most 512 deep, whose \u escapes name characters: a
+// surrogate escape (\ud800-\udfff) only as half of a high-low pair (I-JSON).
+// Stricter than many parsers on purpose: a payload stored here is later
+// embedded as-is in JSON output.
 void require_json(std::string_view text);
 
 // The largest payload a command accepts (and verify expects in the log).

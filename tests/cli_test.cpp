@@ -115,14 +115,30 @@ class StrictJson {
       if (i_ >= t_.size()) return false;
       const char e = t_[i_++];
       if (e == 'u') {
-        for (int k = 0; k < 4; ++k, ++i_) {
-          if (i_ >= t_.size() || !std::isxdigit(static_cast<unsigned char>(t_[i_]))) return false;
+        // A surrogate only as half of a high-low pair (I-JSON, as jq reads it).
+        auto unit = hex4();
+        if (unit && *unit >= 0xd800 && *unit <= 0xdbff) {
+          if (!eat('\\') || !eat('u')) return false;
+          unit = hex4();
+          if (unit && (*unit < 0xdc00 || *unit > 0xdfff)) return false;
+        } else if (unit && *unit >= 0xdc00 && *unit <= 0xdfff) {
+          return false;
         }
+        if (!unit) return false;
       } else if (std::string_view("\"\\/bfnrt").find(e) == std::string_view::npos) {
         return false;
       }
     }
     return false;
+  }
+  std::optional<unsigned> hex4() {
+    unsigned unit = 0;
+    for (int k = 0; k < 4; ++k, ++i_) {
+      if (i_ >= t_.size() || !std::isxdigit(static_cast<unsigned char>(t_[i_]))) return std::nullopt;
+      const char h = static_cast<char>(std::tolower(static_cast<unsigned char>(t_[i_])));
+      unit = unit * 16 + static_cast<unsigned>(h <= '9' ? h - '0' : h - 'a' + 10);
+    }
+    return unit;
   }
   bool number() {
     eat('-');
@@ -1020,10 +1036,10 @@ TEST_CASE("the --now option is the command's clock: event times, lease expiry an
 // BUG: the payload check (commands/json.cpp require_json, Cap'n Proto's lenient
 // JSON decoder) accepts text that is not JSON under RFC 8259: a number with a
 // bare trailing dot ("1.", "[1.]", "1.e5"), raw control characters inside a
-// string (an unescaped tab, newline or U+0001), and bytes that are not UTF-8.
-// enqueue exits 0 instead of 2, and claim/item/events --json then splice the
-// payload in raw (cli/json_writer.cpp json_raw_or_string), so their output is
-// not valid JSON.
+// string (an unescaped tab, newline or U+0001), and bytes that are not UTF-8;
+// and a lone surrogate escape such as "\ud800". enqueue exits 0
+// instead of 2, and claim/item/events --json then splice the payload in raw
+// (cli/json_writer.cpp json_raw_or_string), so their output is not valid JSON.
 TEST_CASE("a payload that only a lenient parser accepts is refused with exit 2, never echoed "
           "as invalid JSON",
           "[cli]") {
@@ -1033,7 +1049,8 @@ TEST_CASE("a payload that only a lenient parser accepts is refused with exit 2, 
 
   // Control: real JSON with escapes, UTF-8 and every number form goes through.
   const std::string good =
-      "{\"u\": \"caf\u00e9 \\u00e9 \\n\", \"n\": [-0, 0.5, -1.25e-3, 1E+2], \"b\": [true, false, null]}";
+      "{\"u\": \"caf\u00e9 \\u00e9 \\n \\ud83d\\ude00\", \"n\": [-0, 0.5, -1.25e-3, 1E+2], "
+      "\"b\": [true, false, null]}";
   REQUIRE(strict_json(good));
   const std::string good_id = enqueue(db, "alpha", good);
   auto good_claim = cli(db, {"claim", "--owner", "w", "--json"});
@@ -1052,6 +1069,8 @@ TEST_CASE("a payload that only a lenient parser accepts is refused with exit 2, 
       "{\"s\": \"line one\nline two\"}",
       std::string("\"\x01\""),
       std::string("{\"s\": \"\xff\xfe\"}"),  // not UTF-8
+      R"("\ud800")",                          // a lone surrogate escape: jq refuses it
+      R"({"s": "\udc00 after"})",
   };
   for (const auto& payload : not_json) {
     INFO("payload: " << payload);
@@ -1220,4 +1239,152 @@ TEST_CASE("cplane enqueue --key is safe to retry, and claim --wait waits, then e
   CHECK_EXIT(cli(db, {"claim", "--owner", "w", "--wait", "1", "--max", "2"}), 2);
   CHECK_EXIT(cli(db, {"claim", "--owner", "w", "--wait", "0.2"}), 0);
   CHECK_EXIT(cli(db, {"claim", "--owner", "w", "--wait", "0.2"}), 3);
+}
+
+// ---- what reaches stderr --------------------------------------------------------
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// No byte on stderr that acts on a terminal: only the line's own '\n' at its
+// end, no other C0 control and no DEL.
+bool no_raw_control(const std::string& err) {
+  for (std::size_t i = 0; i < err.size(); ++i) {
+    const auto c = static_cast<unsigned char>(err[i]);
+    if (c == '\n' && i + 1 == err.size()) continue;
+    if (c < 0x20 || c == 0x7f) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// A newline in an option's value used to cut the message at KJ's echo of
+// it ("--key=a (see --help)", the reason lost), and a CR went out raw.
+TEST_CASE("an option value with a newline or carriage return is refused with the control "
+          "character reason, echoed escaped, in text and in JSON",
+          "[cli][args]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "control.db");
+  create_project(db, "alpha");
+  const long long events = count_rows(db, "events");
+  struct Case {
+    std::string value;
+    std::string escaped;
+  };
+  for (const Case& v : {Case{"a\nb", "a\\x0ab"}, Case{"a\rb", "a\\x0db"},
+                        Case{"a\r\nb", "a\\x0d\\x0ab"}, Case{"a\x1b[2Jb", "a\\x1b[2Jb"}}) {
+    for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+             {"enqueue", "alpha", "{}", "--key", v.value},
+             {"enqueue", "alpha", "{}", "--kind", "pr", "--ref", v.value},
+             {"claim", "--owner", v.value},
+             {"projects", "--actor", v.value}}) {
+      INFO("cplane " << args[0] << " " << args[args.size() - 2] << " " << v.escaped);
+      auto plain = cli(db, args);
+      CHECK_EXIT(plain, 2);
+      CHECK(one_line(plain.err));
+      CHECK(no_raw_control(plain.err));
+      CHECK(contains(plain.err, "contains a control character"));
+      CHECK(contains(plain.err, "=" + v.escaped + ": "));
+      CHECK(plain.out.empty());
+
+      auto with_json = args;
+      with_json.emplace_back("--json");
+      auto json = cli(db, with_json);
+      CHECK_EXIT(json, 2);
+      CHECK(one_line(json.err));
+      CHECK(no_raw_control(json.err));
+      Json parsed = parse_json(json.err);
+      const auto error = field(parsed.root(), "error");
+      CHECK(str_field(error, "kind") == "usage");
+      CHECK(str_field(error, "reason") == "usage");
+      CHECK(contains(str_field(error, "message"), "contains a control character"));
+    }
+  }
+  CHECK(count_rows(db, "events") == events);
+}
+
+// stats --project $'p\x1bq' answered "no such project" (exit 7).
+TEST_CASE("a read naming an id no command could create is invalid input, not an unknown one",
+          "[cli][args]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "control.db");
+  create_project(db, "alpha");
+  REQUIRE_EXIT(cli(db, {"session", "open", "s1"}), 0);
+  for (const std::string& bad : {std::string("p\x1bq"), std::string("p\nq"),
+                                 std::string(" padded"), std::string(300, 'p')}) {
+    for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+             {"stats", "--project", bad},
+             {"item", bad},
+             {"events", bad},
+             {"item", "some-item", "--actor", bad},
+             {"events", "some-item", "--actor", bad},
+             {"projects", "--actor", bad},
+             {"allocate", bad},
+             {"incident", "show", "--provider", bad, "--fingerprint", "f"},
+             {"incident", "show", "--provider", "p", "--fingerprint", bad},
+             {"incident", "show", "--provider", "p", "--fingerprint", "f", "--repo", bad},
+             {"incident", "list", "--target", bad}}) {
+      INFO("cplane " << args[0] << " " << args[1] << " (" << bad.size() << " bytes)");
+      auto plain = cli(db, args);
+      CHECK_EXIT(plain, 2);
+      CHECK(one_line(plain.err));
+      CHECK(no_raw_control(plain.err));
+      auto with_json = args;
+      with_json.emplace_back("--json");
+      auto json = cli(db, with_json);
+      CHECK_EXIT(json, 2);
+      Json parsed = parse_json(json.err);
+      const std::string kind = str_field(field(parsed.root(), "error"), "kind");
+      CHECK((kind == "usage" || kind == "invalid_argument"));
+    }
+  }
+  CHECK_EXIT(cli(db, {"stats", "--project", ""}), 2);
+  // A well-formed id that names nothing is still not found.
+  CHECK_EXIT(cli(db, {"stats", "--project", "ghost"}), 7);
+  CHECK_EXIT(cli(db, {"item", "ghost"}), 7);
+  CHECK_EXIT(cli(db, {"incident", "show", "--provider", "p", "--fingerprint", "f"}), 7);
+  CHECK_EXIT(cli(db, {"stats", "--project", "alpha"}), 0);
+}
+
+// rebuild --json printed its refusal as a sentence on stderr.
+TEST_CASE("rebuild --json refuses a damaged log with the JSON error object, exit 6",
+          "[cli][json]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "control.db");
+  create_project(db, "alpha");
+  const std::string id = enqueue(db, "alpha");
+  REQUIRE_EXIT(cli(db, {"claim", "--owner", "w"}), 0);
+  sql(db, "DELETE FROM events WHERE stream_id = '" + id + "' AND type = 'claimed'");
+  const auto status = item_column(db, "status", id);
+
+  for (const bool dry_run : {true, false}) {
+    INFO("dry run: " << dry_run);
+    std::vector<std::string> args{"rebuild", "--json"};
+    if (dry_run) args.emplace_back("--dry-run");
+    auto r = cli(db, args);
+    CHECK_EXIT(r, 6);
+    bool tail_missing = false;
+    {
+      Json problems = parse_json(r.out);
+      for (auto p : array_of(problems.root())) {
+        tail_missing = tail_missing || str_field(p, "kind") == "tail_missing";
+      }
+    }
+    CHECK(tail_missing);
+    CHECK(one_line(r.err));
+    Json parsed = parse_json(r.err);
+    const auto error = field(parsed.root(), "error");
+    CHECK(str_field(error, "kind") == "rebuild_refused");
+    CHECK(str_field(error, "reason") == "log_fails_checks");
+    CHECK(contains(str_field(error, "message"), "rebuild refused, nothing changed"));
+  }
+  auto plain = cli(db, {"rebuild"});
+  CHECK_EXIT(plain, 6);
+  CHECK(one_line(plain.err));
+  CHECK(plain.err.starts_with("cplane: rebuild refused, nothing changed"));
+  CHECK(item_column(db, "status", id) == status);
 }

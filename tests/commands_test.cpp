@@ -190,6 +190,31 @@ TEST_CASE("a malformed payload is refused and nothing is written", "[commands]")
   }
 }
 
+// "\ud800" was stored, and item --json then printed JSON that strict parsers (jq) refuse.
+TEST_CASE("a payload with a lone surrogate escape is refused, a surrogate pair is not",
+          "[commands]") {
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "c.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  for (const char* lone : {R"("\ud800")", R"("\uDBFF")", R"("\udc00")", R"("\uDFFF x")",
+                           R"("\ud800x")", R"("\ud800\u0041")", R"("\ud800\ud800")",
+                           R"("\ude00\ud83d")", R"("\ud800\n")", R"({"\ud800": 1})",
+                           R"(["ok", "\ud83d\ude00\udc00"])", R"("\ud800)"}) {
+    CAPTURE(lone);
+    CHECK_THROWS_AS(require_payload(lone), InvalidArgument);
+    CHECK_THROWS_AS(store.enqueue("alpha", lone), InvalidArgument);
+  }
+  CHECK(count(db, "items") == 0);
+  for (const char* pair : {R"("\ud83d\ude00")", R"("\uD83D\uDE00")", R"("\ud800\udc00")",
+                           R"("\udbff\udfff")", R"({"\ud83d\ude00": "\ud7ff\ue000"})"}) {
+    CAPTURE(pair);
+    CHECK_NOTHROW(require_payload(pair));
+    CHECK_NOTHROW(store.enqueue("alpha", pair));
+  }
+  CHECK(count(db, "items") == 5);
+}
+
 TEST_CASE("enqueue into an unknown project is NotFound for the control plane",
           "[commands][scope]") {
   TempDir dir;
