@@ -801,6 +801,20 @@ class Bench {
 
   void plot(const std::string& dir) {
     std::filesystem::create_directories(dir);
+    // Its own files only: never through a link, nor over a database.
+    for (const char* name : {"drain.dat", "depth.dat", "plot.gp", "drain.png", "depth.png"}) {
+      const std::string file = dir + "/" + name;
+      const auto st = std::filesystem::symlink_status(file);
+      if (!std::filesystem::exists(st)) continue;
+      char head[16] = {};
+      std::ifstream(file, std::ios::binary).read(head, sizeof head);
+      if (!std::filesystem::is_regular_file(st) ||
+          std::string_view(head, sizeof head) == std::string_view("SQLite format 3\0", 16)) {
+        throw std::runtime_error(fmt::format(
+            "{} is a link, not a regular file, or a database: --plot writes only its own files",
+            file));
+      }
+    }
     std::ofstream drains(dir + "/drain.dat");
     for (auto d : {Durability::normal, Durability::fenced, Durability::full}) {
       drains << "\"" << cplane::to_string(d) << "\"\n";

@@ -29,7 +29,8 @@ struct RemoveOnFailure {
   bool armed = true;
   ~RemoveOnFailure() {
     if (!armed) return;
-    for (const char* suffix : {"", "-wal", "-shm", "-lock", "-journal"}) {
+    ::unlink(path.c_str());
+    for (const char* suffix : storage::kSideFileSuffixes) {
       ::unlink((path + suffix).c_str());
     }
   }
@@ -48,7 +49,7 @@ void move_into_place(const std::string& partial, const std::string& target) {
                          fmt::format("cannot move {} into place: {}", wal, std::strerror(errno)));
     }
   }
-  for (const char* suffix : {"-wal", "-shm", "-lock"}) ::unlink((partial + suffix).c_str());
+  for (const char* suffix : storage::kSideFileSuffixes) ::unlink((partial + suffix).c_str());
   const bool empty_target = std::filesystem::exists(target, ec);
   const int rc = empty_target ? ::rename(partial.c_str(), target.c_str())
                               : ::renameat2(AT_FDCWD, partial.c_str(), AT_FDCWD, target.c_str(),
@@ -63,6 +64,12 @@ void move_into_place(const std::string& partial, const std::string& target) {
 // restore and recover build a fresh database and never write over one.
 void refuse_existing(const std::string& target, const char* command,
                      const std::string& source = {}) {
+  if (auto why = storage::protected_target(target, source)) {
+    throw StorageError(StorageError::Category::unavailable,
+                       fmt::format("{}: {} builds a fresh database, and never writes over a "
+                                   "database or its side files",
+                                   *why, command));
+  }
   std::error_code ec;
   // A leftover WAL or journal beside the target would be applied to the
   // new file when it is first opened, and corrupt it; a target that is a
@@ -77,7 +84,7 @@ void refuse_existing(const std::string& target, const char* command,
                                      side, target, target));
     }
   }
-  for (const char* suffix : {"-wal", "-shm", "-journal", "-lock"}) {
+  for (const char* suffix : storage::kSideFileSuffixes) {
     const std::string_view t(target);
     if (t.ends_with(suffix) &&
         std::filesystem::exists(std::string(t.substr(0, t.size() - std::strlen(suffix))), ec)) {
@@ -150,6 +157,17 @@ Validity Cli::run_export() {
     const bool to_stdout = target == "-";
     if (to_stdout && ::isatty(STDOUT_FILENO)) {
       throw InvalidArgument("an export is binary: redirect standard output to a file, or give one");
+    }
+    // Never over the database itself, its side files, or any database:
+    // the rename below would replace it (and a WAL's committed frames).
+    if (!to_stdout) {
+      const std::string source = db_ ? *db_ : default_db_path(false);
+      if (auto why = storage::protected_target(target, source)) {
+        throw InvalidArgument(fmt::format(
+            "{}: an export is never written over a database or its side files; give a new "
+            "file, or an earlier export",
+            *why));
+      }
     }
     auto store = open(Access::read);
     ExportOptions options;
@@ -360,8 +378,9 @@ Validity Cli::run_restore() {
       } catch (const RebuildRefused& refused) {
         end_progress();
         print_problems(refused.problems());
-        std::cerr << "cplane: restore refused, nothing written: the exported log fails its own "
-                     "checks (see `cplane audit FILE`)\n";
+        context_.report_error("restore_refused", "log_fails_checks",
+                              "cplane: restore refused, nothing written: the exported log fails "
+                              "its own checks (see `cplane audit FILE`)");
         throw Exit{kProblemsFound};
       }
     }
@@ -394,8 +413,9 @@ void Cli::restore_to_server() {
     const auto audit = audit_export(check.f, nullptr);
     if (!audit.problems.empty()) {
       print_problems(audit.problems);
-      std::cerr << "cplane: restore refused, nothing written: the exported log fails its own "
-                   "checks (see `cplane audit FILE`)\n";
+      context_.report_error("restore_refused", "log_fails_checks",
+                            "cplane: restore refused, nothing written: the exported log fails "
+                            "its own checks (see `cplane audit FILE`)");
       throw Exit{kProblemsFound};
     }
   }
@@ -406,12 +426,12 @@ void Cli::restore_to_server() {
   changed_ = true;
   end_progress();
   print(json_ ? JsonObject()
-                    .str("db", *db_)
+                    .str("db", redacted_url(*db_))
                     .num("events", report.events)
                     .num("items", report.items)
                     .done()
               : fmt::format("restored {} event(s) ({} items) into {}", report.events,
-                            report.items, *db_));
+                            report.items, redacted_url(*db_)));
 }
 
 kj::MainFunc Cli::recover_command() {

@@ -161,6 +161,9 @@ ControlStore Cli::open(Access access) {
   options.create = access == Access::create;
   options.read_only = access == Access::read;
   options.sqlite.cache_mib = bulk_ ? kBulkCacheMib : 0;
+  // A bulk command (rebuild, restore, recover) runs alone: no group-commit
+  // area is made for it (restore and recover would leave one beside NEW).
+  if (bulk_) options.sqlite.combine = false;
   const std::string path = db_ ? *db_ : default_db_path(access == Access::create);
   const std::string file = storage::sqlite_path(path);
   if (file == ":memory:") {
@@ -171,7 +174,8 @@ ControlStore Cli::open(Access access) {
   ControlStore store(path, options);
   if (context_.verbose) {
     std::cerr << fmt::format(
-        "cplane: opened {} for {} in {:.1f} ms (durability {}, lock timeout {} ms)\n", path,
+        "cplane: opened {} for {} in {:.1f} ms (durability {}, lock timeout {} ms)\n",
+        redacted_url(path),
         access == Access::read ? "reading (one snapshot, no lock)" : "writing",
         elapsed_ms(start), to_string(durability_), lock_timeout_.count());
   }

@@ -1,5 +1,7 @@
 #include "events/errors.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace cplane {
@@ -79,6 +81,29 @@ bool is_invisible_control(std::uint32_t c) {
          (c >= 0x200b && c <= 0x200f) ||                         // zero width, LRM, RLM
          (c >= 0x202a && c <= 0x202e) ||                         // bidi embedding, override
          (c >= 0x2066 && c <= 0x2069) || c == 0xfeff;            // bidi isolates, BOM
+}
+
+std::string redacted_url(std::string url) {
+  // ...?password=secret&... and "host=h password=secret" -> password=***
+  for (std::size_t at = 0; (at = url.find("password=", at)) != std::string::npos;) {
+    if (at > 0 && url[at - 1] != '?' && url[at - 1] != '&' && url[at - 1] != ' ') {
+      ++at;
+      continue;
+    }
+    const std::size_t start = at + 9;
+    const std::size_t end = std::min(url.find_first_of("& ", start), url.size());
+    url.replace(start, end - start, "***");
+    at = start;
+  }
+  // postgresql://user:secret@host -> postgresql://user:***@host
+  const auto scheme = url.find("://");
+  if (scheme == std::string::npos) return url;
+  const auto authority_end = std::min(url.find_first_of("/?#", scheme + 3), url.size());
+  const auto at = url.rfind('@', authority_end);
+  if (at == std::string::npos || at < scheme + 3) return url;
+  const auto colon = url.find(':', scheme + 3);
+  if (colon == std::string::npos || colon > at) return url;
+  return url.substr(0, colon + 1) + "***" + url.substr(at);
 }
 
 std::string quote_id(std::string_view id) {

@@ -2,7 +2,14 @@
 
 #include "storage/open.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cctype>
+#include <cstring>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -21,7 +28,131 @@ bool has_scheme(const std::string& url, std::string_view scheme) {
   return true;
 }
 
+enum class FileKind { other, sqlite_database, sqlite_wal, combine_area };
+
+// What a regular file is, by its first bytes (the formats' own magic).
+FileKind sniff(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return FileKind::other;
+  struct stat st {};
+  unsigned char head[16] = {};
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  const ssize_t n = regular ? ::pread(fd, head, sizeof head, 0) : 0;
+  ::close(fd);
+  if (n >= 16 && std::memcmp(head, "SQLite format 3", 16) == 0) return FileKind::sqlite_database;
+  // A WAL header: magic 0x377f0682 or 0x377f0683, big-endian.
+  if (n >= 4 && head[0] == 0x37 && head[1] == 0x7f && head[2] == 0x06 &&
+      (head[3] == 0x82 || head[3] == 0x83)) {
+    return FileKind::sqlite_wal;
+  }
+  if (n >= 8 && std::memcmp(head, "CPLCMB01", 8) == 0) return FileKind::combine_area;
+  return FileKind::other;
+}
+
+// The database `path` is a side file of, if its name says so and that
+// database exists beside it.
+std::optional<std::string> side_file_of(const std::string& path) {
+  for (const char* suffix : kSideFileSuffixes) {
+    const std::string_view p(path);
+    if (!p.ends_with(suffix) || p.size() == std::strlen(suffix)) continue;
+    std::string base(p.substr(0, p.size() - std::strlen(suffix)));
+    struct stat st {};
+    if (::stat(base.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return base;
+  }
+  return std::nullopt;
+}
+
+std::string absolute(const std::string& path) {
+  std::error_code ec;
+  auto p = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+  return ec ? path : p.string();
+}
+
 }  // namespace
+
+std::optional<std::string> protected_target(const std::string& target, const std::string& source) {
+  struct stat t {};
+  const bool exists = ::stat(target.c_str(), &t) == 0;
+  const std::string file = sqlite_path(source);
+  if (!file.empty() && file != ":memory:") {
+    const std::string where = absolute(target);
+    for (const char* suffix : {"", "-wal", "-shm", "-journal", "-lock", "-combine"}) {
+      const std::string side = file + suffix;
+      struct stat s {};
+      const bool same_file = exists && ::stat(side.c_str(), &s) == 0 && s.st_dev == t.st_dev &&
+                             s.st_ino == t.st_ino;
+      if (same_file || where == absolute(side)) {
+        return *suffix == '\0'
+                   ? fmt::format("{} is the database being read", target)
+                   : fmt::format("{} is a side file of the database being read ({})", target, side);
+      }
+    }
+  }
+  if (exists && S_ISREG(t.st_mode)) {
+    switch (sniff(target)) {
+      case FileKind::sqlite_database:
+        return fmt::format("{} is an SQLite database", target);
+      case FileKind::sqlite_wal:
+        return fmt::format("{} is an SQLite write-ahead log (a database's committed writes)", target);
+      case FileKind::combine_area:
+        return fmt::format("{} is a database's group-commit area", target);
+      case FileKind::other:
+        break;
+    }
+  }
+  if (auto base = side_file_of(target)) {
+    return fmt::format("{} is a side file of the database {}", target, *base);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> foreign_side_files(const std::string& path) {
+  if (auto base = side_file_of(path)) {
+    return fmt::format("{} is a side file of the database {}, not a database", path, *base);
+  }
+  const std::string wal = path + "-wal";
+  struct stat st {};
+  if (::stat(wal.c_str(), &st) == 0 && st.st_size > 0) {
+    return fmt::format(
+        "{} exists and is not empty, but there is no database at {}: it holds another "
+        "database's committed writes (one moved or deleted without its side files), which a "
+        "new database would take as its own or reset. Move it back beside its database, or "
+        "remove {} and {}-shm if nothing in it is needed",
+        wal, path, wal, path);
+  }
+  // SQLite's wal-index: every connection that has it open holds a read
+  // lock on its "dead man switch" byte (offset 128, src/os_unix.c).
+  const std::string shm = path + "-shm";
+  if (const int fd = ::open(shm.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK); fd >= 0) {
+    struct flock probe {};
+    probe.l_type = F_WRLCK;
+    probe.l_whence = SEEK_SET;
+    probe.l_start = 128;
+    probe.l_len = 1;
+    const bool held = ::fcntl(fd, F_GETLK, &probe) == 0 && probe.l_type != F_UNLCK;
+    ::close(fd);
+    if (held) {
+      return fmt::format(
+          "{} is held open by a process of another database (one moved while it runs): a new "
+          "database at {} would share its WAL; stop it, or give the new database another name",
+          shm, path);
+    }
+  }
+  const std::string area = path + "-combine";
+  const int fd = ::open(area.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd >= 0) {
+    const bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    ::close(fd);
+    if (held) {
+      return fmt::format(
+          "{} is held open by processes of another database (one moved while they run): a new "
+          "database at {} would share their group-commit area; stop them, or give the new "
+          "database another name",
+          area, path);
+    }
+  }
+  return std::nullopt;
+}
 
 std::string sqlite_path(const std::string& url) {
   if (is_postgres_url(url)) return "";

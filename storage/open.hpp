@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <cplane/sqlite_options.hpp>
@@ -35,5 +36,29 @@ std::unique_ptr<Backend> open_store(const std::string& url, const OpenOptions& o
 
 // The SQLite file a URL or path names, or "" if it names another backend.
 std::string sqlite_path(const std::string& url);
+
+// The files kept beside an SQLite database PATH while and after it is used:
+// SQLite's WAL, wal-index and rollback journal, cplane's writer lock and
+// group-commit area. Each belongs to that one database.
+inline constexpr const char* kSideFileSuffixes[] = {"-wal", "-shm", "-journal", "-lock",
+                                                    "-combine"};
+
+// Why a command that writes a file the user names (an export, a restored
+// or recovered database) must not write at `target`, or nullopt if it may:
+//   * it is the store `source` (a path or URL) or one of its side files,
+//     compared by device and inode, so that a link or another name for
+//     them is caught too, or it is named as one of them;
+//   * it is an SQLite database, an SQLite WAL or a group-commit area, by
+//     its first bytes, whoever's it is;
+//   * its name is a side file's name of a database that exists beside it.
+// A missing target, an earlier export, a pipe or a device are allowed.
+std::optional<std::string> protected_target(const std::string& target, const std::string& source);
+
+// Why a database that is about to be created at `path` (no file there, or
+// an empty one) must not be: a side file of another database is already
+// there (a non-empty PATH-wal, whose frames SQLite would apply to the new
+// file or reset; a PATH-combine that other processes hold open), or `path`
+// is itself a side file of a database beside it. nullopt if it may.
+std::optional<std::string> foreign_side_files(const std::string& path);
 
 }  // namespace cplane::storage

@@ -99,6 +99,7 @@
 #include "events/codec.hpp"
 #include "storage/coalescing_vfs.hpp"
 #include "storage/combine_area.hpp"
+#include "storage/open.hpp"
 #include "events/errors.hpp"
 #include "events/json.hpp"
 #include "storage/stored_text.hpp"
@@ -1061,6 +1062,16 @@ class SqliteBackend final : public Backend {
                          fmt::format("{} is an empty file, not a cplane database (this command "
                                      "never creates one)",
                                      path));
+    }
+    // A new database never adopts a side file it did not make: a WAL left
+    // by a database that was moved away (while a process still had it open)
+    // would be applied to the new file or reset, losing that database's
+    // acknowledged commits.
+    if (create && !in_memory && (!exists || st.st_size == 0)) {
+      if (auto why = foreign_side_files(path)) {
+        throw StorageError(StorageError::Category::unavailable,
+                           fmt::format("refusing to create a database at {}: {}", path, *why));
+      }
     }
     // A reader needs PATH-wal and PATH-shm, or a folder it may create them
     // in. Writers keep both in place when they close (PERSIST_WAL, below),

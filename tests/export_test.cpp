@@ -268,7 +268,7 @@ TEST_CASE("cplane export, audit and restore: files, exit codes, nothing left on 
     const auto before = rows(db);
     r = run_cli({"--db", db, "restore", file});
     CHECK_EXIT(r, 1);
-    CHECK(contains(r.err, "not empty"));
+    CHECK(contains(r.err, "is an SQLite database"));
     CHECK(rows(db) == before);
   }
   SECTION("a cut export restores nothing, and leaves nothing") {
@@ -289,6 +289,11 @@ TEST_CASE("cplane export, audit and restore: files, exit codes, nothing left on 
     CHECK(contains(r.out, R"("kind":"stream_missing")"));
     r = run_cli({"--db", dir.file("new.db"), "restore", bad});
     CHECK_EXIT(r, 6);
+    CHECK_FALSE(fs::exists(dir.file("new.db")));
+    // With --json the refusal is the error object, not a sentence.
+    r = run_cli({"--json", "--db", dir.file("new.db"), "restore", bad});
+    CHECK_EXIT(r, 6);
+    CHECK(contains(r.err, R"({"error":{"kind":"restore_refused","reason":"log_fails_checks")"));
     CHECK_FALSE(fs::exists(dir.file("new.db")));
   }
   SECTION("an export that cannot be written is an error, and leaves no file") {
@@ -369,4 +374,114 @@ TEST_CASE("a log whose seqs have gaps (PostgreSQL's) restores into SQLite and in
   CHECK(into.exit_code == 0);
   CHECK(run_cli({"--db", again, "verify"}).exit_code == 0);
   CHECK(sql_column(again, "SELECT count(*) FROM items") == std::vector<std::string>{"2"});
+}
+
+TEST_CASE("export never writes over the database it reads, a side file of it, or any SQLite "
+          "database: exit 2, nothing touched",
+          "[export][cli][sqlite]") {
+  // The silence it prevents: `cplane export e.db` with CPLANE_DB=e.db wrote
+  // the export over the live database and exited 0.
+  TempDir dir;
+  const auto db = seed(dir, "e.db");
+  const auto other = seed(dir, "other.db");
+  { ControlStore{db}.enqueue("alpha", "{}"); }  // the WAL and the area exist
+  std::string wal_header("\x37\x7f\x06\x82", 4);
+  wal_header += std::string(28, '\0');
+  spit(dir.file("stray-wal-copy"), wal_header + std::string(4096, 'p'));
+  fs::create_symlink(db, dir.file("link.cpx"));
+  fs::create_hard_link(db, dir.file("hard.cpx"));
+  fs::create_symlink(db + "-wal", dir.file("wal-link.cpx"));
+  struct Case {
+    const char* name;
+    std::string target;
+    std::vector<std::string> env;
+  };
+  const std::vector<Case> cases = {
+      {"the database, named by $CPLANE_DB", db, {"CPLANE_DB=" + db}},
+      {"the database, by --db", db, {}},
+      {"a symbolic link to it", dir.file("link.cpx"), {}},
+      {"a hard link to it", dir.file("hard.cpx"), {}},
+      {"its WAL", db + "-wal", {}},
+      {"a link to its WAL", dir.file("wal-link.cpx"), {}},
+      {"its wal-index", db + "-shm", {}},
+      {"its writer lock", db + "-lock", {}},
+      {"its group-commit area", db + "-combine", {}},
+      {"another cplane database", other, {}},
+      {"another database's side file", other + "-lock", {}},
+      {"a WAL under another name", dir.file("stray-wal-copy"), {}},
+  };
+  for (const auto& c : cases) {
+    INFO(c.name);
+    std::vector<std::string> args = {"--json", "export", c.target};
+    if (c.env.empty()) args.insert(args.begin(), {"--db", db});
+    const std::string before = fs::exists(c.target) ? slurp(c.target) : "";
+    const auto r = run_cli(args, c.env);
+    CHECK_EXIT(r, 2);
+    CHECK(contains(r.err, "\"kind\":\"invalid_argument\""));
+    CHECK(contains(r.err, "never written over a database"));
+    CHECK((fs::exists(c.target) ? slurp(c.target) : "") == before);
+    for (const auto& e : fs::directory_iterator(dir.path())) {
+      CHECK_FALSE(contains(e.path().filename().string(), ".partial-"));
+    }
+  }
+  ControlStore check{db, {.read_only = true}};
+  CHECK(verify_ledger(check).empty());
+  CHECK(check.status_counts().ready == 4);
+  // An earlier export is written over, as before.
+  CHECK_EXIT(run_cli({"--db", db, "export", dir.file("x.cpx")}), 0);
+  CHECK_EXIT(run_cli({"--db", db, "export", dir.file("x.cpx")}), 0);
+  CHECK(audit_file(dir.file("x.cpx")).problems.empty());
+}
+
+TEST_CASE("restore and recover leave nothing beside NEW but the database, whether they succeed "
+          "or fail, and never build over a database's group-commit area",
+          "[export][recover][cli][sqlite]") {
+  // The silence it prevents: NEW.partial-PID-combine (4 MiB) left behind.
+  TempDir dir;
+  const auto db = seed(dir);
+  const auto exported = export_file(db, dir.file("x.cpx"));
+  fs::create_directory(dir.file("out"));
+  auto listing = [&] {
+    std::set<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir.file("out"))) {
+      names.insert(e.path().filename().string());
+    }
+    return names;
+  };
+  CHECK_EXIT(run_cli({"--db", dir.file("out/r.db"), "restore", exported}), 0);
+  CHECK(listing() == std::set<std::string>{"r.db"});
+  CHECK_EXIT(run_cli({"--db", db, "recover", "--to", dir.file("out/v.db")}), 0);
+  CHECK(listing() == std::set<std::string>{"r.db", "v.db"});
+  // Refused midway: an export cut short fails its own checks.
+  const std::string whole = slurp(exported);
+  spit(dir.file("cut.cpx"), whole.substr(0, whole.size() / 2));
+  CHECK(run_cli({"--db", dir.file("out/f.db"), "restore", dir.file("cut.cpx")}).exit_code != 0);
+  CHECK(listing() == std::set<std::string>{"r.db", "v.db"});
+  // A database's area is not a place to build one.
+  { ControlStore{db}.enqueue("alpha", "{}"); }
+  REQUIRE(fs::exists(db + "-combine"));
+  const std::string area = slurp(db + "-combine");
+  auto r = run_cli({"--db", db + "-combine", "restore", exported});
+  CHECK_EXIT(r, 1);
+  CHECK(contains(r.err, "side file"));
+  r = run_cli({"--db", db, "recover", "--to", db + "-combine"});
+  CHECK_EXIT(r, 1);
+  CHECK(slurp(db + "-combine").size() == area.size());
+}
+
+TEST_CASE("restore and --verbose name the store they wrote without its password",
+          "[export][restore][cli]") {
+  TempDir dir;
+  const auto db = seed(dir);
+  const auto exported = export_file(db, dir.file("x.cpx"));
+  // A server takes a password it does not ask for (trust authentication);
+  // a file path has none to hide and is shown as given.
+  std::string target = test_context().fresh_store(dir, "new.db");
+  const bool server = test_context().backend_name() == "postgres";
+  if (server) target += "&password=hidden";
+  const auto r = run_cli({"--verbose", "--json", "--db", target, "restore", exported});
+  CHECK_EXIT(r, 0);
+  CHECK_FALSE(contains(r.out + r.err, "hidden"));
+  CHECK(contains(r.out, server ? "password=***" : target));
+  CHECK(contains(r.err, server ? "password=***" : target));
 }

@@ -1113,3 +1113,36 @@ TEST_CASE("a migration killed at any moment leaves the old schema or the new, ne
     CHECK(count_rows(db, "items") == 10'000);
   }
 }
+
+TEST_CASE("a password in a store's URL is never shown: not by --verbose, an error or --json",
+          "[operability][args]") {
+  // The silence it prevents: `--verbose` wrote "opened postgresql://u:secret@...".
+  struct Case {
+    std::string url, shown;
+  };
+  const std::vector<Case> cases = {
+      {"postgresql://u:secret@host/db", "postgresql://u:***@host/db"},
+      {"postgres://u:secret@host:5432/db?sslmode=off", "postgres://u:***@host:5432/db?sslmode=off"},
+      {"postgresql://host/db?password=secret&user=u", "postgresql://host/db?password=***&user=u"},
+      {"postgresql://u@host/db?user=u&password=secret", "postgresql://u@host/db?user=u&password=***"},
+      {"postgresql://u:a:b@host/db?password=x&password=y",
+       "postgresql://u:***@host/db?password=***&password=***"},
+      {"host=h password=secret user=u", "host=h password=*** user=u"},
+      {"postgresql://u@host/db", "postgresql://u@host/db"},
+      {"/var/lib/cplane/a:b@c.db", "/var/lib/cplane/a:b@c.db"},
+      {"my_password=1.db", "my_password=1.db"},
+  };
+  for (const auto& c : cases) CHECK(redacted_url(c.url) == c.shown);
+
+  const std::string bad = "postgresql://u:secret@127.0.0.1:1/db?password=hidden&connect_timeout=2";
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--verbose", "--db", bad, "stats"},
+           {"--verbose", "--json", "--db", bad, "enqueue", "alpha", "{}"},
+           {"--json", "--db", bad, "restore", "/nonexistent.cpx"}}) {
+    const auto r = cplane::test::run_cli(args);
+    INFO(r.err);
+    CHECK(r.exit_code != 0);
+    CHECK_FALSE(contains(r.err + r.out, "secret"));
+    CHECK_FALSE(contains(r.err + r.out, "hidden"));
+  }
+}

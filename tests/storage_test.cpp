@@ -289,3 +289,128 @@ TEST_CASE("a write that fails for lack of space changes nothing and leaves the f
   CHECK(verify_ledger(store).empty());
   CHECK(sql_column(db, "PRAGMA integrity_check").at(0) == "ok");
 }
+
+namespace {
+
+// A process that opens `db`, claims and finishes one item (both
+// acknowledged), then keeps the store open until its stdin closes, or is
+// SIGKILLed with its last commits still in the WAL.
+struct Holder {
+  pid_t pid = -1;
+  int to_child = -1;
+  Holder(const std::string& db, bool die_after, bool combine = true) {
+    int ready[2], hold[2];
+    REQUIRE(::pipe(ready) == 0);
+    REQUIRE(::pipe(hold) == 0);
+    pid = ::fork();
+    if (pid == 0) {
+      ::close(ready[0]);
+      ::close(hold[1]);
+      int code = 0;
+      try {
+        StoreOptions options;
+        options.sqlite.combine = combine;
+        ControlStore store{db, options};
+        auto c = store.claim("holder");
+        if (!c) ::_exit(3);
+        store.finish(c->item_id, c->fence, Outcome::done);
+        if (die_after) ::raise(SIGKILL);
+        char b = 'r';
+        [[maybe_unused]] auto n = ::write(ready[1], &b, 1);
+        while (::read(hold[0], &b, 1) > 0) {
+        }
+      } catch (...) {
+        code = 1;
+      }
+      ::_exit(code);
+    }
+    ::close(ready[1]);
+    ::close(hold[0]);
+    to_child = hold[1];
+    char b = 0;
+    if (!die_after) REQUIRE(::read(ready[0], &b, 1) == 1);
+    ::close(ready[0]);
+    if (die_after) {
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+      REQUIRE(WIFSIGNALED(status));
+      pid = -1;
+    }
+  }
+  ~Holder() {
+    ::close(to_child);
+    if (pid > 0) ::waitpid(pid, nullptr, 0);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a database renamed under a running process: a new one at the old path is refused, "
+          "and the renamed one keeps every acknowledged commit",
+          "[storage][sqlite]") {
+  // The silence it prevents: the new database reset PATH-wal, which held
+  // the renamed database's last acknowledged claim and finish.
+  TempDir dir;
+  const std::string db = dir.file("m.db");
+  const std::string moved = dir.file("m2.db");
+  {
+    ControlStore store{db};
+    store.create_project("alpha", "A");
+    store.enqueue("alpha", "{}");
+  }
+  auto refused = [&] {
+    try {
+      ControlStore fresh{db};
+      FAIL("a database was created beside another database's side files");
+    } catch (const StorageError& e) {
+      INFO(e.what());
+      CHECK(e.category() == StorageError::Category::unavailable);
+      CHECK(std::string(e.what()).find(db + "-") != std::string::npos);  // names the file
+    }
+    CHECK_FALSE(std::filesystem::exists(db));
+  };
+  SECTION("while the process still has it open, with group commit on or off") {
+    const bool combine = GENERATE(true, false);
+    INFO("combine " << combine);
+    std::filesystem::remove(db + "-combine");
+    auto holder = std::make_unique<Holder>(db, false, combine);
+    REQUIRE(std::filesystem::exists(db + "-combine") == combine);
+    std::filesystem::rename(db, moved);
+    refused();
+    // The CLI says the same, exit 1.
+    const auto r = cplane::test::run_cli({"--db", db, "project", "create", "z", "Z"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find(db + "-") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(db));
+    holder.reset();
+    for (const char* suffix : {"-wal", "-shm"}) {
+      std::filesystem::rename(db + suffix, moved + suffix);
+    }
+    ControlStore check{moved, {.read_only = true}};
+    CHECK(verify_ledger(check).empty());
+    CHECK(check.status_counts().done == 1);
+  }
+  SECTION("after the process died with its last commits still in the WAL") {
+    Holder holder(db, true);
+    REQUIRE(std::filesystem::file_size(db + "-wal") > 0);
+    std::filesystem::rename(db, moved);
+    refused();
+    // Moved back beside its database, the WAL still holds the finish.
+    std::filesystem::rename(db + "-wal", moved + "-wal");
+    std::filesystem::remove(db + "-shm");
+    ControlStore check{moved};
+    CHECK(verify_ledger(check).empty());
+    CHECK(check.status_counts().done == 1);
+  }
+  SECTION("a path that is a side file of a database beside it is never made a database") {
+    REQUIRE(std::filesystem::exists(db + "-lock"));
+    const auto size = std::filesystem::file_size(db + "-lock");
+    try {
+      ControlStore wrong{db + "-lock"};
+      FAIL("a side file was opened as a database");
+    } catch (const StorageError& e) {
+      CHECK(std::string(e.what()).find("side file") != std::string::npos);
+    }
+    CHECK(std::filesystem::file_size(db + "-lock") == size);
+  }
+}

@@ -140,6 +140,11 @@ const char* to_string(StorageError::Category category) noexcept;
 // characters, with control and bidi characters escaped (\x1b, \u202e).
 std::string quote_id(std::string_view id);
 
+// A store's URL or path as it may be shown anywhere (a message, a log line,
+// a JSON field): a password in it, as `user:secret@` or as a `password=`
+// parameter, becomes `***`. A file path comes back unchanged.
+std::string redacted_url(std::string url);
+
 // A code point that changes how text shows rather than showing: C0, DEL,
 // C1, zero-width and bidi controls, the BOM. Never allowed in a name.
 bool is_invisible_control(std::uint32_t code_point);

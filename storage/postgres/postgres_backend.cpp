@@ -488,7 +488,7 @@ class PostgresBackend final : public Backend {
       std::string message = PQerrorMessage(conn_);
       while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
       throw StorageError(Category::unavailable,
-                         fmt::format("cannot connect to PostgreSQL at {}: {}", redacted(url_), message));
+                         fmt::format("cannot connect to PostgreSQL at {}: {}", redacted_url(url_), message));
     }
     PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
     // What cplane reads and promises does not bend to the role's, the
@@ -505,27 +505,6 @@ class PostgresBackend final : public Backend {
     simple(setup.c_str(), "cannot set up the connection");
     shard_ = PQbackendPID(conn_) % kDigestShards;
     listening_ = false;
-  }
-
-  static std::string redacted(std::string url) {
-    // ...?password=secret&... -> ...?password=***&...
-    for (std::size_t at = 0; (at = url.find("password=", at)) != std::string::npos;) {
-      if (at > 0 && url[at - 1] != '?' && url[at - 1] != '&') {
-        ++at;
-        continue;
-      }
-      const std::size_t start = at + 9;
-      const std::size_t end = std::min(url.find('&', start), url.size());
-      url.replace(start, end - start, "***");
-      at = start;
-    }
-    // postgresql://user:secret@host -> postgresql://user:***@host
-    const auto scheme = url.find("://");
-    const auto at = url.find('@');
-    if (scheme == std::string::npos || at == std::string::npos) return url;
-    const auto colon = url.find(':', scheme + 3);
-    if (colon == std::string::npos || colon > at) return url;
-    return url.substr(0, colon + 1) + "***" + url.substr(at);
   }
 
   // The connection broke (the server restarted, the network went away):
@@ -565,7 +544,7 @@ class PostgresBackend final : public Backend {
     }
     if (state.starts_with("XX")) throw StorageError(Category::corruption, text);
     if (state == "25006") {
-      throw InvalidArgument(fmt::format("{} was opened for reading: it cannot write", redacted(url_)));
+      throw InvalidArgument(fmt::format("{} was opened for reading: it cannot write", redacted_url(url_)));
     }
     throw StorageError(Category::io, text);
   }
@@ -731,7 +710,7 @@ class PostgresBackend final : public Backend {
                          fmt::format("{}: the connection's search_path names no schema that "
                                      "exists: create it, or name one in the URL "
                                      "(?options=-csearch_path%3DNAME)",
-                                     redacted(url_)));
+                                     redacted_url(url_)));
     }
     schema_ = schema.text(0, 0);
     int version = read_version();
@@ -758,7 +737,7 @@ class PostgresBackend final : public Backend {
       throw StorageError(Category::unavailable,
                          fmt::format("no cplane store in schema {} at {} (this command never "
                                      "creates one)",
-                                     quote_id(schema_), redacted(url_)));
+                                     quote_id(schema_), redacted_url(url_)));
     }
     if (version > kPostgresSchemaVersion) {
       throw StorageError(Category::incompatible,
@@ -793,7 +772,7 @@ class PostgresBackend final : public Backend {
         throw StorageError(Category::corruption,
                            fmt::format("schema {} at {} holds {} but no cplane store: not "
                                        "cplane's; point cplane at another schema",
-                                       quote_id(schema_), redacted(url_), names));
+                                       quote_id(schema_), redacted_url(url_), names));
       }
       return 0;
     }
@@ -802,7 +781,7 @@ class PostgresBackend final : public Backend {
       throw StorageError(Category::corruption,
                          fmt::format("schema {} at {} holds a store_info table without a schema "
                                      "version: not a cplane store",
-                                     quote_id(schema_), redacted(url_)));
+                                     quote_id(schema_), redacted_url(url_)));
     }
     int version = 0;
     const std::string text = v.text(0, 0);
@@ -814,7 +793,7 @@ class PostgresBackend final : public Backend {
 
   void begin_write(Sync sync) override {
     if (options_.read_only) {
-      throw InvalidArgument(fmt::format("{} was opened for reading: it cannot write", redacted(url_)));
+      throw InvalidArgument(fmt::format("{} was opened for reading: it cannot write", redacted_url(url_)));
     }
     ensure_connected();
     // Every commit waits for its WAL flush (synchronous_commit = on, the
