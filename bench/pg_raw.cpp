@@ -217,7 +217,7 @@ class Connection {
   explicit Connection(const std::string& url) : conn_(PQconnectdb(url.c_str())) {
     if (conn_ == nullptr) throw std::runtime_error("PostgreSQL: out of memory");
     if (PQstatus(conn_) != CONNECTION_OK) {
-      const std::string message = PQerrorMessage(conn_);
+      const std::string message = cplane::redacted_message(PQerrorMessage(conn_), url);
       PQfinish(conn_);
       throw std::runtime_error("PostgreSQL: " + message);
     }

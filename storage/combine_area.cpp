@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -141,10 +142,86 @@ void init_robust(pthread_mutex_t* mutex) {
 }  // namespace
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 
+// ---- a file cut short under its users ---------------------------------------------
+// Touching a page of a shared mapping past its file's end is SIGBUS. A
+// process whose area was truncated (by an operator, by accident) would die
+// mid-command; instead, a SIGBUS at an address inside an area of ours puts
+// private zero pages in the area's place, marks it cut short, and lets the
+// access go on: the area then reads as unusable (no magic), and every
+// command of this process runs alone. A SIGBUS anywhere else goes to the
+// handler that was there before, or kills the process as it would have.
+namespace {
+
+struct Mapping {
+  std::atomic<std::uintptr_t> base{0};
+  std::atomic<std::size_t> size{0};
+  std::atomic<std::atomic<bool>*> cut{nullptr};
+};
+constexpr int kMappings = 64;
+Mapping g_mappings[kMappings];
+struct sigaction g_previous_sigbus {};
+
+void on_sigbus(int signal, siginfo_t* info, void* context) {
+  const auto address = reinterpret_cast<std::uintptr_t>(info->si_addr);
+  for (auto& m : g_mappings) {
+    const std::uintptr_t base = m.base.load(std::memory_order_acquire);
+    const std::size_t size = m.size.load(std::memory_order_acquire);
+    if (base == 0 || address < base || address >= base + size) continue;
+    void* zeros = ::mmap(reinterpret_cast<void*>(base), size, PROT_READ | PROT_WRITE,
+                         MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (zeros == MAP_FAILED) break;
+    if (auto* cut = m.cut.load(std::memory_order_acquire)) cut->store(true);
+    return;
+  }
+  if ((g_previous_sigbus.sa_flags & SA_SIGINFO) != 0 && g_previous_sigbus.sa_sigaction != nullptr) {
+    g_previous_sigbus.sa_sigaction(signal, info, context);
+    return;
+  }
+  if ((g_previous_sigbus.sa_flags & SA_SIGINFO) == 0 && g_previous_sigbus.sa_handler != SIG_DFL &&
+      g_previous_sigbus.sa_handler != SIG_IGN) {
+    g_previous_sigbus.sa_handler(signal);
+    return;
+  }
+  // The default action, when the access runs again on return.
+  struct sigaction fallback {};
+  fallback.sa_handler = SIG_DFL;
+  ::sigaction(SIGBUS, &fallback, nullptr);
+}
+
+void watch_for_truncation(void* base, std::size_t size, std::atomic<bool>* cut) {
+  static std::once_flag installed;
+  std::call_once(installed, [] {
+    struct sigaction action {};
+    action.sa_sigaction = on_sigbus;
+    action.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGBUS, &action, &g_previous_sigbus);
+  });
+  for (auto& m : g_mappings) {
+    std::uintptr_t none = 0;
+    m.size.store(size, std::memory_order_release);
+    m.cut.store(cut, std::memory_order_release);
+    if (m.base.compare_exchange_strong(none, reinterpret_cast<std::uintptr_t>(base))) return;
+  }
+  // More than kMappings areas in one process: this one is unwatched.
+}
+
+void unwatch(void* base) {
+  for (auto& m : g_mappings) {
+    auto expected = reinterpret_cast<std::uintptr_t>(base);
+    if (m.base.compare_exchange_strong(expected, 0)) return;
+  }
+}
+
+}  // namespace
+
 CombineArea::CombineArea(std::string path, int fd, void* base, std::size_t size)
-    : path_(std::move(path)), fd_(fd), base_(base), size_(size), pid_(::getpid()) {}
+    : path_(std::move(path)), fd_(fd), base_(base), size_(size), pid_(::getpid()) {
+  watch_for_truncation(base_, size_, &truncated_);
+}
 
 CombineArea::~CombineArea() {
+  unwatch(base_);
   if (base_ != nullptr) ::munmap(base_, size_);
   if (fd_ >= 0) ::close(fd_);  // drops the shared flock
 }
@@ -249,8 +326,25 @@ std::unique_ptr<CombineArea> CombineArea::open(const std::string& path, const st
   return area;
 }
 
+bool CombineArea::mapped() const {
+  if (truncated_.load(std::memory_order_acquire)) {
+    broken_ = true;
+    return false;
+  }
+  // Cut short under us (truncate(1)): touching a page past its end would
+  // be SIGBUS. Looked at before each use, which leaves only the moments
+  // between a look and the access after it.
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || static_cast<std::size_t>(st.st_size) < size_) {
+    truncated_.store(true);
+    broken_ = true;
+    return false;
+  }
+  return true;
+}
+
 bool CombineArea::usable() const {
-  if (broken_) return false;
+  if (broken_ || !mapped()) return false;
   const Header& h = header();
   if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.layout != layout_fingerprint() ||
       h.generation != generation_) {
@@ -336,6 +430,7 @@ bool CombineArea::lock_until(Clock::time_point deadline) {
 }
 
 void CombineArea::unlock() {
+  if (!mapped()) return;  // nothing left to unlock, or to wake
   header().holder.store(0, std::memory_order_relaxed);
   pthread_mutex_unlock(&header().mutex);
   // Whoever is queued now must not sleep with nobody to run its request:
@@ -356,18 +451,26 @@ void CombineArea::unlock() {
 CombineArea::Turn CombineArea::wait(std::uint32_t i, Clock::time_point deadline) {
   Slot& s = slot(i);
   for (;;) {
+    // Looked at on every wake-up, before the slot is touched: a file cut
+    // short has no slot left to read, and a header overwritten under us
+    // describes no lock we could wait on, nor will anyone wake us by it.
+    if (!mapped()) return Turn::lost;
+    if (!usable()) return wait_unusable(i, deadline);
     const std::uint32_t bell = s.bell.load(std::memory_order_seq_cst);
     const std::uint32_t st = s.state.load(std::memory_order_acquire);
     if (st == kDone) return Turn::done;
-    // Looked at on every wake-up: a header overwritten under us describes
-    // no lock we could wait on, and nobody will wake us through it.
-    if (!usable()) return wait_unusable(i, deadline);
     // Taken or staged and the lock free: its combiner died (the batch is
     // ours to settle), whoever the standby was meant to be.
     if (try_lock()) return Turn::combine;
     const auto now = Clock::now();
     if (now >= deadline) {
-      if (cancel(i)) return Turn::timeout;
+      // Nobody took it in a whole lock timeout: a stopped combiner, or a
+      // header put back from an old copy (its lock held by nobody). Either
+      // way this process runs its next commands alone.
+      if (cancel(i)) {
+        broken_ = true;
+        return Turn::timeout;
+      }
       if (s.state.load(std::memory_order_acquire) == kDone) return Turn::done;
       return Turn::stuck;
     }
@@ -379,6 +482,7 @@ CombineArea::Turn CombineArea::wait(std::uint32_t i, Clock::time_point deadline)
       // it when the combiner lets go, or dies.
       // In slices, so that it notices a header overwritten meanwhile.
       const bool locked = lock_until(std::min(deadline, Clock::now() + kWatchdog));
+      if (!mapped()) return Turn::lost;
       std::int32_t me = pid_;
       header().standby.compare_exchange_strong(me, 0);
       if (locked) return Turn::combine;
@@ -391,6 +495,7 @@ CombineArea::Turn CombineArea::wait(std::uint32_t i, Clock::time_point deadline)
 CombineArea::Turn CombineArea::wait_unusable(std::uint32_t i, Clock::time_point deadline) {
   Slot& s = slot(i);
   for (;;) {
+    if (!mapped()) return Turn::lost;
     if (cancel(i)) return Turn::alone;  // nobody took it: the caller runs it itself
     const std::uint32_t bell = s.bell.load(std::memory_order_seq_cst);
     const std::uint32_t st = s.state.load(std::memory_order_acquire);
@@ -411,6 +516,12 @@ bool CombineArea::cancel(std::uint32_t i) {
 }
 
 std::string CombineArea::take_result(std::uint32_t i, std::uint64_t request_id) {
+  if (!mapped()) {
+    throw StorageError(StorageError::Category::commit_unknown,
+                       fmt::format("the group-commit area {} was cut short before this command's "
+                                   "answer was read: it ran; read the item for its outcome",
+                                   path_));
+  }
   Slot& s = slot(i);
   if (s.request_id != request_id) {
     // Only a reaper that judged a live owner dead could have given the slot
@@ -438,6 +549,7 @@ bool CombineArea::free_if_gone(Slot& s, std::uint32_t state) {
 }
 
 void CombineArea::abandon(std::uint32_t i) {
+  if (!mapped()) return;
   // The combiner still answers into the slot; with its owner's lock free,
   // the first poster short of slots frees it once it is done, and a
   // requeued request of an owner gone is dropped before it runs.
@@ -481,6 +593,7 @@ void CombineArea::settle_orphans(const Orphans& orphans, bool committed) {
 
 std::vector<CombineArea::Taken> CombineArea::collect(std::size_t max) {
   std::vector<std::pair<std::uint64_t, std::uint32_t>> queued;
+  if (!mapped()) return {};
   for (std::uint32_t i = 0; i < kSlots; ++i) {
     const Slot& s = slot(i);
     if (s.state.load(std::memory_order_acquire) == kQueued) queued.emplace_back(s.ticket, i);
@@ -507,7 +620,7 @@ void CombineArea::open_batch(Seq watermark) {
 }
 
 bool CombineArea::stage(std::uint32_t i, std::string_view result) {
-  if (result.size() > kMaxResultBytes) return false;
+  if (result.size() > kMaxResultBytes || !mapped()) return false;
   Slot& s = slot(i);
   std::memcpy(reinterpret_cast<char*>(&s) + kResultOffset, result.data(), result.size());
   s.result_length = static_cast<std::uint32_t>(result.size());
@@ -516,6 +629,7 @@ bool CombineArea::stage(std::uint32_t i, std::string_view result) {
 }
 
 void CombineArea::publish(const std::vector<std::uint32_t>& slots) {
+  if (!mapped()) return;  // its waiters see the file cut short too
   for (const auto i : slots) {
     slot(i).state.store(kDone, std::memory_order_seq_cst);
     ring(slot(i));
@@ -526,6 +640,7 @@ void CombineArea::publish(const std::vector<std::uint32_t>& slots) {
 }
 
 void CombineArea::requeue(const std::vector<std::uint32_t>& slots) {
+  if (!mapped()) return;
   for (const auto i : slots) slot(i).state.store(kQueued, std::memory_order_seq_cst);
 }
 

@@ -92,7 +92,11 @@ class CombineArea {
     timeout,  // the deadline passed with the request still queued; it was withdrawn
     stuck,    // the deadline passed while a combiner holds it (taken): outcome unknown
     alone,    // the area is unusable (its header overwritten); the request was withdrawn
+    lost,     // the file was cut short under us: the request's slot is gone, outcome unknown
   };
+  // Whether the whole file is still there (not truncated under us). Once
+  // false, false for good, and usable() too.
+  bool mapped() const;
   // Whether the header is still the one this process mapped (magic, layout
   // fingerprint and generation). Once false, false for good: the caller
   // runs every command alone.
@@ -179,6 +183,7 @@ class CombineArea {
   pid_t pid_ = 0;
   std::uint64_t generation_ = 0;
   mutable bool broken_ = false;
+  mutable std::atomic<bool> truncated_{false};  // set by the SIGBUS handler too
 };
 
 }  // namespace cplane::storage

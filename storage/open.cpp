@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -62,10 +63,36 @@ std::optional<std::string> side_file_of(const std::string& path) {
   return std::nullopt;
 }
 
+// The path with every link resolved (as far as it exists).
 std::string absolute(const std::string& path) {
   std::error_code ec;
   auto p = std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
   return ec ? path : p.string();
+}
+// The path made absolute and normal, its links left as they are.
+std::string absolute_name(const std::string& path) {
+  std::error_code ec;
+  auto p = std::filesystem::absolute(path, ec).lexically_normal();
+  return ec ? path : p.string();
+}
+
+// The database whose side file `path` is by device and inode: a link (of
+// either kind) to a WAL, a lock or an area under another name.
+std::optional<std::string> side_file_by_inode(const std::string& path) {
+  struct stat t {};
+  if (::stat(path.c_str(), &t) != 0 || !S_ISREG(t.st_mode)) return std::nullopt;
+  std::error_code ec;
+  const auto folder = std::filesystem::path(absolute(path)).parent_path();
+  for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
+    const std::string name = entry.path().string();
+    if (!side_file_of(name)) continue;
+    struct stat s {};
+    if (::stat(name.c_str(), &s) == 0 && s.st_dev == t.st_dev && s.st_ino == t.st_ino &&
+        name != absolute(path)) {
+      return *side_file_of(name);
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -73,8 +100,17 @@ std::string absolute(const std::string& path) {
 std::optional<std::string> protected_target(const std::string& target, const std::string& source) {
   struct stat t {};
   const bool exists = ::stat(target.c_str(), &t) == 0;
-  const std::string file = sqlite_path(source);
-  if (!file.empty() && file != ":memory:") {
+  const std::string given = sqlite_path(source);
+  // SQLite keeps a linked database's side files beside the file the link
+  // leads to: look beside both.
+  std::vector<std::string> names;
+  if (!given.empty() && given != ":memory:") {
+    names.push_back(given);
+    if (const std::string resolved = absolute(given); resolved != absolute_name(given)) {
+      names.push_back(resolved);
+    }
+  }
+  for (const std::string& file : names) {
     const std::string where = absolute(target);
     for (const char* suffix : {"", "-wal", "-shm", "-journal", "-lock", "-combine"}) {
       const std::string side = file + suffix;
@@ -100,15 +136,21 @@ std::optional<std::string> protected_target(const std::string& target, const std
         break;
     }
   }
-  if (auto base = side_file_of(target)) {
-    return fmt::format("{} is a side file of the database {}", target, *base);
+  for (const auto& base : {side_file_of(target), side_file_of(absolute(target)),
+                           side_file_by_inode(target)}) {
+    if (base) return fmt::format("{} is a side file of the database {}", target, *base);
   }
   return std::nullopt;
 }
 
 std::optional<std::string> foreign_side_files(const std::string& path) {
-  if (auto base = side_file_of(path)) {
-    return fmt::format("{} is a side file of the database {}, not a database", path, *base);
+  // By name, by the name a symbolic link leads to, and by inode (a hard
+  // link): a database made there would be written into another's WAL.
+  for (const auto& base : {side_file_of(path), side_file_of(absolute(path)),
+                           side_file_by_inode(path)}) {
+    if (base) {
+      return fmt::format("{} is a side file of the database {}, not a database", path, *base);
+    }
   }
   const std::string wal = path + "-wal";
   struct stat st {};
