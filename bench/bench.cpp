@@ -490,7 +490,7 @@ class Bench {
     const double t2 = seconds_now();
     auto problems = verify_ledger(store);
     const double t3 = seconds_now();
-    auto report = rebuild(store, false);
+    auto report = rebuild(store);
     const double t4 = seconds_now();
     if (r.finishes != items_ || !problems.empty() || !report.changes.empty()) {
       throw std::runtime_error("single: the run did not come out exact");
@@ -548,7 +548,7 @@ class Bench {
             if (std::string(what) == "verify") {
               clean = verify_ledger(store, [&](std::int64_t d, std::int64_t) { events = d; }).empty();
             } else {
-              auto report = rebuild(store, false);
+              auto report = rebuild(store);
               events = report.events;
               clean = report.changes.empty();
             }
@@ -724,9 +724,9 @@ class Bench {
       std::int64_t exact = 0;
       for (std::int64_t i = 0; i < calls; ++i) {
         const double t0 = seconds_now();
-        const Allocation p = store.allocate_next(session, false);
+        const Allocation p = store.allocate_next(session, AllocateMode::preview);
         const double t1 = seconds_now();
-        const Allocation a = store.allocate_next(session, true);
+        const Allocation a = store.allocate_next(session, AllocateMode::apply);
         const double t2 = seconds_now();
         const bool finish = i % 2 == 1;
         if (a.outcome == AllocateOutcome::assigned) {

@@ -1,8 +1,6 @@
 // cplane verify, rebuild, migrate: the ledger and its schema.
 #include "cli/cli.hpp"
 
-#include "storage/sqlite_backend.hpp"
-
 namespace cplane::cli {
 
 kj::MainFunc Cli::migrate_command() {
@@ -19,8 +17,9 @@ Validity Cli::run_migrate() {
   return run([&] {
     auto store = open(Access::write);
     changed_ = true;
-    print(json_ ? JsonObject().num("schema_version", storage::kSqliteSchemaVersion).done()
-                : fmt::format("schema version {}", storage::kSqliteSchemaVersion));
+    const int version = store.schema_version();  // the backend's own numbering
+    print(json_ ? JsonObject().num("schema_version", version).done()
+                : fmt::format("schema version {}", version));
   });
 }
 
@@ -65,7 +64,7 @@ Validity Cli::run_verify() {
 
 std::string Cli::problem_json(const LedgerProblem& p, bool comma) {
   return (comma ? "," : "") + JsonObject()
-                                  .str("kind", p.kind)
+                                  .str("kind", to_string(p.kind))
                                   .str_or_null("item_id", p.item_id)
                                   .str_or_null("project_id", p.project_id)
                                   .str("detail", p.detail)
@@ -82,8 +81,8 @@ std::string Cli::problems_json(const std::vector<LedgerProblem>& problems) {
 // session or incident stream names it in its detail: "kind: detail".
 std::string Cli::problem_line(const LedgerProblem& p) {
   const std::string& id = p.item_id.empty() ? p.project_id : p.item_id;
-  return id.empty() ? fmt::format("{}: {}", p.kind, p.detail)
-                    : fmt::format("{} {}: {}", p.kind, id, p.detail);
+  return id.empty() ? fmt::format("{}: {}", to_string(p.kind), p.detail)
+                    : fmt::format("{} {}: {}", to_string(p.kind), id, p.detail);
 }
 
 void Cli::print_problems(const std::vector<LedgerProblem>& problems) {
@@ -116,7 +115,7 @@ Validity Cli::run_rebuild() {
     auto store = open(dry_run_ ? Access::read : Access::write);
     RebuildReport report;
     try {
-      report = rebuild(store, dry_run_, progress("rebuild"));
+      report = rebuild(store, {.dry_run = dry_run_}, progress("rebuild"));
     } catch (const RebuildRefused& refused) {
       // Exit 6 like verify, the reasons on stdout (JSON: the problems
       // array, as verify prints it), the refusal on stderr (JSON: the

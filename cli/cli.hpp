@@ -418,7 +418,8 @@ class Cli {
     } catch (const NotFound& e) {
       fail(kNotFound, "not_found", to_string(e.reason()), e.what());
     } catch (const InvalidArgument& e) {
-      fail(kUsage, "invalid_argument", "invalid_input", std::string("invalid input: ") + e.what());
+      fail(kUsage, "invalid_argument", to_string(e.reason()),
+           std::string("invalid input: ") + e.what());
     } catch (const StorageError& e) {
       fail(kFailure, "storage_error", to_string(e.category()),
            fmt::format("storage error ({}): {}", to_string(e.category()), e.what()));

@@ -160,10 +160,16 @@ Validity Cli::run_export() {
     }
     // Never over the database itself, its side files, or any database:
     // the rename below would replace it (and a WAL's committed frames).
-    if (!to_stdout) {
+    struct stat out_stat {};
+    const bool stdout_is_file =
+        to_stdout && ::fstat(STDOUT_FILENO, &out_stat) == 0 && S_ISREG(out_stat.st_mode);
+    if (!to_stdout || stdout_is_file) {
+      // Standard output redirected to a file (`1<>FILE`, `>> FILE`) is that
+      // file: the same rules.
       const std::string source = db_ ? *db_ : default_db_path(false);
-      if (auto why = storage::protected_target(target, source)) {
-        throw InvalidArgument(fmt::format(
+      if (auto why = storage::protected_target(to_stdout ? "/proc/self/fd/1" : target, source)) {
+        if (to_stdout) why = "standard output (" + *why + ")";
+        throw InvalidArgument(InvalidArgument::Reason::conflict, fmt::format(
             "{}: an export is never written over a database or its side files; give a new "
             "file, or an earlier export",
             *why));
@@ -405,7 +411,8 @@ Validity Cli::run_restore() {
 void Cli::restore_to_server() {
   const std::string source = args_.at(0);
   if (source == "-") {
-    throw InvalidArgument("restore into a server reads the export twice (audit, then import): "
+    throw InvalidArgument(InvalidArgument::Reason::conflict,
+                          "restore into a server reads the export twice (audit, then import): "
                           "give a FILE, not -");
   }
   {
@@ -422,7 +429,20 @@ void Cli::restore_to_server() {
   File in = open_input(source);
   bulk_ = true;
   auto store = open(Access::create);
-  const RestoreReport report = restore_export(in.f, store, progress("restore"));
+  RestoreReport report;
+  try {
+    report = restore_export(in.f, store, progress("restore"));
+  } catch (const RebuildRefused& refused) {
+    // The file changed since it was audited: its events are in, its rows
+    // were not built (exit 6 like the audit's refusal above).
+    changed_ = true;
+    end_progress();
+    print_problems(refused.problems());
+    context_.report_error("restore_refused", "log_fails_checks",
+                          "cplane: restore refused: the exported log fails its own checks (see "
+                          "`cplane audit FILE`); its events were imported, no row was built");
+    throw Exit{kProblemsFound};
+  }
   changed_ = true;
   end_progress();
   print(json_ ? JsonObject()

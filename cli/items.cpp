@@ -333,7 +333,7 @@ Validity Cli::run_finish() {
       for (std::size_t i = 0; i < args_.size(); ++i) {
         reports.push_back({args_[i], fences_[i], outcome, detail_});
       }
-      store.finish_batch(reports, now_, actor_);
+      store.finish_batch(reports, actor_, now_);
     }
     changed_ = true;
     std::string out = json_ && args_.size() > 1 ? "[" : "";
@@ -420,6 +420,15 @@ kj::MainFunc Cli::events_command() {
       .build();
 }
 
+namespace {
+template <class... F>
+struct Overloads : F... {
+  using F::operator()...;
+};
+template <class... F>
+Overloads(F...) -> Overloads<F...>;
+}  // namespace
+
 Validity Cli::run_events() {
   return run([&] {
     auto store = open(Access::read);
@@ -440,33 +449,20 @@ Validity Cli::run_events() {
         // The group-commit request that made it: 16 hex digits (64 bits do
         // not fit a JSON number exactly), or null.
         o.str_or_null("request_id", e.request_id != 0 ? fmt::format("{:016x}", e.request_id) : "");
-        if (auto* q = std::get_if<ItemQueued>(&e.body)) {
-          o.raw("payload", json_raw_or_string(q->payload));
-        } else if (auto* c = std::get_if<ItemClaimed>(&e.body)) {
-          o.str("owner", c->owner).num("lease_expires_at", c->lease_expires_at)
-              .num("attempt", c->attempt);
-        } else if (auto* f = std::get_if<ItemFinished>(&e.body)) {
-          o.str("outcome", to_string(f->outcome)).str("detail", f->detail);
-        } else if (auto* x = std::get_if<LeaseExtended>(&e.body)) {
-          o.num("lease_expires_at", x->lease_expires_at);
-        } else if (auto* r = std::get_if<ItemReleased>(&e.body)) {
-          o.str("reason", r->reason);
-        } else if (auto* x = std::get_if<LeaseExpired>(&e.body)) {
-          o.str("owner", x->owner).num("lease_expires_at", x->lease_expires_at);
-        } else if (auto* a = std::get_if<ItemAssigned>(&e.body)) {
-          o.str("session", a->session)
-              .num("lease_expires_at", a->lease_expires_at)
-              .num("attempt", a->attempt)
-              .raw("actions", json_strings(a->actions))
-              .str("expected_head", a->expected_head);
-        } else if (auto* h = std::get_if<HeadMoved>(&e.body)) {
-          o.str("head", h->head);
-        } else if (auto* r = std::get_if<ReviewChanged>(&e.body)) {
-          o.str("review", to_string(r->review));
-        } else if (auto* c = std::get_if<ItemClosed>(&e.body)) {
-          o.str("reason", to_string(c->reason));
-        } else if (auto* m = std::get_if<MutationRecorded>(&e.body)) {
-          o.str("session", m->session).str("action", m->action).str("head", m->head);
+        // Every field of every kind, by its registration (events/event.hpp).
+        for (const auto& field : fields_of(e.body)) {
+          std::visit(Overloads{
+                         [&](std::monostate) { o.raw(field.name, "null"); },
+                         [&](const std::string& v) { o.str(field.name, v); },
+                         [&](std::int64_t v) { o.num(field.name, v); },
+                         [&](const EventField::Json& v) {
+                           o.raw(field.name, json_raw_or_string(v.text));
+                         },
+                         [&](const std::vector<std::string>& v) {
+                           o.raw(field.name, json_strings(v));
+                         },
+                     },
+                     field.value);
         }
         out += (first ? "" : ",") + o.done();
       } else {

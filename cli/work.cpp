@@ -36,7 +36,7 @@ Validity Cli::run_allocate() {
     require_name(args_[0], "session id");
     auto store = open(apply_ ? Access::write : Access::read);
     const Allocation a = store.allocate_next(
-        args_[0], apply_, actions_,
+        args_[0], apply_ ? AllocateMode::apply : AllocateMode::preview, actions_,
         lease_ ? std::optional<Seconds>(Seconds{*lease_}) : std::nullopt, now_);
     changed_ = a.outcome == AllocateOutcome::assigned;
     if (json_) {
@@ -383,11 +383,11 @@ Validity Cli::run_migrate_incidents() {
     IncidentImport report;
     {
       ControlStore check = exists ? open(Access::read) : ControlStore(":memory:");
-      report = check.import_incident_links(rows, true, now_);
+      report = check.import_incident_links(rows, {.dry_run = true, .now = now_});
     }
     if (report.conflicts.empty() && !dry_run_) {
       auto store = open(Access::create);
-      report = store.import_incident_links(rows, false, now_);
+      report = store.import_incident_links(rows, {.now = now_});
     }
     report.dry_run = dry_run_;
     changed_ = !dry_run_ && report.imported > 0;

@@ -88,10 +88,16 @@ AllocationPlan plan_allocation(std::vector<Candidate> candidates, std::size_t ma
   return plan;
 }
 
-Allocation ControlStore::allocate_next(const std::string& session, bool apply,
-                                       const std::vector<std::string>& actions,
-                                       std::optional<Seconds> lease, std::optional<Micros> now) {
+Allocation ControlStore::Impl::allocate_next(const std::string& session, AllocateMode mode,
+                                             const std::vector<std::string>& actions,
+                                             std::optional<Seconds> lease,
+                                             std::optional<Micros> now) {
   const InUse in_use(*this);
+  if (mode != AllocateMode::preview && mode != AllocateMode::apply) {
+    throw InvalidArgument(fmt::format("unknown allocate mode {}: expected preview or apply",
+                                      static_cast<int>(mode)));
+  }
+  const bool apply = mode == AllocateMode::apply;
   require_name(session, "session id");
   const auto allowed = checked_actions(actions, true);
   const Micros lease_us = require_lease(lease.value_or(options_.lease));
@@ -154,7 +160,7 @@ Allocation ControlStore::allocate_next(const std::string& session, bool apply,
 
 // ---- the terminal path ------------------------------------------------------------
 
-std::vector<TerminalLockRow> ControlStore::terminal_path() {
+std::vector<TerminalLockRow> ControlStore::Impl::terminal_path() {
   const InUse in_use(*this);
   auto tx = Transaction::read(*backend_);
   std::vector<TerminalLockRow> out;

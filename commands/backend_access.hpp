@@ -1,10 +1,12 @@
 // A ControlStore's connection, for what sits beside the store rather than
-// on it: the library's verify and rebuild (library/cplane.cpp) and tests.
-// Not installed: the public API hands out no backend.
+// on it: the library's verify, rebuild, export, audit, restore and recover
+// (library/cplane.cpp). Not installed: the public API hands out no backend.
+// Tests reach the connection unguarded through commands/testing.hpp.
 #pragma once
 
 #include <cplane/store.hpp>
 
+#include "commands/control_store.hpp"
 #include "storage/backend.hpp"
 
 namespace cplane {
@@ -15,17 +17,9 @@ struct BackendAccess {
   // move.
   template <class F>
   static decltype(auto) with(ControlStore& store, F&& f) {
-    const ControlStore::InUse in_use(store);
-    return f(*store.backend_);
-  }
-
-  // The connection itself, for tests that drive it by hand (hold the write
-  // lock, open a snapshot). Not guarded.
-  static storage::Backend& backend(ControlStore& store) {
-    if (!store.backend_) {
-      throw InvalidArgument("this ControlStore was moved from: use the store it was moved to");
-    }
-    return *store.backend_;
+    auto& impl = ControlStore::Impl::of(store);
+    const ControlStore::Impl::InUse in_use(impl);
+    return f(*impl.backend_);
   }
 };
 

@@ -87,7 +87,7 @@ detail::Value to_value(R&& result) {
 }  // namespace
 
 template <class R>
-R CommandRunner::from_value(ControlStore& s, detail::Value&& value) {
+R CommandRunner::from_value(ControlStore::Impl& s, detail::Value&& value) {
   // A payload too large for the slot was left out: it never changes, so the
   // caller reads it from the item.
   auto payload_of = [&](detail::ClaimedValue& c) -> ClaimedItem {
@@ -113,21 +113,21 @@ R CommandRunner::from_value(ControlStore& s, detail::Value&& value) {
   }
 }
 
-template std::string CommandRunner::from_value<std::string>(ControlStore&, detail::Value&&);
-template std::vector<std::string> CommandRunner::from_value<std::vector<std::string>>(ControlStore&,
+template std::string CommandRunner::from_value<std::string>(ControlStore::Impl&, detail::Value&&);
+template std::vector<std::string> CommandRunner::from_value<std::vector<std::string>>(ControlStore::Impl&,
                                                                                       detail::Value&&);
 template std::optional<ClaimedItem> CommandRunner::from_value<std::optional<ClaimedItem>>(
-    ControlStore&, detail::Value&&);
-template std::vector<ClaimedItem> CommandRunner::from_value<std::vector<ClaimedItem>>(ControlStore&,
+    ControlStore::Impl&, detail::Value&&);
+template std::vector<ClaimedItem> CommandRunner::from_value<std::vector<ClaimedItem>>(ControlStore::Impl&,
                                                                                       detail::Value&&);
-template Micros CommandRunner::from_value<Micros>(ControlStore&, detail::Value&&);
-template bool CommandRunner::from_value<bool>(ControlStore&, detail::Value&&);
+template Micros CommandRunner::from_value<Micros>(ControlStore::Impl&, detail::Value&&);
+template bool CommandRunner::from_value<bool>(ControlStore::Impl&, detail::Value&&);
 template std::vector<std::pair<std::string, Micros>>
-CommandRunner::from_value<std::vector<std::pair<std::string, Micros>>>(ControlStore&, detail::Value&&);
-template Assignment CommandRunner::from_value<Assignment>(ControlStore&, detail::Value&&);
-template GateVerdict CommandRunner::from_value<GateVerdict>(ControlStore&, detail::Value&&);
+CommandRunner::from_value<std::vector<std::pair<std::string, Micros>>>(ControlStore::Impl&, detail::Value&&);
+template Assignment CommandRunner::from_value<Assignment>(ControlStore::Impl&, detail::Value&&);
+template GateVerdict CommandRunner::from_value<GateVerdict>(ControlStore::Impl&, detail::Value&&);
 
-std::optional<Answer> CommandRunner::run_combined(ControlStore& s, CombineArea& area,
+std::optional<Answer> CommandRunner::run_combined(ControlStore::Impl& s, CombineArea& area,
                                                   const Command& command) {
   const std::uint64_t id = new_request_id();
   const auto slot = area.post(detail::encode_command(command), id);
@@ -144,6 +144,12 @@ std::optional<Answer> CommandRunner::run_combined(ControlStore& s, CombineArea& 
         continue;
       case CombineArea::Turn::alone:
         return std::nullopt;  // withdrawn from an unusable area: run it alone
+      case CombineArea::Turn::lost:
+        throw StorageError(StorageError::Category::commit_unknown,
+                           fmt::format("the group-commit area {} was cut short while this "
+                                       "command waited in it: its outcome is unknown; read the "
+                                       "item before retrying (later commands run alone)",
+                                       area.path()));
       case CombineArea::Turn::timeout:
         throw StorageError(StorageError::Category::busy,
                            fmt::format("gave up after {} ms waiting for the write lock (group "
@@ -168,7 +174,7 @@ std::optional<Answer> CommandRunner::run_combined(ControlStore& s, CombineArea& 
   }
 }
 
-void CommandRunner::serve(ControlStore& s, CombineArea& area, std::optional<std::uint32_t> own) {
+void CommandRunner::serve(ControlStore::Impl& s, CombineArea& area, std::optional<std::uint32_t> own) {
   struct Unlock {
     CombineArea& area;
     ~Unlock() { area.unlock(); }
@@ -183,15 +189,15 @@ void CommandRunner::serve(ControlStore& s, CombineArea& area, std::optional<std:
     }
   }
   for (;;) {
-    if (own && area.state(*own) == CombineArea::kDone) return;
     if (!area.usable()) return;  // its waiters notice too, and run alone
+    if (own && area.state(*own) == CombineArea::kDone) return;
     const auto batch = area.collect(kMaxBatch);
     if (batch.empty()) return;
     run_batch(s, area, batch);
   }
 }
 
-void CommandRunner::recover(ControlStore& s, CombineArea& area) {
+void CommandRunner::recover(ControlStore::Impl& s, CombineArea& area) {
   const auto orphans = area.orphans();
   bool committed = false;
   if (!orphans.slots.empty() && orphans.batch_open) {
@@ -215,7 +221,7 @@ void CommandRunner::recover(ControlStore& s, CombineArea& area) {
   area.settle_orphans(orphans, committed);
 }
 
-void CommandRunner::run_batch(ControlStore& s, CombineArea& area,
+void CommandRunner::run_batch(ControlStore::Impl& s, CombineArea& area,
                               const std::vector<CombineArea::Taken>& batch) {
   auto& backend = *s.backend_;
   std::vector<std::optional<Command>> commands(batch.size());

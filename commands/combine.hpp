@@ -16,32 +16,32 @@ struct CommandRunner {
   // ---- each command's decision and writes, inside an open write transaction
   // (defined beside its public call in commands/control_store.cpp). Throws
   // its refusals; commits nothing.
-  static std::string exec(ControlStore& s, const detail::cmd::Enqueue& c);
-  static std::vector<std::string> exec(ControlStore& s, const detail::cmd::EnqueueBatch& c);
-  static std::optional<ClaimedItem> exec(ControlStore& s, const detail::cmd::Claim& c);
-  static std::vector<ClaimedItem> exec(ControlStore& s, const detail::cmd::ClaimBatch& c);
-  static void exec(ControlStore& s, const detail::cmd::Finish& c);
-  static void exec(ControlStore& s, const detail::cmd::FinishBatch& c);
-  static std::optional<ClaimedItem> exec(ControlStore& s, const detail::cmd::FinishAndClaim& c);
-  static Micros exec(ControlStore& s, const detail::cmd::Heartbeat& c);
-  static void exec(ControlStore& s, const detail::cmd::Release& c);
-  static void exec(ControlStore& s, const detail::cmd::CreateProject& c);
-  static void exec(ControlStore& s, const detail::cmd::Grant& c);
-  static void exec(ControlStore& s, const detail::cmd::OpenSession& c);
-  static std::vector<std::pair<std::string, Micros>> exec(ControlStore& s,
+  static std::string exec(ControlStore::Impl& s, const detail::cmd::Enqueue& c);
+  static std::vector<std::string> exec(ControlStore::Impl& s, const detail::cmd::EnqueueBatch& c);
+  static std::optional<ClaimedItem> exec(ControlStore::Impl& s, const detail::cmd::Claim& c);
+  static std::vector<ClaimedItem> exec(ControlStore::Impl& s, const detail::cmd::ClaimBatch& c);
+  static void exec(ControlStore::Impl& s, const detail::cmd::Finish& c);
+  static void exec(ControlStore::Impl& s, const detail::cmd::FinishBatch& c);
+  static std::optional<ClaimedItem> exec(ControlStore::Impl& s, const detail::cmd::FinishAndClaim& c);
+  static Micros exec(ControlStore::Impl& s, const detail::cmd::Heartbeat& c);
+  static void exec(ControlStore::Impl& s, const detail::cmd::Release& c);
+  static void exec(ControlStore::Impl& s, const detail::cmd::CreateProject& c);
+  static void exec(ControlStore::Impl& s, const detail::cmd::Grant& c);
+  static void exec(ControlStore::Impl& s, const detail::cmd::OpenSession& c);
+  static std::vector<std::pair<std::string, Micros>> exec(ControlStore::Impl& s,
                                                           const detail::cmd::SessionHeartbeat& c);
-  static std::vector<std::string> exec(ControlStore& s, const detail::cmd::CloseSession& c);
-  static bool exec(ControlStore& s, const detail::cmd::Observe& c);
-  static Assignment exec(ControlStore& s, const detail::cmd::AssignAndLease& c);
-  static GateVerdict exec(ControlStore& s, const detail::cmd::RecordMutation& c);
-  static Micros exec(ControlStore& s, const detail::cmd::ExpireLeases& c);
-  static bool exec(ControlStore& s, const detail::cmd::LinkIncident& c);
+  static std::vector<std::string> exec(ControlStore::Impl& s, const detail::cmd::CloseSession& c);
+  static bool exec(ControlStore::Impl& s, const detail::cmd::Observe& c);
+  static Assignment exec(ControlStore::Impl& s, const detail::cmd::AssignAndLease& c);
+  static GateVerdict exec(ControlStore::Impl& s, const detail::cmd::RecordMutation& c);
+  static Micros exec(ControlStore::Impl& s, const detail::cmd::ExpireLeases& c);
+  static bool exec(ControlStore::Impl& s, const detail::cmd::LinkIncident& c);
 
   // Runs the command and returns (or throws) what the public call does:
   // through the group-commit area when the store has one and the command
   // and its answer fit a slot, else in a transaction of its own.
   template <class C>
-  static auto run(ControlStore& s, const C& c) {
+  static auto run(ControlStore::Impl& s, const C& c) {
     using R = decltype(exec(s, c));
     if (auto* area = s.backend_->combine_area();
         area != nullptr && fits(c) && area->usable() &&
@@ -68,18 +68,18 @@ struct CommandRunner {
   // The combiner, holding the area's lock: recovers a dead combiner's batch,
   // then runs batches of queued requests in arrival order until `own` is
   // answered (or, without one, the queue is empty); unlocks at the end.
-  static void serve(ControlStore& s, storage::CombineArea& area, std::optional<std::uint32_t> own);
+  static void serve(ControlStore::Impl& s, storage::CombineArea& area, std::optional<std::uint32_t> own);
 
   // How many requests one transaction runs at most: a bound on how long
   // the last of them waits.
   static constexpr std::size_t kMaxBatch = 64;
 
  private:
-  static std::optional<detail::Answer> run_combined(ControlStore& s, storage::CombineArea& area,
+  static std::optional<detail::Answer> run_combined(ControlStore::Impl& s, storage::CombineArea& area,
                                                     const detail::Command& command);
-  static void run_batch(ControlStore& s, storage::CombineArea& area,
+  static void run_batch(ControlStore::Impl& s, storage::CombineArea& area,
                         const std::vector<storage::CombineArea::Taken>& batch);
-  static void recover(ControlStore& s, storage::CombineArea& area);
+  static void recover(ControlStore::Impl& s, storage::CombineArea& area);
 
   // Whether the answer can never outgrow a slot (batches of a bounded size).
   template <class C>
@@ -90,7 +90,7 @@ struct CommandRunner {
   }
 
   template <class R>
-  static R from_value(ControlStore& s, detail::Value&& value);
+  static R from_value(ControlStore::Impl& s, detail::Value&& value);
 };
 
 }  // namespace cplane

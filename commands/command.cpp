@@ -287,7 +287,7 @@ std::uint64_t codec_fingerprint() {
     bytes += std::to_string(std::variant_size_v<Value>);
     // What the bytes cannot show (two fields of one type swapped, an enum
     // value given another meaning): bump it with such a change.
-    bytes += "codec 1";
+    bytes += "codec 2";  // 2: an invalid_argument carries its reason
     std::uint64_t hash = 1469598103934665603ull;  // FNV-1a
     for (const unsigned char c : bytes) hash = (hash ^ c) * 1099511628211ull;
     return hash == 0 ? 1 : hash;
@@ -307,7 +307,7 @@ ErrorValue capture_error() {
   } catch (const ScopeDenied& e) {
     return {ErrorValue::scope_denied, 0, e.what()};
   } catch (const InvalidArgument& e) {
-    return {ErrorValue::invalid_argument, 0, e.what()};
+    return {ErrorValue::invalid_argument, static_cast<std::int32_t>(e.reason()), e.what()};
   } catch (const NotFound& e) {
     return {ErrorValue::not_found, static_cast<std::int32_t>(e.reason()), e.what()};
   } catch (const MutationDenied& e) {
@@ -326,7 +326,8 @@ void throw_error(const ErrorValue& e) {
     case ErrorValue::fence_rejected:
       throw FenceRejected(static_cast<FenceRejected::Reason>(e.code), e.message);
     case ErrorValue::scope_denied: throw ScopeDenied();
-    case ErrorValue::invalid_argument: throw InvalidArgument(e.message);
+    case ErrorValue::invalid_argument:
+      throw InvalidArgument(static_cast<InvalidArgument::Reason>(e.code), e.message);
     case ErrorValue::not_found: throw NotFound(static_cast<NotFound::Reason>(e.code), e.message);
     case ErrorValue::mutation_denied:
       throw MutationDenied(static_cast<GateReason>(e.code), e.message);

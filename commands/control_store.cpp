@@ -142,9 +142,7 @@ void require_size(const std::string& text, std::size_t limit, const char* what) 
 
 const std::string kControlPlane;
 
-const std::string& acting_for(const SessionRow& session) {
-  return session.actor.empty() ? session.session_id : session.actor;
-}
+const std::string& acting_for(const SessionRow& session) { return session_actor(session); }
 
 std::vector<std::string> checked_actions(const std::vector<std::string>& actions,
                                          bool allow_none) {
@@ -183,60 +181,277 @@ const StoreOptions& checked(const StoreOptions& options) {
 
 }  // namespace
 
-ControlStore::ControlStore(const std::string& url, StoreOptions options)
-    : ControlStore(storage::open_store(url, {.lock_timeout = checked(options).lock_timeout,
-                                             .create = options.create,
-                                             .read_only = options.read_only,
-                                             .sqlite = options.sqlite}),
-                   options) {}
-
-ControlStore::ControlStore(std::unique_ptr<storage::Backend> backend, StoreOptions options)
-    : backend_(std::move(backend)), options_(checked(options)) {}
-
-ControlStore::~ControlStore() = default;
-
-ControlStore::ControlStore(ControlStore&& other) noexcept
-    : backend_(std::move(other.backend_)), options_(other.options_) {}
-
-ControlStore& ControlStore::operator=(ControlStore&& other) noexcept {
-  backend_ = std::move(other.backend_);
-  options_ = other.options_;
-  return *this;
+ControlStore::Impl::Impl(std::unique_ptr<storage::Backend> backend, StoreOptions options)
+    : backend_(std::move(backend)), options_(checked(options)) {
+  if (!backend_) {
+    throw InvalidArgument(InvalidArgument::Reason::misuse, "a ControlStore needs a backend");
+  }
 }
 
-ControlStore::InUse::InUse(ControlStore& store) : store_(store) {
-  if (store.in_use_.exchange(true, std::memory_order_acquire)) {
+namespace {
+
+[[noreturn]] void throw_moved_from() {
+  throw InvalidArgument(InvalidArgument::Reason::misuse,
+                        "this ControlStore was moved from: use the store it was moved to");
+}
+
+}  // namespace
+
+ControlStore::Impl& ControlStore::Impl::of(ControlStore& store) {
+  if (!store.impl_) throw_moved_from();
+  return *store.impl_;
+}
+
+const ControlStore::Impl& ControlStore::Impl::of(const ControlStore& store) {
+  if (!store.impl_) throw_moved_from();
+  return *store.impl_;
+}
+
+ControlStore ControlStore::Impl::over(std::unique_ptr<storage::Backend> backend,
+                                      StoreOptions options) {
+  return ControlStore(std::make_unique<Impl>(std::move(backend), std::move(options)));
+}
+
+ControlStore::ControlStore(const std::string& url, StoreOptions options)
+    : impl_(std::make_unique<Impl>(
+          storage::open_store(url, {.lock_timeout = checked(options).lock_timeout,
+                                    .create = options.create,
+                                    .read_only = options.read_only,
+                                    .sqlite = options.sqlite}),
+          options)) {}
+
+ControlStore::ControlStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ControlStore::~ControlStore() = default;
+ControlStore::ControlStore(ControlStore&& other) noexcept = default;
+ControlStore& ControlStore::operator=(ControlStore&& other) noexcept = default;
+
+ControlStore::Impl::InUse::InUse(Impl& impl) : impl_(impl) {
+  if (impl.in_use_.exchange(true, std::memory_order_acquire)) {
     throw InvalidArgument(
+        InvalidArgument::Reason::misuse,
         "a ControlStore is one connection: use one per thread (another thread is in a call on "
         "this one right now)");
   }
-  if (!store.backend_) {
-    store.in_use_.store(false, std::memory_order_release);
-    throw InvalidArgument("this ControlStore was moved from: use the store it was moved to");
-  }
 }
+
+ControlStore::Impl::InUse::~InUse() { impl_.in_use_.store(false, std::memory_order_release); }
+
+// ---- the public calls: each goes to the implementation ---------------------------
+
+void ControlStore::create_project(const std::string& id, const std::string& title,
+                                  const std::string& status, std::optional<Micros> now) {
+  Impl::of(*this).create_project(id, title, status, now);
+}
+
+void ControlStore::grant(const std::string& project_id, const std::string& actor,
+                         std::optional<Micros> now) {
+  Impl::of(*this).grant(project_id, actor, now);
+}
+
+std::vector<std::string> ControlStore::visible_projects(const std::optional<std::string>& actor) {
+  return Impl::of(*this).visible_projects(actor);
+}
+
+std::string ControlStore::enqueue(const std::string& project_id, const std::string& payload_json,
+                                  const std::optional<std::string>& actor,
+                                  std::optional<Micros> now) {
+  return Impl::of(*this).enqueue(project_id, payload_json, actor, now);
+}
+
+std::string ControlStore::enqueue(const std::string& project_id, const std::string& payload_json,
+                                  const EnqueueOptions& options) {
+  return Impl::of(*this).enqueue(project_id, payload_json, options);
+}
+
+std::optional<ClaimedItem> ControlStore::claim(const std::string& owner,
+                                               const ClaimOptions& options) {
+  return Impl::of(*this).claim(owner, options);
+}
+
+void ControlStore::finish(const std::string& item_id, Fence fence, Outcome outcome,
+                          const FinishOptions& options) {
+  Impl::of(*this).finish(item_id, fence, outcome, options);
+}
+
+Micros ControlStore::heartbeat(const std::string& item_id, Fence fence,
+                               const LeaseOptions& options) {
+  return Impl::of(*this).heartbeat(item_id, fence, options);
+}
+
+void ControlStore::release(const std::string& item_id, Fence fence, const std::string& reason,
+                           const ReleaseOptions& options) {
+  Impl::of(*this).release(item_id, fence, reason, options);
+}
+
+std::int64_t ControlStore::expire_leases(std::optional<Micros> now) {
+  return Impl::of(*this).expire_leases(now);
+}
+
+void ControlStore::open_session(const std::string& session,
+                                const std::optional<std::string>& actor,
+                                std::optional<Micros> now) {
+  Impl::of(*this).open_session(session, actor, now);
+}
+
+std::vector<std::pair<std::string, Micros>> ControlStore::session_heartbeat(
+    const std::string& session, std::optional<Seconds> lease, std::optional<Micros> now) {
+  return Impl::of(*this).session_heartbeat(session, lease, now);
+}
+
+std::vector<std::string> ControlStore::close_session(const std::string& session,
+                                                     std::optional<Micros> now) {
+  return Impl::of(*this).close_session(session, now);
+}
+
+std::vector<SessionInfo> ControlStore::sessions(std::optional<Micros> now) {
+  return Impl::of(*this).sessions(now);
+}
+
+bool ControlStore::observe_head(const std::string& item_id, const std::string& head,
+                                std::optional<Micros> now) {
+  return Impl::of(*this).observe_head(item_id, head, now);
+}
+
+bool ControlStore::observe_review(const std::string& item_id, ReviewState review,
+                                  std::optional<Micros> now) {
+  return Impl::of(*this).observe_review(item_id, review, now);
+}
+
+bool ControlStore::observe_close(const std::string& item_id, CloseReason reason,
+                                 std::optional<Micros> now) {
+  return Impl::of(*this).observe_close(item_id, reason, now);
+}
+
+Assignment ControlStore::assign_and_lease(const std::string& session, const std::string& item_id,
+                                          const std::vector<std::string>& allowed_actions,
+                                          std::optional<Seconds> lease,
+                                          std::optional<Micros> now) {
+  return Impl::of(*this).assign_and_lease(session, item_id, allowed_actions, lease, now);
+}
+
+GateVerdict ControlStore::require_valid_assignment(const std::string& session,
+                                                   const std::string& item_id, Fence fence,
+                                                   const std::string& action,
+                                                   const std::optional<std::string>& head,
+                                                   std::optional<Micros> now) {
+  return Impl::of(*this).require_valid_assignment(session, item_id, fence, action, head, now);
+}
+
+GateVerdict ControlStore::record_mutation(const std::string& session, const std::string& item_id,
+                                          Fence fence, const std::string& action,
+                                          const std::optional<std::string>& head,
+                                          std::optional<Micros> now) {
+  return Impl::of(*this).record_mutation(session, item_id, fence, action, head, now);
+}
+
+Allocation ControlStore::allocate_next(const std::string& session, AllocateMode mode,
+                                       const std::vector<std::string>& actions,
+                                       std::optional<Seconds> lease, std::optional<Micros> now) {
+  return Impl::of(*this).allocate_next(session, mode, actions, lease, now);
+}
+
+bool ControlStore::enter_terminal_path(const std::string& item_id, const std::string& reason,
+                                       std::optional<Micros> now) {
+  return Impl::of(*this).enter_terminal_path(item_id, reason, now);
+}
+
+bool ControlStore::leave_terminal_path(const std::string& item_id, std::optional<Micros> now) {
+  return Impl::of(*this).leave_terminal_path(item_id, now);
+}
+
+std::vector<TerminalLockRow> ControlStore::terminal_path() {
+  return Impl::of(*this).terminal_path();
+}
+
+bool ControlStore::link_incident(const IncidentKey& key, const std::string& target,
+                                 const IncidentObservation& observation,
+                                 std::optional<Micros> now) {
+  return Impl::of(*this).link_incident(key, target, observation, now);
+}
+
+IncidentLinkRow ControlStore::incident(const IncidentKey& key) {
+  return Impl::of(*this).incident(key);
+}
+
+std::vector<IncidentLinkRow> ControlStore::incidents(const std::optional<std::string>& target) {
+  return Impl::of(*this).incidents(target);
+}
+
+IncidentImport ControlStore::import_incident_links(const std::vector<LegacyIncidentRow>& rows,
+                                                   const IncidentImportOptions& options) {
+  return Impl::of(*this).import_incident_links(rows, options);
+}
+
+FenceVerdict ControlStore::check_fence(const std::string& item_id, Fence fence,
+                                       const std::optional<std::string>& actor) {
+  return Impl::of(*this).check_fence(item_id, fence, actor);
+}
+
+std::vector<std::string> ControlStore::enqueue_batch(const std::string& project_id,
+                                                     const std::vector<std::string>& payloads_json,
+                                                     const std::optional<std::string>& actor,
+                                                     std::optional<Micros> now) {
+  return Impl::of(*this).enqueue_batch(project_id, payloads_json, actor, now);
+}
+
+std::vector<ClaimedItem> ControlStore::claim_batch(const std::string& owner, std::size_t max_items,
+                                                   const ClaimOptions& options) {
+  return Impl::of(*this).claim_batch(owner, max_items, options);
+}
+
+void ControlStore::finish_batch(const std::vector<Report>& reports,
+                                const std::optional<std::string>& actor,
+                                std::optional<Micros> now) {
+  Impl::of(*this).finish_batch(reports, actor, now);
+}
+
+std::optional<ClaimedItem> ControlStore::finish_and_claim(const std::string& item_id, Fence fence,
+                                                          Outcome outcome, const std::string& owner,
+                                                          const ClaimOptions& options,
+                                                          const std::string& detail) {
+  return Impl::of(*this).finish_and_claim(item_id, fence, outcome, owner, options, detail);
+}
+
+Item ControlStore::item(const std::string& item_id, const std::optional<std::string>& actor) {
+  return Impl::of(*this).item(item_id, actor);
+}
+
+std::vector<StoredEvent> ControlStore::events(const std::string& item_id,
+                                              const std::optional<std::string>& actor) {
+  return Impl::of(*this).events(item_id, actor);
+}
+
+ControlStore::StatusCounts ControlStore::status_counts(
+    const std::optional<std::string>& project_id) {
+  return Impl::of(*this).status_counts(project_id);
+}
+
+int ControlStore::schema_version() { return Impl::of(*this).schema_version(); }
+
+const StoreOptions& ControlStore::options() const { return Impl::of(*this).options_; }
+
+// ---- the implementation ----------------------------------------------------------
 
 // The caller's clock, checked, or the backend's (the database's own, where
 // it has one).
-Micros ControlStore::clock(std::optional<Micros> now) const {
+Micros ControlStore::Impl::clock(std::optional<Micros> now) const {
   return now ? require_now(*now) : backend_->now();
 }
 
-ControlStore::InUse::~InUse() { store_.in_use_.store(false, std::memory_order_release); }
 
-
-Sync ControlStore::sync_for_claims() const {
+Sync ControlStore::Impl::sync_for_claims() const {
   return options_.durability == Durability::normal ? Sync::normal : Sync::full;
 }
 
-Sync ControlStore::sync_for_finish() const {
+Sync ControlStore::Impl::sync_for_finish() const {
   return options_.durability == Durability::full ? Sync::full : Sync::normal;
 }
 
 // Validates a claim's input before any lock is taken: its lease (returned,
 // in microseconds) and its clock. The time itself is read once the lock is
 // held.
-Micros ControlStore::check_claim(const std::string& owner,
+Micros ControlStore::Impl::check_claim(const std::string& owner,
                                                    const ClaimOptions& options) const {
   const Micros lease = require_lease(options.lease.value_or(options_.lease));
   if (owner.empty()) throw InvalidArgument("a claim needs a non-empty owner");
@@ -246,8 +461,8 @@ Micros ControlStore::check_claim(const std::string& owner,
   return lease;
 }
 
-void ControlStore::create_project(const std::string& id, const std::string& title,
-                                  const std::string& status, std::optional<Micros> now) {
+void ControlStore::Impl::create_project(const std::string& id, const std::string& title,
+                                        const std::string& status, std::optional<Micros> now) {
   const InUse in_use(*this);
   if (id.empty()) throw InvalidArgument("a project id must not be empty");
   require_name(id, "project id");
@@ -258,7 +473,7 @@ void ControlStore::create_project(const std::string& id, const std::string& titl
   return CommandRunner::run(*this, cmd::CreateProject{.sync = sync_for_claims(), .id = id, .title = title, .status = status, .now = now});
 }
 
-void CommandRunner::exec(ControlStore& s, const cmd::CreateProject& c) {
+void CommandRunner::exec(ControlStore::Impl& s, const cmd::CreateProject& c) {
   const auto& [id, title, status, now] = std::tie(c.id, c.title, c.status, c.now);
   const Event event =
       decide_create_project(s.backend_->find_project(id), id, title, status, s.clock(now));
@@ -266,7 +481,7 @@ void CommandRunner::exec(ControlStore& s, const cmd::CreateProject& c) {
   s.backend_->put_project(apply(ProjectRow{}, StoredEvent{seq, event}));
 }
 
-void ControlStore::grant(const std::string& project_id, const std::string& actor,
+void ControlStore::Impl::grant(const std::string& project_id, const std::string& actor,
                           std::optional<Micros> now) {
   const InUse in_use(*this);
   require_name(project_id, "project id");
@@ -275,7 +490,7 @@ void ControlStore::grant(const std::string& project_id, const std::string& actor
   return CommandRunner::run(*this, cmd::Grant{.sync = sync_for_claims(), .project_id = project_id, .actor = actor, .now = now});
 }
 
-void CommandRunner::exec(ControlStore& s, const cmd::Grant& c) {
+void CommandRunner::exec(ControlStore::Impl& s, const cmd::Grant& c) {
   const auto& [project_id, actor, now] = std::tie(c.project_id, c.actor, c.now);
   // Read once the write lock is held: the decision is made at this time.
   const Micros at = s.clock(now);
@@ -288,7 +503,7 @@ void CommandRunner::exec(ControlStore& s, const cmd::Grant& c) {
   s.backend_->announce_work();  // the actor's waiting claims may take this project's items now
 }
 
-std::vector<std::string> ControlStore::visible_projects(const std::optional<std::string>& actor) {
+std::vector<std::string> ControlStore::Impl::visible_projects(const std::optional<std::string>& actor) {
   const InUse in_use(*this);
   require_actor(actor);
   auto tx = Transaction::read(*backend_);
@@ -297,8 +512,8 @@ std::vector<std::string> ControlStore::visible_projects(const std::optional<std:
   return ids;
 }
 
-ProjectRow ControlStore::visible_project(const std::string& project_id,
-                                         const std::optional<std::string>& actor) {
+ProjectRow ControlStore::Impl::visible_project(const std::string& project_id,
+                                               const std::optional<std::string>& actor) {
   // Scope first: a scoped actor learns nothing about projects it cannot see,
   // not even whether they exist.
   if (actor && !backend_->is_assigned(project_id, *actor)) throw ScopeDenied();
@@ -310,9 +525,9 @@ ProjectRow ControlStore::visible_project(const std::string& project_id,
   return std::move(*project);
 }
 
-std::string ControlStore::enqueue_in_tx(const ProjectRow& project, const std::string& payload_json,
-                                        const std::optional<std::string>& actor, Micros at,
-                                        const EnqueueOptions* forge) {
+std::string ControlStore::Impl::enqueue_in_tx(const ProjectRow& project, const std::string& payload_json,
+                                              const std::optional<std::string>& actor, Micros at,
+                                              const EnqueueOptions* forge) {
   std::string id = new_item_id(at);
   while (backend_->find_item(id)) id = new_item_id(at);  // never reuse an id, however unlikely
   Event event = decide_enqueue(project, id, payload_json, actor.value_or(kControlPlane), at);
@@ -331,9 +546,9 @@ std::string ControlStore::enqueue_in_tx(const ProjectRow& project, const std::st
   return event.item_id;
 }
 
-std::string ControlStore::enqueue(const std::string& project_id, const std::string& payload_json,
-                                  const std::optional<std::string>& actor,
-                                  std::optional<Micros> now) {
+std::string ControlStore::Impl::enqueue(const std::string& project_id, const std::string& payload_json,
+                                        const std::optional<std::string>& actor,
+                                        std::optional<Micros> now) {
   const InUse in_use(*this);
   require_name(project_id, "project id");
   require_actor(actor);
@@ -346,23 +561,23 @@ std::string ControlStore::enqueue(const std::string& project_id, const std::stri
                                                 .now = now});
 }
 
-std::string CommandRunner::exec(ControlStore& s, const cmd::Enqueue& c) {
+std::string CommandRunner::exec(ControlStore::Impl& s, const cmd::Enqueue& c) {
   // Read once the write lock is held: the decision is made at this time.
   const Micros at = s.clock(c.now);
   const ProjectRow project = s.visible_project(c.project_id, c.actor);
   if (!c.forge) return s.enqueue_in_tx(project, c.payload, c.actor, at);
-  if (!c.key.empty()) {
-    // Enqueued before under this key: that item, and nothing appended.
-    if (auto first = s.backend_->find_item_by_key(c.project_id, c.key)) return first->item_id;
-  }
+  std::optional<ItemRow> first;
+  if (!c.key.empty()) first = s.backend_->find_item_by_key(c.project_id, c.key);
+  // Enqueued before under this key: that item, and nothing appended.
+  if (auto earlier = decide_keyed_enqueue(project, c.key, first)) return *earlier;
   const ControlStore::EnqueueOptions forge{.kind = c.kind, .ref = c.ref, .head = c.head,
                                            .author = c.author, .priority = c.priority,
                                            .key = c.key, .actor = c.actor, .now = c.now};
   return s.enqueue_in_tx(project, c.payload, c.actor, at, &forge);
 }
 
-std::string ControlStore::enqueue(const std::string& project_id, const std::string& payload_json,
-                                  const EnqueueOptions& options) {
+std::string ControlStore::Impl::enqueue(const std::string& project_id, const std::string& payload_json,
+                                        const EnqueueOptions& options) {
   const InUse in_use(*this);
   require_name(project_id, "project id");
   require_actor(options.actor);
@@ -377,7 +592,8 @@ std::string ControlStore::enqueue(const std::string& project_id, const std::stri
                                     std::pair{"author", &options.author}}) {
     if (value->empty()) continue;
     if (options.kind != WorkKind::pr) {
-      throw InvalidArgument(fmt::format("only a pr has a {}; this item is {} {}", what,
+      throw InvalidArgument(InvalidArgument::Reason::conflict,
+                            fmt::format("only a pr has a {}; this item is {} {}", what,
                                         options.kind == WorkKind::issue ? "an" : "a",
                                         to_string(options.kind)));
     }
@@ -399,10 +615,10 @@ std::string ControlStore::enqueue(const std::string& project_id, const std::stri
                                                 .now = options.now});
 }
 
-std::vector<std::string> ControlStore::enqueue_batch(const std::string& project_id,
-                                                     const std::vector<std::string>& payloads_json,
-                                                     const std::optional<std::string>& actor,
-                                                     std::optional<Micros> now) {
+std::vector<std::string> ControlStore::Impl::enqueue_batch(const std::string& project_id,
+                                                           const std::vector<std::string>& payloads_json,
+                                                           const std::optional<std::string>& actor,
+                                                           std::optional<Micros> now) {
   const InUse in_use(*this);
   require_name(project_id, "project id");
   require_actor(actor);
@@ -411,7 +627,8 @@ std::vector<std::string> ControlStore::enqueue_batch(const std::string& project_
     try {
       require_payload(payloads_json[i]);
     } catch (const InvalidArgument& e) {
-      throw InvalidArgument(fmt::format("payload {} of {}: {}", i + 1, payloads_json.size(), e.what()));
+      throw InvalidArgument(e.reason(), fmt::format("payload {} of {}: {}", i + 1,
+                                                    payloads_json.size(), e.what()));
     }
   }
   if (now) require_now(*now);
@@ -422,7 +639,7 @@ std::vector<std::string> ControlStore::enqueue_batch(const std::string& project_
                                                      .now = now});
 }
 
-std::vector<std::string> CommandRunner::exec(ControlStore& s, const cmd::EnqueueBatch& c) {
+std::vector<std::string> CommandRunner::exec(ControlStore::Impl& s, const cmd::EnqueueBatch& c) {
   // Read once the write lock is held: the decision is made at this time.
   const Micros at = s.clock(c.now);
   const ProjectRow project = s.visible_project(c.project_id, c.actor);
@@ -432,9 +649,9 @@ std::vector<std::string> CommandRunner::exec(ControlStore& s, const cmd::Enqueue
   return ids;
 }
 
-std::optional<ClaimedItem> ControlStore::claim_in_tx(const std::string& owner,
-                                                     const ClaimOptions& options, Micros lease,
-                                                     Micros at) {
+std::optional<ClaimedItem> ControlStore::Impl::claim_in_tx(const std::string& owner,
+                                                           const ClaimOptions& options, Micros lease,
+                                                           Micros at) {
   std::optional<ItemRow> best;
   auto consider = [&](std::optional<ItemRow> candidate) {
     if (candidate && (!best || candidate->queued_seq < best->queued_seq)) best = std::move(candidate);
@@ -454,8 +671,8 @@ std::optional<ClaimedItem> ControlStore::claim_in_tx(const std::string& owner,
                      row.lease_expires_at};
 }
 
-std::optional<ClaimedItem> ControlStore::claim(const std::string& owner,
-                                               const ClaimOptions& options) {
+std::optional<ClaimedItem> ControlStore::Impl::claim(const std::string& owner,
+                                                     const ClaimOptions& options) {
   const InUse in_use(*this);
   const Micros lease = check_claim(owner, options);
   if (options.wait && !(options.wait->count() >= 0 && options.wait->count() <= kMaxLeaseSeconds)) {
@@ -474,14 +691,14 @@ std::optional<ClaimedItem> ControlStore::claim(const std::string& owner,
   }
 }
 
-std::optional<ClaimedItem> CommandRunner::exec(ControlStore& s, const cmd::Claim& c) {
+std::optional<ClaimedItem> CommandRunner::exec(ControlStore::Impl& s, const cmd::Claim& c) {
   const Micros at = s.clock(c.now);
   return s.claim_in_tx(c.owner, ClaimOptions{.actor = c.actor}, c.lease, at);
 }
 
 // When the first lease in the caller's scope lapses (a claim can take it
 // then), on the steady clock; the far future when none is claimed.
-std::chrono::steady_clock::time_point ControlStore::next_lapse_deadline(const ClaimOptions& options) {
+std::chrono::steady_clock::time_point ControlStore::Impl::next_lapse_deadline(const ClaimOptions& options) {
   auto tx = Transaction::read(*backend_);
   const Micros at = clock(options.now);
   std::optional<Micros> first;
@@ -493,8 +710,8 @@ std::chrono::steady_clock::time_point ControlStore::next_lapse_deadline(const Cl
   return std::chrono::steady_clock::now() + std::chrono::microseconds(std::max<Micros>(*first - at, 0));
 }
 
-std::vector<ClaimedItem> ControlStore::claim_batch(const std::string& owner, std::size_t max_items,
-                                                   const ClaimOptions& options) {
+std::vector<ClaimedItem> ControlStore::Impl::claim_batch(const std::string& owner, std::size_t max_items,
+                                                         const ClaimOptions& options) {
   const InUse in_use(*this);
   const Micros lease = check_claim(owner, options);
   if (max_items == 0) throw InvalidArgument("a batch claim needs max_items of at least 1");
@@ -506,7 +723,7 @@ std::vector<ClaimedItem> ControlStore::claim_batch(const std::string& owner, std
                                                    .now = options.now});
 }
 
-std::vector<ClaimedItem> CommandRunner::exec(ControlStore& s, const cmd::ClaimBatch& c) {
+std::vector<ClaimedItem> CommandRunner::exec(ControlStore::Impl& s, const cmd::ClaimBatch& c) {
   auto& backend_ = s.backend_;
   const std::string& owner = c.owner;
   const std::size_t max_items = c.max_items;
@@ -556,8 +773,8 @@ std::vector<ClaimedItem> CommandRunner::exec(ControlStore& s, const cmd::ClaimBa
 }
 
 template <class Decide>
-ItemRow ControlStore::report_in_tx(const std::string& item_id,
-                                   const std::optional<std::string>& actor, Decide&& decide) {
+ItemRow ControlStore::Impl::report_in_tx(const std::string& item_id,
+                                         const std::optional<std::string>& actor, Decide&& decide) {
   auto row = backend_->find_item(item_id);
   // A scoped actor may report only its projects' items, and learns nothing
   // (not even a fence) about others.
@@ -570,9 +787,9 @@ ItemRow ControlStore::report_in_tx(const std::string& item_id,
   return next;
 }
 
-void ControlStore::finish_in_tx(const std::string& item_id, Fence fence, Outcome outcome,
-                                const std::string& detail, Micros at,
-                                const std::optional<std::string>& actor) {
+void ControlStore::Impl::finish_in_tx(const std::string& item_id, Fence fence, Outcome outcome,
+                                      const std::string& detail, Micros at,
+                                      const std::optional<std::string>& actor) {
   report_in_tx(item_id, actor, [&](const std::optional<ItemRow>& row) {
     return decide_finish(row, item_id, fence, outcome, detail, kControlPlane, at);
   });
@@ -588,8 +805,8 @@ void check_report(const std::string& item_id, Outcome outcome, const std::string
 
 }  // namespace
 
-void ControlStore::finish(const std::string& item_id, Fence fence, Outcome outcome,
-                          const FinishOptions& options) {
+void ControlStore::Impl::finish(const std::string& item_id, Fence fence, Outcome outcome,
+                                const FinishOptions& options) {
   const InUse in_use(*this);
   check_report(item_id, outcome, options.detail);
   require_actor(options.actor);
@@ -603,13 +820,13 @@ void ControlStore::finish(const std::string& item_id, Fence fence, Outcome outco
                                         .now = options.now});
 }
 
-void CommandRunner::exec(ControlStore& s, const cmd::Finish& c) {
+void CommandRunner::exec(ControlStore::Impl& s, const cmd::Finish& c) {
   // Read once the write lock is held: the decision is made at this time.
   s.finish_in_tx(c.item_id, c.fence, c.outcome, c.detail, s.clock(c.now), c.actor);
 }
 
-Micros ControlStore::heartbeat(const std::string& item_id, Fence fence,
-                               const LeaseOptions& options) {
+Micros ControlStore::Impl::heartbeat(const std::string& item_id, Fence fence,
+                                     const LeaseOptions& options) {
   const InUse in_use(*this);
   require_name(item_id, "item id");
   require_actor(options.actor);
@@ -624,7 +841,7 @@ Micros ControlStore::heartbeat(const std::string& item_id, Fence fence,
                                                   .now = options.now});
 }
 
-Micros CommandRunner::exec(ControlStore& s, const cmd::Heartbeat& c) {
+Micros CommandRunner::exec(ControlStore::Impl& s, const cmd::Heartbeat& c) {
   // Read once the write lock is held: the decision is made at this time.
   const Micros at = s.clock(c.now);
   const ItemRow next = s.report_in_tx(c.item_id, c.actor, [&](const std::optional<ItemRow>& row) {
@@ -633,40 +850,35 @@ Micros CommandRunner::exec(ControlStore& s, const cmd::Heartbeat& c) {
   return next.lease_expires_at;
 }
 
-std::int64_t ControlStore::expire_leases(std::optional<Micros> now) {
+std::int64_t ControlStore::Impl::expire_leases(std::optional<Micros> now) {
   const InUse in_use(*this);
   if (now) require_now(*now);
   // A lost expiry record loses nothing but history: finish durability.
   return CommandRunner::run(*this, cmd::ExpireLeases{.sync = sync_for_finish(), .now = now});
 }
 
-Micros CommandRunner::exec(ControlStore& s, const cmd::ExpireLeases& c) {
+Micros CommandRunner::exec(ControlStore::Impl& s, const cmd::ExpireLeases& c) {
   const auto& now = c.now;
   // Read once the write lock is held: the decision is made at this time.
   const Micros at = s.clock(now);
   std::int64_t expired = 0;
   for (const auto& project : s.backend_->project_ids(nullptr)) {
     for (auto& row : s.backend_->lapsed_items(at, project)) {
-      // Recorded once per claim: skip an item whose last event already is
-      // this claim's expiry.
       const auto history = s.backend_->stream_events({StreamKind::item, row.item_id});
-      if (!history.empty()) {
-        const Event last = decode(history.back().body);
-        const auto* done = std::get_if<LeaseExpired>(&last.body);
-        if (done != nullptr && done->fence == row.fence) continue;
-      }
-      const Event event{at, kControlPlane, row.project_id, row.item_id,
-                        LeaseExpired{row.fence, row.owner, row.lease_expires_at}};
-      const Seq seq = s.backend_->append(event);
-      s.backend_->put_item(apply(std::move(row), StoredEvent{seq, event}));
+      std::optional<Event> last;
+      if (!history.empty()) last = decode(history.back().body);
+      const auto event = decide_expire_lease(row, last, at);
+      if (!event) continue;  // this claim's expiry is recorded already
+      const Seq seq = s.backend_->append(*event);
+      s.backend_->put_item(apply(std::move(row), StoredEvent{seq, *event}));
       ++expired;
     }
   }
   return expired;
 }
 
-void ControlStore::release(const std::string& item_id, Fence fence, const std::string& reason,
-                           const ReleaseOptions& options) {
+void ControlStore::Impl::release(const std::string& item_id, Fence fence, const std::string& reason,
+                                 const ReleaseOptions& options) {
   const InUse in_use(*this);
   require_name(item_id, "item id");
   require_actor(options.actor);
@@ -680,7 +892,7 @@ void ControlStore::release(const std::string& item_id, Fence fence, const std::s
                                          .now = options.now});
 }
 
-void CommandRunner::exec(ControlStore& s, const cmd::Release& c) {
+void CommandRunner::exec(ControlStore::Impl& s, const cmd::Release& c) {
   // Read once the write lock is held: the decision is made at this time.
   const Micros at = s.clock(c.now);
   s.report_in_tx(c.item_id, c.actor, [&](const std::optional<ItemRow>& row) {
@@ -691,22 +903,12 @@ void CommandRunner::exec(ControlStore& s, const cmd::Release& c) {
 
 // ---- sessions ------------------------------------------------------------------
 
-SessionRow ControlStore::open_session_row(const std::string& session) {
-  auto row = backend_->find_session(session);
-  if (!row) {
-    throw NotFound(NotFound::Reason::unknown_session,
-                   fmt::format("no such session: {}", quote_id(session)));
-  }
-  if (!row->is_open()) {
-    throw NotFound(NotFound::Reason::session_closed,
-                   fmt::format("session {} was closed at {}: open a new session",
-                               quote_id(session), row->closed_at));
-  }
-  return std::move(*row);
+SessionRow ControlStore::Impl::open_session_row(const std::string& session) {
+  return require_open_session(backend_->find_session(session), session);
 }
 
-void ControlStore::open_session(const std::string& session, const std::optional<std::string>& actor,
-                                std::optional<Micros> now) {
+void ControlStore::Impl::open_session(const std::string& session, const std::optional<std::string>& actor,
+                                      std::optional<Micros> now) {
   const InUse in_use(*this);
   require_name(session, "session id");
   require_actor(actor);
@@ -714,31 +916,17 @@ void ControlStore::open_session(const std::string& session, const std::optional<
   return CommandRunner::run(*this, cmd::OpenSession{.sync = sync_for_claims(), .session = session, .actor = actor, .now = now});
 }
 
-void CommandRunner::exec(ControlStore& s, const cmd::OpenSession& c) {
+void CommandRunner::exec(ControlStore::Impl& s, const cmd::OpenSession& c) {
   const auto& [session, actor, now] = std::tie(c.session, c.actor, c.now);
   // Read once the write lock is held: the decision is made at this time.
   const Micros at = s.clock(now);
-  const std::string scope = actor.value_or("");
-  if (auto existing = s.backend_->find_session(session)) {
-    if (!existing->is_open()) {
-      throw InvalidArgument(fmt::format("session {} was closed at {}; session ids are not "
-                                        "reused: open a new one",
-                                        quote_id(session), existing->closed_at));
-    }
-    if (existing->actor != scope) {
-      throw InvalidArgument(fmt::format("session {} is already open {}", quote_id(session),
-                                        existing->actor.empty()
-                                            ? std::string("unscoped")
-                                            : "as actor " + quote_id(existing->actor)));
-    }
-    return;  // open already, as asked: nothing to record
-  }
-  const Event event{at, scope, "", "", SessionOpened{session, scope}};
-  const Seq seq = s.backend_->append(event);
-  s.backend_->put_session(apply(SessionRow{}, StoredEvent{seq, event}));
+  const auto event = decide_open_session(s.backend_->find_session(session), session, actor, at);
+  if (!event) return;  // open already, as asked: nothing to record
+  const Seq seq = s.backend_->append(*event);
+  s.backend_->put_session(apply(SessionRow{}, StoredEvent{seq, *event}));
 }
 
-std::vector<std::pair<std::string, Micros>> ControlStore::session_heartbeat(
+std::vector<std::pair<std::string, Micros>> ControlStore::Impl::session_heartbeat(
     const std::string& session, std::optional<Seconds> lease, std::optional<Micros> now) {
   const InUse in_use(*this);
   require_name(session, "session id");
@@ -748,60 +936,55 @@ std::vector<std::pair<std::string, Micros>> ControlStore::session_heartbeat(
   return CommandRunner::run(*this, cmd::SessionHeartbeat{.sync = sync_for_claims(), .session = session, .lease = lease_us, .now = now});
 }
 
-std::vector<std::pair<std::string, Micros>> CommandRunner::exec(ControlStore& s, const cmd::SessionHeartbeat& c) {
+std::vector<std::pair<std::string, Micros>> CommandRunner::exec(ControlStore::Impl& s, const cmd::SessionHeartbeat& c) {
   const auto& [session, lease_us, now] = std::tie(c.session, c.lease, c.now);
   // Read once the write lock is held: the decision is made at this time.
   const Micros at = s.clock(now);
-  const SessionRow row = s.open_session_row(session);
+  const auto row = s.backend_->find_session(session);
+  // Its leases are read only when it is open (as before: a refusal reads no item).
+  auto items = row && row->is_open() ? s.backend_->session_items(session) : std::vector<ItemRow>{};
+  auto decision = decide_session_heartbeat(row, session, std::move(items), lease_us, at);
   std::vector<std::pair<std::string, Micros>> extended;
-  for (auto& item : s.backend_->session_items(session)) {
-    if (!lease_live(item, at)) continue;  // a lapsed lease stays lapsed
-    const Event event{at, acting_for(row), item.project_id, item.item_id,
-                      LeaseExtended{item.fence, at + lease_us}};
+  for (auto& [before, event] : decision.extended) {
     const Seq seq = s.backend_->append(event);
-    s.backend_->put_item(apply(std::move(item), StoredEvent{seq, event}));
-    extended.emplace_back(event.item_id, at + lease_us);
+    s.backend_->put_item(apply(std::move(before), StoredEvent{seq, event}));
+    extended.emplace_back(event.item_id, std::get<LeaseExtended>(event.body).lease_expires_at);
   }
-  const Event seen{at, row.actor, "", "", SessionSeen{session}};
-  const Seq seq = s.backend_->append(seen);
-  s.backend_->put_session(apply(row, StoredEvent{seq, seen}));
+  const Seq seq = s.backend_->append(decision.seen);
+  s.backend_->put_session(apply(*row, StoredEvent{seq, decision.seen}));
   return extended;
 }
 
-std::vector<std::string> ControlStore::close_session(const std::string& session,
-                                                     std::optional<Micros> now) {
+std::vector<std::string> ControlStore::Impl::close_session(const std::string& session,
+                                                           std::optional<Micros> now) {
   const InUse in_use(*this);
   require_name(session, "session id");
   if (now) require_now(*now);
   return CommandRunner::run(*this, cmd::CloseSession{.sync = sync_for_finish(), .session = session, .now = now});
 }
 
-std::vector<std::string> CommandRunner::exec(ControlStore& s, const cmd::CloseSession& c) {
+std::vector<std::string> CommandRunner::exec(ControlStore::Impl& s, const cmd::CloseSession& c) {
   const auto& [session, now] = std::tie(c.session, c.now);
   // Read once the write lock is held: the decision is made at this time.
   const Micros at = s.clock(now);
   auto row = s.backend_->find_session(session);
-  if (!row) {
-    throw NotFound(NotFound::Reason::unknown_session,
-                   fmt::format("no such session: {}", quote_id(session)));
-  }
-  if (!row->is_open()) return {};  // closed already: nothing to record
+  // Its leases are read only when it is open (as before).
+  auto items = row && row->is_open() ? s.backend_->session_items(session) : std::vector<ItemRow>{};
+  auto decision = decide_close_session(row, session, std::move(items), at);
+  if (!decision.closed) return {};  // closed already: nothing to record
   std::vector<std::string> released;
-  for (auto& item : s.backend_->session_items(session)) {
-    const Event event{at, acting_for(*row), item.project_id, item.item_id,
-                      ItemReleased{item.fence, "session closed"}};
+  for (auto& [before, event] : decision.released) {
     const Seq seq = s.backend_->append(event);
-    s.backend_->put_item(apply(std::move(item), StoredEvent{seq, event}));
+    s.backend_->put_item(apply(std::move(before), StoredEvent{seq, event}));
     released.push_back(event.item_id);
   }
-  const Event closed{at, row->actor, "", "", SessionClosed{session}};
-  const Seq seq = s.backend_->append(closed);
-  s.backend_->put_session(apply(std::move(*row), StoredEvent{seq, closed}));
+  const Seq seq = s.backend_->append(*decision.closed);
+  s.backend_->put_session(apply(std::move(*row), StoredEvent{seq, *decision.closed}));
   if (!released.empty()) s.backend_->announce_work();  // released items wake waiting claims
   return released;
 }
 
-std::vector<SessionInfo> ControlStore::sessions(std::optional<Micros> now) {
+std::vector<SessionInfo> ControlStore::Impl::sessions(std::optional<Micros> now) {
   const InUse in_use(*this);
   if (now) require_now(*now);
   auto tx = Transaction::read(*backend_);
@@ -822,37 +1005,22 @@ std::vector<SessionInfo> ControlStore::sessions(std::optional<Micros> now) {
 // ---- the forge, as observed ----------------------------------------------------
 
 template <class Observe>
-bool ControlStore::observe_in_tx(const std::string& item_id, Micros at, Observe&& observe) {
+bool ControlStore::Impl::observe_in_tx(const std::string& item_id, Micros at, Observe&& observe) {
   auto row = backend_->find_item(item_id);
-  if (!row) {
-    throw NotFound(NotFound::Reason::unknown_item, fmt::format("no such item: {}", quote_id(item_id)));
-  }
-  std::optional<EventBody> body = observe(*row);  // nullopt: nothing changed
-  if (!body) return false;
-  const Event event{at, kControlPlane, row->project_id, row->item_id, std::move(*body)};
-  const Seq seq = backend_->append(event);
-  const ItemRow next = apply(*row, StoredEvent{seq, event});
+  // NotFound for no row; nullopt: nothing changed, nothing recorded.
+  const std::optional<Event> event = observe(row, at);
+  if (!event) return false;
+  const Seq seq = backend_->append(*event);
+  const ItemRow next = apply(*row, StoredEvent{seq, *event});
   backend_->put_item(next);
   sync_terminal_lock(*row, next);
   return true;
 }
 
-namespace {
-
-void require_pr(const ItemRow& row, const char* what) {
-  if (row.kind != WorkKind::pr) {
-    throw InvalidArgument(fmt::format("item {} is {} {}: only a pr has a {}", quote_id(row.item_id),
-                                      row.kind == WorkKind::issue ? "an" : "a", to_string(row.kind),
-                                      what));
-  }
-}
-
-}  // namespace
-
 // Observations are as durable as claims: the gate's head check (R4) rests
 // on the head it last recorded.
-bool ControlStore::observe_head(const std::string& item_id, const std::string& head,
-                                std::optional<Micros> now) {
+bool ControlStore::Impl::observe_head(const std::string& item_id, const std::string& head,
+                                      std::optional<Micros> now) {
   const InUse in_use(*this);
   require_name(item_id, "item id");
   require_name(head, "head");
@@ -860,8 +1028,8 @@ bool ControlStore::observe_head(const std::string& item_id, const std::string& h
   return CommandRunner::run(*this, cmd::Observe{.sync = sync_for_claims(), .kind = cmd::Observe::head_moved, .item_id = item_id, .text = head, .now = now});
 }
 
-bool ControlStore::observe_review(const std::string& item_id, ReviewState review,
-                                  std::optional<Micros> now) {
+bool ControlStore::Impl::observe_review(const std::string& item_id, ReviewState review,
+                                        std::optional<Micros> now) {
   const InUse in_use(*this);
   require_name(item_id, "item id");
   if (review != ReviewState::none && review != ReviewState::approved &&
@@ -872,8 +1040,8 @@ bool ControlStore::observe_review(const std::string& item_id, ReviewState review
   return CommandRunner::run(*this, cmd::Observe{.sync = sync_for_claims(), .kind = cmd::Observe::review_changed, .item_id = item_id, .review = review, .now = now});
 }
 
-bool ControlStore::observe_close(const std::string& item_id, CloseReason reason,
-                                 std::optional<Micros> now) {
+bool ControlStore::Impl::observe_close(const std::string& item_id, CloseReason reason,
+                                       std::optional<Micros> now) {
   const InUse in_use(*this);
   require_name(item_id, "item id");
   if (reason != CloseReason::merged && reason != CloseReason::closed) {
@@ -884,8 +1052,8 @@ bool ControlStore::observe_close(const std::string& item_id, CloseReason reason,
 }
 
 // The terminal path (the allocator routes it first; see commands/allocate.cpp).
-bool ControlStore::enter_terminal_path(const std::string& item_id, const std::string& reason,
-                                       std::optional<Micros> now) {
+bool ControlStore::Impl::enter_terminal_path(const std::string& item_id, const std::string& reason,
+                                             std::optional<Micros> now) {
   const InUse in_use(*this);
   require_name(item_id, "item id");
   require_size(reason, 64 << 10, "reason");
@@ -893,7 +1061,7 @@ bool ControlStore::enter_terminal_path(const std::string& item_id, const std::st
   return CommandRunner::run(*this, cmd::Observe{.sync = sync_for_finish(), .kind = cmd::Observe::terminal_entered, .item_id = item_id, .text = reason, .now = now});
 }
 
-bool ControlStore::leave_terminal_path(const std::string& item_id, std::optional<Micros> now) {
+bool ControlStore::Impl::leave_terminal_path(const std::string& item_id, std::optional<Micros> now) {
   const InUse in_use(*this);
   require_name(item_id, "item id");
   if (now) require_now(*now);
@@ -903,39 +1071,25 @@ bool ControlStore::leave_terminal_path(const std::string& item_id, std::optional
 // Observations are as durable as claims: the gate's head check (R4) rests
 // on the head it last recorded. The terminal path is routing, not a
 // promise: as durable as a finish.
-bool CommandRunner::exec(ControlStore& s, const cmd::Observe& c) {
+bool CommandRunner::exec(ControlStore::Impl& s, const cmd::Observe& c) {
   // Read once the write lock is held: the decision is made at this time.
   const Micros at = s.clock(c.now);
-  return s.observe_in_tx(c.item_id, at, [&](const ItemRow& row) -> std::optional<EventBody> {
+  return s.observe_in_tx(c.item_id, at,
+                         [&](const std::optional<ItemRow>& row, Micros when) -> std::optional<Event> {
     switch (c.kind) {
-      case cmd::Observe::head_moved:
-        require_pr(row, "head");
-        if (is_terminal(row.status) || row.head == c.text) return std::nullopt;
-        return HeadMoved{c.text};
+      case cmd::Observe::head_moved: return decide_observe_head(row, c.item_id, c.text, when);
       case cmd::Observe::review_changed:
-        require_pr(row, "review state");
-        if (is_terminal(row.status) || row.review == c.review) return std::nullopt;
-        return ReviewChanged{c.review};
-      case cmd::Observe::closed:
-        if (is_terminal(row.status)) return std::nullopt;
-        return ItemClosed{c.close_reason};
+        return decide_observe_review(row, c.item_id, c.review, when);
+      case cmd::Observe::closed: return decide_observe_close(row, c.item_id, c.close_reason, when);
       case cmd::Observe::terminal_entered:
-        if (is_terminal(row.status)) {
-          throw InvalidArgument(fmt::format("item {} is {}: only an open item goes on the "
-                                            "terminal path",
-                                            quote_id(c.item_id), to_string(row.status)));
-        }
-        if (row.terminal_since != 0) return std::nullopt;  // on it already
-        return TerminalPathEntered{c.text};
-      case cmd::Observe::terminal_left:
-        if (row.terminal_since == 0) return std::nullopt;
-        return TerminalPathLeft{};
+        return decide_enter_terminal_path(row, c.item_id, c.text, when);
+      case cmd::Observe::terminal_left: return decide_leave_terminal_path(row, c.item_id, when);
     }
     throw InternalError("an observation of an unknown kind");
   });
 }
 
-void ControlStore::sync_terminal_lock(const ItemRow& before, const ItemRow& after) {
+void ControlStore::Impl::sync_terminal_lock(const ItemRow& before, const ItemRow& after) {
   if (before.terminal_since == after.terminal_since &&
       before.terminal_reason == after.terminal_reason) {
     return;
@@ -949,9 +1103,9 @@ void ControlStore::sync_terminal_lock(const ItemRow& before, const ItemRow& afte
 
 // ---- assign + lease, and the gate -------------------------------------------------
 
-Assignment ControlStore::assign_and_lease(const std::string& session, const std::string& item_id,
-                                          const std::vector<std::string>& allowed_actions,
-                                          std::optional<Seconds> lease, std::optional<Micros> now) {
+Assignment ControlStore::Impl::assign_and_lease(const std::string& session, const std::string& item_id,
+                                                const std::vector<std::string>& allowed_actions,
+                                                std::optional<Seconds> lease, std::optional<Micros> now) {
   const InUse in_use(*this);
   require_name(session, "session id");
   require_name(item_id, "item id");
@@ -961,7 +1115,7 @@ Assignment ControlStore::assign_and_lease(const std::string& session, const std:
   return CommandRunner::run(*this, cmd::AssignAndLease{.sync = sync_for_claims(), .session = session, .item_id = item_id, .actions = actions, .lease = lease_us, .now = now});
 }
 
-Assignment CommandRunner::exec(ControlStore& s, const cmd::AssignAndLease& c) {
+Assignment CommandRunner::exec(ControlStore::Impl& s, const cmd::AssignAndLease& c) {
   const auto& [session, item_id, actions, lease_us, now] =
       std::tie(c.session, c.item_id, c.actions, c.lease, c.now);
   // Read once the write lock is held: the decision is made at this time.
@@ -994,11 +1148,11 @@ bool well_formed(const std::string& name) {
 
 }  // namespace
 
-GateVerdict ControlStore::gate_in_tx(const std::string& session, const std::string& item_id,
-                                     Fence fence, const std::string& action,
-                                     const std::optional<std::string>& head, Micros at,
-                                     std::optional<ItemRow>* row_out,
-                                     std::optional<SessionRow>* session_out) {
+GateVerdict ControlStore::Impl::gate_in_tx(const std::string& session, const std::string& item_id,
+                                           Fence fence, const std::string& action,
+                                           const std::optional<std::string>& head, Micros at,
+                                           std::optional<ItemRow>* row_out,
+                                           std::optional<SessionRow>* session_out) {
   std::optional<SessionRow> holder;
   std::optional<ItemRow> row;
   if (well_formed(session) && well_formed(item_id)) {
@@ -1012,11 +1166,11 @@ GateVerdict ControlStore::gate_in_tx(const std::string& session, const std::stri
   return verdict;
 }
 
-GateVerdict ControlStore::require_valid_assignment(const std::string& session,
-                                                   const std::string& item_id, Fence fence,
-                                                   const std::string& action,
-                                                   const std::optional<std::string>& head,
-                                                   std::optional<Micros> now) {
+GateVerdict ControlStore::Impl::require_valid_assignment(const std::string& session,
+                                                         const std::string& item_id, Fence fence,
+                                                         const std::string& action,
+                                                         const std::optional<std::string>& head,
+                                                         std::optional<Micros> now) {
   const InUse in_use(*this);
   if (now) require_now(*now);
   auto tx = Transaction::read(*backend_);
@@ -1026,10 +1180,10 @@ GateVerdict ControlStore::require_valid_assignment(const std::string& session,
   return verdict;
 }
 
-GateVerdict ControlStore::record_mutation(const std::string& session, const std::string& item_id,
-                                          Fence fence, const std::string& action,
-                                          const std::optional<std::string>& head,
-                                          std::optional<Micros> now) {
+GateVerdict ControlStore::Impl::record_mutation(const std::string& session, const std::string& item_id,
+                                                Fence fence, const std::string& action,
+                                                const std::optional<std::string>& head,
+                                                std::optional<Micros> now) {
   const InUse in_use(*this);
   if (now) require_now(*now);
   // The record of a mutation made is as durable as the assignment it was
@@ -1037,7 +1191,7 @@ GateVerdict ControlStore::record_mutation(const std::string& session, const std:
   return CommandRunner::run(*this, cmd::RecordMutation{.sync = sync_for_claims(), .session = session, .item_id = item_id, .fence = fence, .action = action, .head = head, .now = now});
 }
 
-GateVerdict CommandRunner::exec(ControlStore& s, const cmd::RecordMutation& c) {
+GateVerdict CommandRunner::exec(ControlStore::Impl& s, const cmd::RecordMutation& c) {
   const auto& [session, item_id, fence, action, head, now] =
       std::tie(c.session, c.item_id, c.fence, c.action, c.head, c.now);
   // Read once the write lock is held: the decision is made at this time.
@@ -1053,8 +1207,8 @@ GateVerdict CommandRunner::exec(ControlStore& s, const cmd::RecordMutation& c) {
   return verdict;
 }
 
-FenceVerdict ControlStore::check_fence(const std::string& item_id, Fence fence,
-                                       const std::optional<std::string>& actor) {
+FenceVerdict ControlStore::Impl::check_fence(const std::string& item_id, Fence fence,
+                                             const std::optional<std::string>& actor) {
   const InUse in_use(*this);
   require_name(item_id, "item id");
   require_actor(actor);
@@ -1066,15 +1220,17 @@ FenceVerdict ControlStore::check_fence(const std::string& item_id, Fence fence,
   return verdict;
 }
 
-void ControlStore::finish_batch(const std::vector<Report>& reports, std::optional<Micros> now,
-                                const std::optional<std::string>& actor) {
+void ControlStore::Impl::finish_batch(const std::vector<Report>& reports,
+                                      const std::optional<std::string>& actor,
+                                      std::optional<Micros> now) {
   const InUse in_use(*this);
   require_actor(actor);
   std::set<std::string_view> seen;
   for (const auto& r : reports) {
     check_report(r.item_id, r.outcome, r.detail);
     if (!seen.insert(r.item_id).second) {
-      throw InvalidArgument(fmt::format("item {} is listed twice in one finish batch",
+      throw InvalidArgument(InvalidArgument::Reason::conflict,
+                            fmt::format("item {} is listed twice in one finish batch",
                                         quote_id(r.item_id)));
     }
   }
@@ -1084,7 +1240,7 @@ void ControlStore::finish_batch(const std::vector<Report>& reports, std::optiona
   CommandRunner::run(*this, command);
 }
 
-void CommandRunner::exec(ControlStore& s, const cmd::FinishBatch& c) {
+void CommandRunner::exec(ControlStore::Impl& s, const cmd::FinishBatch& c) {
   auto& backend_ = s.backend_;
   const auto& reports = c.reports;
   const auto& actor = c.actor;
@@ -1115,10 +1271,10 @@ void CommandRunner::exec(ControlStore& s, const cmd::FinishBatch& c) {
   }
 }
 
-std::optional<ClaimedItem> ControlStore::finish_and_claim(const std::string& item_id, Fence fence,
-                                                          Outcome outcome, const std::string& owner,
-                                                          const ClaimOptions& options,
-                                                          const std::string& detail) {
+std::optional<ClaimedItem> ControlStore::Impl::finish_and_claim(const std::string& item_id, Fence fence,
+                                                                Outcome outcome, const std::string& owner,
+                                                                const ClaimOptions& options,
+                                                                const std::string& detail) {
   const InUse in_use(*this);
   check_report(item_id, outcome, detail);
   const Micros lease = check_claim(owner, options);
@@ -1133,13 +1289,18 @@ std::optional<ClaimedItem> ControlStore::finish_and_claim(const std::string& ite
                                                        .now = options.now});
 }
 
-std::optional<ClaimedItem> CommandRunner::exec(ControlStore& s, const cmd::FinishAndClaim& c) {
+std::optional<ClaimedItem> CommandRunner::exec(ControlStore::Impl& s, const cmd::FinishAndClaim& c) {
   const Micros at = s.clock(c.now);
   s.finish_in_tx(c.item_id, c.fence, c.outcome, c.detail, at, c.actor);
   return s.claim_in_tx(c.owner, ClaimOptions{.actor = c.actor}, c.lease, at);
 }
 
-ControlStore::StatusCounts ControlStore::status_counts(const std::optional<std::string>& project_id) {
+int ControlStore::Impl::schema_version() {
+  const InUse in_use(*this);
+  return backend_->schema_version();
+}
+
+ControlStore::StatusCounts ControlStore::Impl::status_counts(const std::optional<std::string>& project_id) {
   const InUse in_use(*this);
   if (project_id) require_name(*project_id, "project id");
   auto tx = Transaction::read(*backend_);
@@ -1148,7 +1309,7 @@ ControlStore::StatusCounts ControlStore::status_counts(const std::optional<std::
   return StatusCounts{c[0], c[1], c[2], c[3], c[4], c[5]};
 }
 
-Item ControlStore::item(const std::string& item_id, const std::optional<std::string>& actor) {
+Item ControlStore::Impl::item(const std::string& item_id, const std::optional<std::string>& actor) {
   const InUse in_use(*this);
   require_name(item_id, "item id");
   require_actor(actor);
@@ -1163,8 +1324,8 @@ Item ControlStore::item(const std::string& item_id, const std::optional<std::str
   return std::move(*row);
 }
 
-std::vector<StoredEvent> ControlStore::events(const std::string& item_id,
-                                              const std::optional<std::string>& actor) {
+std::vector<StoredEvent> ControlStore::Impl::events(const std::string& item_id,
+                                                    const std::optional<std::string>& actor) {
   const InUse in_use(*this);
   require_name(item_id, "item id");
   require_actor(actor);

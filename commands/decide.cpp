@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "events/errors.hpp"
+#include "events/json.hpp"
 #include "projections/rules.hpp"
 
 namespace cplane {
@@ -11,7 +12,10 @@ Event decide_create_project(const std::optional<ProjectRow>& existing, const std
                             const std::string& title, const std::string& status, Micros now) {
   if (id.empty()) throw InvalidArgument("a project id must not be empty");
   if (status.empty()) throw InvalidArgument("a project status must not be empty");
-  if (existing) throw InvalidArgument(fmt::format("project {} already exists", quote_id(id)));
+  if (existing) {
+    throw InvalidArgument(InvalidArgument::Reason::already_exists,
+                          fmt::format("project {} already exists", quote_id(id)));
+  }
   return Event{now, "", id, "", ProjectCreated{title, status}};
 }
 
@@ -174,6 +178,231 @@ AssignDecision decide_assign(const std::optional<ItemRow>& row, bool visible,
                           assigned.lease_expires_at, row->head, actions, 0};
   out.event = Event{now, actor, row->project_id, row->item_id, std::move(assigned)};
   return out;
+}
+
+// ---- the sweep ------------------------------------------------------------------
+
+std::optional<Event> decide_expire_lease(const ItemRow& row, const std::optional<Event>& last,
+                                         Micros now) {
+  if (row.status != ItemStatus::claimed || lease_live(row, now)) {
+    throw InternalError(fmt::format("item {} was offered to the lease sweep but its lease has "
+                                    "not lapsed",
+                                    quote_id(row.item_id)));
+  }
+  if (last) {
+    const auto* expired = std::get_if<LeaseExpired>(&last->body);
+    if (expired != nullptr && expired->fence == row.fence) return std::nullopt;
+  }
+  return Event{now, "", row.project_id, row.item_id,
+               LeaseExpired{row.fence, row.owner, row.lease_expires_at}};
+}
+
+// ---- sessions -------------------------------------------------------------------
+
+const std::string& session_actor(const SessionRow& session) {
+  return session.actor.empty() ? session.session_id : session.actor;
+}
+
+namespace {
+
+[[noreturn]] void unknown_session(std::string_view session) {
+  throw NotFound(NotFound::Reason::unknown_session,
+                 fmt::format("no such session: {}", quote_id(session)));
+}
+
+// The items a session's heartbeat or close is handed are its claimed items.
+void require_held(const ItemRow& item, std::string_view session) {
+  if (item.status != ItemStatus::claimed || item.session != session) {
+    throw InternalError(fmt::format("item {} was offered as a lease of session {} but is not one",
+                                    quote_id(item.item_id), quote_id(session)));
+  }
+}
+
+}  // namespace
+
+SessionRow require_open_session(std::optional<SessionRow> row, std::string_view session) {
+  if (!row) unknown_session(session);
+  if (!row->is_open()) {
+    throw NotFound(NotFound::Reason::session_closed,
+                   fmt::format("session {} was closed at {}: open a new session",
+                               quote_id(session), row->closed_at));
+  }
+  return std::move(*row);
+}
+
+std::optional<Event> decide_open_session(const std::optional<SessionRow>& existing,
+                                         const std::string& session,
+                                         const std::optional<std::string>& actor, Micros now) {
+  const std::string scope = actor.value_or("");
+  if (existing) {
+    if (!existing->is_open()) {
+      throw InvalidArgument(InvalidArgument::Reason::already_exists,
+                            fmt::format("session {} was closed at {}; session ids are not "
+                                        "reused: open a new one",
+                                        quote_id(session), existing->closed_at));
+    }
+    if (existing->actor != scope) {
+      throw InvalidArgument(InvalidArgument::Reason::already_exists,
+                            fmt::format("session {} is already open {}", quote_id(session),
+                                        existing->actor.empty()
+                                            ? std::string("unscoped")
+                                            : "as actor " + quote_id(existing->actor)));
+    }
+    return std::nullopt;  // open already, as asked
+  }
+  return Event{now, scope, "", "", SessionOpened{session, scope}};
+}
+
+SessionHeartbeatDecision decide_session_heartbeat(const std::optional<SessionRow>& row,
+                                                  std::string_view session,
+                                                  std::vector<ItemRow> items, Micros lease,
+                                                  Micros now) {
+  const SessionRow open = require_open_session(row, session);
+  if (lease <= 0) throw InvalidArgument("a lease must be a positive number of seconds");
+  SessionHeartbeatDecision out{{}, Event{now, open.actor, "", "", SessionSeen{std::string(session)}}};
+  for (auto& item : items) {
+    require_held(item, session);
+    if (!lease_live(item, now)) continue;  // a lapsed lease stays lapsed
+    Event event{now, session_actor(open), item.project_id, item.item_id,
+                LeaseExtended{item.fence, now + lease}};
+    out.extended.push_back({std::move(item), std::move(event)});
+  }
+  return out;
+}
+
+SessionCloseDecision decide_close_session(const std::optional<SessionRow>& row,
+                                          std::string_view session, std::vector<ItemRow> items,
+                                          Micros now) {
+  if (!row) unknown_session(session);
+  SessionCloseDecision out;
+  if (!row->is_open()) return out;  // closed already: nothing to record
+  for (auto& item : items) {
+    require_held(item, session);
+    Event event{now, session_actor(*row), item.project_id, item.item_id,
+                ItemReleased{item.fence, "session closed"}};
+    out.released.push_back({std::move(item), std::move(event)});
+  }
+  out.closed = Event{now, row->actor, "", "", SessionClosed{std::string(session)}};
+  return out;
+}
+
+// ---- the forge, as observed -----------------------------------------------------
+
+namespace {
+
+const ItemRow& require_item(const std::optional<ItemRow>& row, std::string_view item_id) {
+  if (!row) {
+    throw NotFound(NotFound::Reason::unknown_item,
+                   fmt::format("no such item: {}", quote_id(item_id)));
+  }
+  return *row;
+}
+
+void require_pr(const ItemRow& row, const char* what) {
+  if (row.kind != WorkKind::pr) {
+    throw InvalidArgument(InvalidArgument::Reason::conflict,
+                          fmt::format("item {} is {} {}: only a pr has a {}", quote_id(row.item_id),
+                                      row.kind == WorkKind::issue ? "an" : "a", to_string(row.kind),
+                                      what));
+  }
+}
+
+Event observed(const ItemRow& row, Micros now, EventBody body) {
+  return Event{now, "", row.project_id, row.item_id, std::move(body)};
+}
+
+}  // namespace
+
+std::optional<Event> decide_observe_head(const std::optional<ItemRow>& row,
+                                         std::string_view item_id, const std::string& head,
+                                         Micros now) {
+  const ItemRow& item = require_item(row, item_id);
+  require_pr(item, "head");
+  if (is_terminal(item.status) || item.head == head) return std::nullopt;
+  return observed(item, now, HeadMoved{head});
+}
+
+std::optional<Event> decide_observe_review(const std::optional<ItemRow>& row,
+                                           std::string_view item_id, ReviewState review,
+                                           Micros now) {
+  const ItemRow& item = require_item(row, item_id);
+  require_pr(item, "review state");
+  if (is_terminal(item.status) || item.review == review) return std::nullopt;
+  return observed(item, now, ReviewChanged{review});
+}
+
+std::optional<Event> decide_observe_close(const std::optional<ItemRow>& row,
+                                          std::string_view item_id, CloseReason reason,
+                                          Micros now) {
+  const ItemRow& item = require_item(row, item_id);
+  if (is_terminal(item.status)) return std::nullopt;
+  return observed(item, now, ItemClosed{reason});
+}
+
+std::optional<Event> decide_enter_terminal_path(const std::optional<ItemRow>& row,
+                                                std::string_view item_id,
+                                                const std::string& reason, Micros now) {
+  const ItemRow& item = require_item(row, item_id);
+  if (is_terminal(item.status)) {
+    throw InvalidArgument(InvalidArgument::Reason::conflict,
+                          fmt::format("item {} is {}: only an open item goes on the "
+                                      "terminal path",
+                                      quote_id(item_id), to_string(item.status)));
+  }
+  if (item.terminal_since != 0) return std::nullopt;  // on it already
+  return observed(item, now, TerminalPathEntered{reason});
+}
+
+std::optional<Event> decide_leave_terminal_path(const std::optional<ItemRow>& row,
+                                                std::string_view item_id, Micros now) {
+  const ItemRow& item = require_item(row, item_id);
+  if (item.terminal_since == 0) return std::nullopt;
+  return observed(item, now, TerminalPathLeft{});
+}
+
+// ---- idempotent enqueue ---------------------------------------------------------
+
+std::optional<std::string> decide_keyed_enqueue(const ProjectRow& project, const std::string& key,
+                                                const std::optional<ItemRow>& first) {
+  if (key.empty() || !first) return std::nullopt;
+  if (first->project_id != project.project_id || first->key != key) {
+    throw InternalError(fmt::format("item {} was found under key {} in project {} but is not "
+                                    "its item",
+                                    quote_id(first->item_id), quote_id(key),
+                                    quote_id(project.project_id)));
+  }
+  return first->item_id;
+}
+
+// ---- incident links -------------------------------------------------------------
+
+bool link_unchanged(const IncidentLinked& e, const IncidentLinkRow& row) {
+  return e.target == row.target && e.status == row.status && e.event_count == row.event_count &&
+         e.permalink == row.permalink && e.first_seen == row.first_seen &&
+         e.last_seen == row.last_seen && e.linked_prs == row.linked_prs;
+}
+
+std::optional<Event> decide_link_incident(const std::optional<IncidentLinkRow>& before,
+                                          const IncidentKey& key, const std::string& target,
+                                          const IncidentObservation& o, Micros now) {
+  IncidentLinked e{key.provider, key.fingerprint, key.org, key.repo, key.environment, target,
+                   {}, {}, {}, {}, {}, {}};
+  if (before) {
+    e.status = before->status;
+    e.event_count = before->event_count;
+    e.permalink = before->permalink;
+    e.first_seen = before->first_seen;
+    e.last_seen = before->last_seen;
+    e.linked_prs = before->linked_prs;
+  }
+  if (o.status) e.status = o.status;
+  if (o.event_count) e.event_count = o.event_count;
+  if (o.permalink) e.permalink = o.permalink;
+  if (o.first_seen) e.first_seen = o.first_seen;
+  if (o.last_seen) e.last_seen = o.last_seen;
+  if (o.linked_prs) e.linked_prs = join_list(*o.linked_prs);
+  if (before && link_unchanged(e, *before)) return std::nullopt;  // nothing new
+  return Event{now, "", "", "", std::move(e)};
 }
 
 }  // namespace cplane

@@ -5,6 +5,8 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <cplane/store.hpp>
 #include <cplane/verdict.hpp>
@@ -15,7 +17,7 @@
 namespace cplane {
 
 // Creating a project: refuses (InvalidArgument) an empty id and an id that is
-// already taken.
+// already taken (already_exists).
 Event decide_create_project(const std::optional<ProjectRow>& existing, const std::string& id,
                             const std::string& title, const std::string& status, Micros now);
 
@@ -69,5 +71,127 @@ AssignDecision decide_assign(const std::optional<ItemRow>& row, bool visible,
 
 // A candidate may be claimed at `now`: ready, or claimed with lease lapsed.
 bool is_claimable(const ItemRow& row, Micros now);
+
+// ---- the sweep ------------------------------------------------------------------
+
+// expire_leases over `row`, a claimed item whose lease lapsed at or before
+// `now`, whose stream's last event is `last` (nullopt: the stream is empty):
+// lease_expired under the current fence, by the control plane; nullopt when
+// `last` already is this claim's expiry (recorded once per claim, never
+// again for the same fence). InternalError if `row` is not claimed with a
+// lapsed lease: the sweep was handed a row it must not have been.
+std::optional<Event> decide_expire_lease(const ItemRow& row, const std::optional<Event>& last,
+                                         Micros now);
+
+// ---- sessions -------------------------------------------------------------------
+
+// Who an item event made for a session is by: its actor, else its id.
+const std::string& session_actor(const SessionRow& session);
+
+// The session `session` as found (nullopt: no such row), if it is open.
+// NotFound: unknown_session for none, session_closed for a closed one.
+SessionRow require_open_session(std::optional<SessionRow> row, std::string_view session);
+
+// Opening `session` for `actor` (nullopt: unscoped) over the row of that id
+// (nullopt: none): session_opened, by the actor; nullopt when it is open
+// already under the same scope (nothing to record). InvalidArgument
+// (already_exists) for a closed session (ids are not reused) and for one
+// open under another scope.
+std::optional<Event> decide_open_session(const std::optional<SessionRow>& existing,
+                                         const std::string& session,
+                                         const std::optional<std::string>& actor, Micros now);
+
+// An item's row as read, and the event that follows on it: the caller
+// appends `event` and puts apply(before, event).
+struct ItemChange {
+  ItemRow before;
+  Event event;
+};
+
+// A session heartbeat of `session` (its row `row`; nullopt: none) holding
+// `items` (its claimed items, lapsed ones included; read only when the
+// session is open, else ignored): one lease_extended to `now + lease` per
+// live lease, in the order of `items`, by session_actor (a lapsed lease
+// stays lapsed), then session_seen by the session's actor. Refuses as
+// require_open_session; InvalidArgument for a lease <= 0; InternalError for
+// an item that is not a claimed item of this session.
+struct SessionHeartbeatDecision {
+  std::vector<ItemChange> extended;
+  Event seen;
+};
+SessionHeartbeatDecision decide_session_heartbeat(const std::optional<SessionRow>& row,
+                                                  std::string_view session,
+                                                  std::vector<ItemRow> items, Micros lease,
+                                                  Micros now);
+
+// Closing `session` (its row `row`; nullopt: none) holding `items` (as for
+// a heartbeat): one item_released ("session closed") per item, lapsed
+// leases too, in the order of `items`, by session_actor, then
+// session_closed by the session's actor. A closed session: nothing at all
+// (`closed` nullopt, `released` empty, `items` ignored). NotFound
+// (unknown_session) for no row; InternalError for an item that is not a
+// claimed item of this session.
+struct SessionCloseDecision {
+  std::vector<ItemChange> released;
+  std::optional<Event> closed;
+};
+SessionCloseDecision decide_close_session(const std::optional<SessionRow>& row,
+                                          std::string_view session, std::vector<ItemRow> items,
+                                          Micros now);
+
+// ---- the forge, as observed -----------------------------------------------------
+
+// Each observation of item `item_id` (its row `row`; nullopt: none) is an
+// event by the control plane, or nullopt when it changes nothing (nothing
+// is recorded). All refuse NotFound (unknown_item) for no row.
+//
+// The head of a pr: nullopt when terminal or the head is the same.
+// InvalidArgument (conflict) for a task or an issue.
+std::optional<Event> decide_observe_head(const std::optional<ItemRow>& row,
+                                         std::string_view item_id, const std::string& head,
+                                         Micros now);
+// The review state of a pr: nullopt when terminal or the state is the same.
+// InvalidArgument (conflict) for a task or an issue.
+std::optional<Event> decide_observe_review(const std::optional<ItemRow>& row,
+                                           std::string_view item_id, ReviewState review,
+                                           Micros now);
+// The forge closed the item (any kind): nullopt when it is terminal already.
+std::optional<Event> decide_observe_close(const std::optional<ItemRow>& row,
+                                          std::string_view item_id, CloseReason reason,
+                                          Micros now);
+// Putting the item on the terminal path: nullopt when it is on it already
+// (the first reason stays). InvalidArgument (conflict) for a terminal item:
+// only an open item goes on the path.
+std::optional<Event> decide_enter_terminal_path(const std::optional<ItemRow>& row,
+                                                std::string_view item_id,
+                                                const std::string& reason, Micros now);
+// Taking it off: nullopt when it is not on it (as no terminal item is:
+// closing or finishing takes it off).
+std::optional<Event> decide_leave_terminal_path(const std::optional<ItemRow>& row,
+                                                std::string_view item_id, Micros now);
+
+// ---- idempotent enqueue ---------------------------------------------------------
+
+// An enqueue into `project` under the idempotency key `key` ("": none), where
+// `first` is the item enqueued under that key in that project (nullopt:
+// none, or not looked up because the key is ""): the first item's id, to
+// answer with while nothing is appended (its payload is not compared); nullopt
+// to enqueue anew. InternalError if `first` is of another project or key.
+std::optional<std::string> decide_keyed_enqueue(const ProjectRow& project, const std::string& key,
+                                                const std::optional<ItemRow>& first);
+
+// ---- incident links -------------------------------------------------------------
+
+// Linking incident `key` to `target` over the link as it stands (`before`;
+// nullopt: none): incident_linked with the link as it will stand, whole (the
+// parts `observation` gives replace, the others stay), by the control plane;
+// nullopt when that is the link as it stands (nothing new: nothing recorded).
+std::optional<Event> decide_link_incident(const std::optional<IncidentLinkRow>& before,
+                                          const IncidentKey& key, const std::string& target,
+                                          const IncidentObservation& observation, Micros now);
+
+// Whether `link` says what `row` holds: target and every observed part (the
+// key is not compared: the row is found by it).
+bool link_unchanged(const IncidentLinked& link, const IncidentLinkRow& row);
 
 }  // namespace cplane

@@ -9,6 +9,7 @@
 #include <cplane/store.hpp>
 
 #include "commands/combine.hpp"
+#include "commands/decide.hpp"
 #include "commands/internal.hpp"
 #include "events/errors.hpp"
 #include "events/json.hpp"
@@ -55,44 +56,15 @@ void check_observation(const IncidentObservation& o) {
 }
 
 
-// The link an upsert makes of `before` (if any): the given parts replace,
-// the others stay.
-IncidentLinked merged(const IncidentKey& key, const std::string& target,
-                      const IncidentObservation& o, const std::optional<IncidentLinkRow>& before) {
-  IncidentLinked e{key.provider, key.fingerprint, key.org, key.repo, key.environment, target,
-                   {}, {}, {}, {}, {}, {}};
-  if (before) {
-    e.status = before->status;
-    e.event_count = before->event_count;
-    e.permalink = before->permalink;
-    e.first_seen = before->first_seen;
-    e.last_seen = before->last_seen;
-    e.linked_prs = before->linked_prs;
-  }
-  if (o.status) e.status = o.status;
-  if (o.event_count) e.event_count = o.event_count;
-  if (o.permalink) e.permalink = o.permalink;
-  if (o.first_seen) e.first_seen = o.first_seen;
-  if (o.last_seen) e.last_seen = o.last_seen;
-  if (o.linked_prs) e.linked_prs = join_list(*o.linked_prs);
-  return e;
-}
-
-bool same_link(const IncidentLinked& e, const IncidentLinkRow& row) {
-  return e.target == row.target && e.status == row.status && e.event_count == row.event_count &&
-         e.permalink == row.permalink && e.first_seen == row.first_seen &&
-         e.last_seen == row.last_seen && e.linked_prs == row.linked_prs;
-}
-
 std::string id_of(const IncidentKey& key) {
   return incident_stream_id(key.provider, key.fingerprint, key.org, key.repo, key.environment);
 }
 
 }  // namespace
 
-bool ControlStore::link_incident(const IncidentKey& key, const std::string& target,
-                                 const IncidentObservation& observation,
-                                 std::optional<Micros> now) {
+bool ControlStore::Impl::link_incident(const IncidentKey& key, const std::string& target,
+                                       const IncidentObservation& observation,
+                                       std::optional<Micros> now) {
   const InUse in_use(*this);
   check_key(key);
   require_name(target, "target");
@@ -105,18 +77,17 @@ bool ControlStore::link_incident(const IncidentKey& key, const std::string& targ
                                                      .now = now});
 }
 
-bool CommandRunner::exec(ControlStore& s, const cmd::LinkIncident& c) {
+bool CommandRunner::exec(ControlStore::Impl& s, const cmd::LinkIncident& c) {
   const Micros at = s.clock(c.now);
   const auto before = s.backend_->find_incident(id_of(c.key));
-  IncidentLinked linked = merged(c.key, c.target, c.observation, before);
-  if (before && same_link(linked, *before)) return false;  // nothing new: nothing recorded
-  const Event event{at, kControlPlane, "", "", std::move(linked)};
-  const Seq seq = s.backend_->append(event);
-  s.backend_->put_incident(apply(before.value_or(IncidentLinkRow{}), StoredEvent{seq, event}));
+  const auto event = decide_link_incident(before, c.key, c.target, c.observation, at);
+  if (!event) return false;  // nothing new: nothing recorded
+  const Seq seq = s.backend_->append(*event);
+  s.backend_->put_incident(apply(before.value_or(IncidentLinkRow{}), StoredEvent{seq, *event}));
   return true;
 }
 
-IncidentLinkRow ControlStore::incident(const IncidentKey& key) {
+IncidentLinkRow ControlStore::Impl::incident(const IncidentKey& key) {
   const InUse in_use(*this);
   check_key(key);
   auto tx = Transaction::read(*backend_);
@@ -133,7 +104,7 @@ IncidentLinkRow ControlStore::incident(const IncidentKey& key) {
   return std::move(*row);
 }
 
-std::vector<IncidentLinkRow> ControlStore::incidents(const std::optional<std::string>& target) {
+std::vector<IncidentLinkRow> ControlStore::Impl::incidents(const std::optional<std::string>& target) {
   const InUse in_use(*this);
   if (target) require_name(*target, "target");
   auto tx = Transaction::read(*backend_);
@@ -216,9 +187,11 @@ IncidentLinked link_of(const LegacyIncidentRow& r) {
 
 }  // namespace
 
-IncidentImport ControlStore::import_incident_links(const std::vector<LegacyIncidentRow>& rows,
-                                                   bool dry_run, std::optional<Micros> now) {
+IncidentImport ControlStore::Impl::import_incident_links(
+    const std::vector<LegacyIncidentRow>& rows, const IncidentImportOptions& options) {
   const InUse in_use(*this);
+  const bool dry_run = options.dry_run;
+  const std::optional<Micros>& now = options.now;
   if (now) require_now(*now);
   IncidentImport report;
   report.dry_run = dry_run;
@@ -239,7 +212,8 @@ IncidentImport ControlStore::import_incident_links(const std::vector<LegacyIncid
         check_observation({{}, {}, {}, {}, {}, split_list(*r.linked_prs)});
       }
     } catch (const InvalidArgument& e) {
-      throw InvalidArgument(fmt::format("legacy row {}: {}; nothing was imported", r.rowid,
+      throw InvalidArgument(e.reason(),
+                            fmt::format("legacy row {}: {}; nothing was imported", r.rowid,
                                         e.what()));
     }
     groups[incident_stream_id(r.provider, r.fingerprint, r.org.value_or(""), r.repo.value_or(""),
@@ -257,7 +231,7 @@ IncidentImport ControlStore::import_incident_links(const std::vector<LegacyIncid
       const IncidentKey key{link.provider, link.fingerprint, link.org, link.repo, link.environment};
       auto fields = disagreements(group);
       const auto stored = backend_->find_incident(id);
-      if (fields.empty() && stored && !same_link(link, *stored)) {
+      if (fields.empty() && stored && !link_unchanged(link, *stored)) {
         // The store's own link disagrees: name each field with both values.
         const IncidentLinkRow& s = *stored;
         auto both = [&](const char* name, std::string store_value, std::string legacy_value) {

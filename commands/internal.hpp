@@ -15,6 +15,7 @@
 
 #include <cplane/store.hpp>
 
+#include "commands/control_store.hpp"
 #include "projections/rows.hpp"
 #include "storage/backend.hpp"
 
@@ -43,7 +44,7 @@ namespace cplane {
 inline constexpr int kConflictAttempts = 10;
 
 template <class F>
-auto ControlStore::write(storage::Sync sync, F&& f) {
+auto ControlStore::Impl::write(storage::Sync sync, F&& f) {
   for (int attempt = 1;; ++attempt) {
     try {
       auto tx = storage::Transaction::write(*backend_, sync);
@@ -61,7 +62,7 @@ auto ControlStore::write(storage::Sync sync, F&& f) {
 }
 
 template <class F>
-auto ControlStore::transact(bool writing, storage::Sync sync, F&& f) {
+auto ControlStore::Impl::transact(bool writing, storage::Sync sync, F&& f) {
   if (writing) return write(sync, std::forward<F>(f));
   auto tx = storage::Transaction::read(*backend_);
   return f(tx);

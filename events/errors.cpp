@@ -1,6 +1,8 @@
 #include "events/errors.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -12,6 +14,17 @@ const char* to_string(FenceRejected::Reason reason) noexcept {
     case FenceRejected::Reason::terminal: return "terminal";
     case FenceRejected::Reason::not_claimed: return "not_claimed";
     case FenceRejected::Reason::stale_fence: return "stale_fence";
+  }
+  return "unknown";
+}
+
+const char* to_string(InvalidArgument::Reason reason) noexcept {
+  switch (reason) {
+    case InvalidArgument::Reason::invalid_input: return "invalid_input";
+    case InvalidArgument::Reason::already_exists: return "already_exists";
+    case InvalidArgument::Reason::conflict: return "conflict";
+    case InvalidArgument::Reason::read_only: return "read_only";
+    case InvalidArgument::Reason::misuse: return "misuse";
   }
   return "unknown";
 }
@@ -83,27 +96,104 @@ bool is_invisible_control(std::uint32_t c) {
          (c >= 0x2066 && c <= 0x2069) || c == 0xfeff;            // bidi isolates, BOM
 }
 
-std::string redacted_url(std::string url) {
-  // ...?password=secret&... and "host=h password=secret" -> password=***
-  for (std::size_t at = 0; (at = url.find("password=", at)) != std::string::npos;) {
-    if (at > 0 && url[at - 1] != '?' && url[at - 1] != '&' && url[at - 1] != ' ') {
-      ++at;
-      continue;
+namespace {
+
+std::string percent_decoded(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    auto hex = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+      return -1;
+    };
+    if (text[i] == '%' && i + 2 < text.size() && hex(text[i + 1]) >= 0 && hex(text[i + 2]) >= 0) {
+      out += static_cast<char>(hex(text[i + 1]) * 16 + hex(text[i + 2]));
+      i += 2;
+    } else {
+      out += text[i];
     }
-    const std::size_t start = at + 9;
-    const std::size_t end = std::min(url.find_first_of("& ", start), url.size());
-    url.replace(start, end - start, "***");
-    at = start;
   }
-  // postgresql://user:secret@host -> postgresql://user:***@host
+  return out;
+}
+
+bool is_password_key(std::string_view key) {
+  std::string k = percent_decoded(key);
+  for (auto& c : k) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  while (!k.empty() && k.back() == ' ') k.pop_back();
+  while (!k.empty() && k.front() == ' ') k.erase(k.begin());
+  return k == "password";
+}
+
+// Where each secret of `url` is: [begin, end) ranges of its characters.
+std::vector<std::pair<std::size_t, std::size_t>> secret_ranges(std::string_view url) {
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  // key=value pairs: a URL's query (split at '&') or a conninfo string
+  // (split at spaces); a key is matched after percent-decoding and in any
+  // case, as libpq reads it.
   const auto scheme = url.find("://");
-  if (scheme == std::string::npos) return url;
-  const auto authority_end = std::min(url.find_first_of("/?#", scheme + 3), url.size());
-  const auto at = url.rfind('@', authority_end);
-  if (at == std::string::npos || at < scheme + 3) return url;
-  const auto colon = url.find(':', scheme + 3);
-  if (colon == std::string::npos || colon > at) return url;
-  return url.substr(0, colon + 1) + "***" + url.substr(at);
+  const std::size_t query = scheme == std::string_view::npos ? 0 : url.find('?', scheme);
+  if (query != std::string_view::npos) {
+    const char separator = scheme == std::string_view::npos ? ' ' : '&';
+    std::size_t at = scheme == std::string_view::npos ? 0 : query + 1;
+    while (at <= url.size()) {
+      std::size_t end = url.find(separator, at);
+      if (end == std::string_view::npos) end = url.size();
+      if (scheme != std::string_view::npos) {
+        const auto hash = url.find('#', at);
+        if (hash != std::string_view::npos && hash < end) end = hash;
+      }
+      const auto eq = url.find('=', at);
+      if (eq != std::string_view::npos && eq < end && is_password_key(url.substr(at, eq - at))) {
+        std::size_t value = eq + 1;
+        while (separator == ' ' && value < end && url[value] == ' ') ++value;
+        out.emplace_back(value, end);
+      }
+      at = end + 1;
+    }
+  }
+  // postgresql://user:secret@host: the userinfo's password.
+  if (scheme != std::string_view::npos) {
+    const auto authority_end = std::min(url.find_first_of("/?#", scheme + 3), url.size());
+    const auto at = url.rfind('@', authority_end);
+    if (at != std::string_view::npos && at > scheme + 3) {
+      const auto colon = url.find(':', scheme + 3);
+      if (colon != std::string_view::npos && colon < at) out.emplace_back(colon + 1, at);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+std::string redacted_url(std::string url) {
+  const auto ranges = secret_ranges(url);
+  for (auto it = ranges.rbegin(); it != ranges.rend(); ++it) {
+    url.replace(it->first, it->second - it->first, "***");
+  }
+  return url;
+}
+
+std::string redacted_message(std::string message, std::string_view url) {
+  // Longest first, so that a secret holding a shorter one goes whole.
+  std::vector<std::string> secrets;
+  for (const auto& [begin, end] : secret_ranges(url)) {
+    const std::string raw(url.substr(begin, end - begin));
+    if (raw.empty()) continue;
+    secrets.push_back(raw);
+    secrets.push_back(percent_decoded(raw));
+  }
+  std::sort(secrets.begin(), secrets.end(),
+            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  for (const auto& secret : secrets) {
+    if (secret.empty()) continue;
+    for (std::size_t at = 0; (at = message.find(secret, at)) != std::string::npos;) {
+      message.replace(at, secret.size(), "***");
+      at += 3;
+    }
+  }
+  return message;
 }
 
 std::string quote_id(std::string_view id) {

@@ -1,62 +1,39 @@
 #include "events/event.hpp"
 
 #include "events/errors.hpp"
+#include "events/names.hpp"
 
 namespace cplane {
 
-std::string_view to_string(Outcome outcome) {
-  return outcome == Outcome::done ? "done" : "failed";
+std::string_view to_string(Outcome outcome) { return name_of(outcome); }
+std::string_view to_string(WorkKind kind) { return name_of(kind); }
+std::string_view to_string(ReviewState review) { return name_of(review); }
+std::string_view to_string(CloseReason reason) { return name_of(reason); }
+std::string_view to_string(StreamKind kind) { return name_of(kind); }
+std::optional<StreamKind> parse_stream_kind(std::string_view text) {
+  return enum_named<StreamKind>(text);
 }
 
-Outcome parse_outcome(std::string_view text) {
-  if (text == "done") return Outcome::done;
-  if (text == "failed") return Outcome::failed;
-  throw InvalidArgument("unknown outcome '" + std::string(text) +
-                        "': expected done or failed");
+namespace {
+
+// Parses `text` as one of Enum's names, else InvalidArgument naming what
+// was expected ("unknown kind 'x': expected task, issue or pr").
+template <class Enum>
+Enum parse_named(std::string_view text, const char* what) {
+  if (auto value = enum_named<Enum>(text)) return *value;
+  throw InvalidArgument("unknown " + std::string(what) + " '" + std::string(text) +
+                        "': expected " + names_listed<Enum>());
 }
 
-std::string_view to_string(WorkKind kind) {
-  switch (kind) {
-    case WorkKind::task: return "task";
-    case WorkKind::issue: return "issue";
-    case WorkKind::pr: return "pr";
-  }
-  return "unknown";
-}
+}  // namespace
 
-WorkKind parse_work_kind(std::string_view text) {
-  if (text == "task") return WorkKind::task;
-  if (text == "issue") return WorkKind::issue;
-  if (text == "pr") return WorkKind::pr;
-  throw InvalidArgument("unknown kind '" + std::string(text) + "': expected task, issue or pr");
-}
-
-std::string_view to_string(ReviewState review) {
-  switch (review) {
-    case ReviewState::none: return "none";
-    case ReviewState::approved: return "approved";
-    case ReviewState::changes_requested: return "changes_requested";
-  }
-  return "unknown";
-}
-
+Outcome parse_outcome(std::string_view text) { return parse_named<Outcome>(text, "outcome"); }
+WorkKind parse_work_kind(std::string_view text) { return parse_named<WorkKind>(text, "kind"); }
 ReviewState parse_review_state(std::string_view text) {
-  if (text == "none") return ReviewState::none;
-  if (text == "approved") return ReviewState::approved;
-  if (text == "changes_requested") return ReviewState::changes_requested;
-  throw InvalidArgument("unknown review state '" + std::string(text) +
-                        "': expected none, approved or changes_requested");
+  return parse_named<ReviewState>(text, "review state");
 }
-
-std::string_view to_string(CloseReason reason) {
-  return reason == CloseReason::merged ? "merged" : "closed";
-}
-
 CloseReason parse_close_reason(std::string_view text) {
-  if (text == "merged") return CloseReason::merged;
-  if (text == "closed") return CloseReason::closed;
-  throw InvalidArgument("unknown close reason '" + std::string(text) +
-                        "': expected merged or closed");
+  return parse_named<CloseReason>(text, "close reason");
 }
 
 std::string incident_stream_id(std::string_view provider, std::string_view fingerprint,
@@ -97,48 +74,49 @@ StreamKind stream_kind_of(const EventBody& body) {
                     body);
 }
 
-std::string_view to_string(StreamKind kind) {
-  switch (kind) {
-    case StreamKind::item: return "item";
-    case StreamKind::project: return "project";
-    case StreamKind::session: return "session";
-    case StreamKind::incident: return "incident";
-  }
-  return "unknown";
+namespace {
+
+EventField::Value field_value(const std::string& v) { return v; }
+EventField::Value field_value(const JsonText& v) { return EventField::Json{v.text}; }
+EventField::Value field_value(std::int64_t v) { return v; }
+EventField::Value field_value(const std::vector<std::string>& v) { return v; }
+EventField::Value field_value(const std::optional<std::string>& v) {
+  return v ? EventField::Value{*v} : EventField::Value{};
+}
+EventField::Value field_value(const std::optional<std::int64_t>& v) {
+  return v ? EventField::Value{*v} : EventField::Value{};
+}
+template <class Enum>
+  requires std::is_enum_v<Enum>
+EventField::Value field_value(Enum v) {
+  return std::string(to_string(v));
 }
 
-std::optional<StreamKind> parse_stream_kind(std::string_view text) {
-  if (text == "item") return StreamKind::item;
-  if (text == "project") return StreamKind::project;
-  if (text == "session") return StreamKind::session;
-  if (text == "incident") return StreamKind::incident;
-  return std::nullopt;
+}  // namespace
+
+std::vector<EventField> fields_of(const EventBody& body) {
+  std::vector<EventField> out;
+  std::visit(
+      [&](const auto& e) {
+        EventTraits<std::decay_t<decltype(e)>>::fields(e, [&](std::string_view name, const auto& v) {
+          if constexpr (std::is_integral_v<std::decay_t<decltype(v)>>) {
+            out.push_back({name, field_value(static_cast<std::int64_t>(v))});
+          } else {
+            out.push_back({name, field_value(v)});
+          }
+        });
+      },
+      body);
+  return out;
 }
 
 StreamRef stream_of(const Event& event) {
-  const StreamKind kind = stream_kind_of(event.body);
-  switch (kind) {
-    case StreamKind::item: return {kind, event.item_id};
-    case StreamKind::project: return {kind, event.project_id};
-    case StreamKind::session:
-      // A session's events name it in their body.
-      return {kind, std::visit(
-                        [](const auto& body) -> std::string {
-                          if constexpr (requires { body.session; }) {
-                            return body.session;
-                          } else {
-                            return {};
-                          }
-                        },
-                        event.body)};
-    case StreamKind::incident:
-      if (const auto* linked = std::get_if<IncidentLinked>(&event.body)) {
-        return {kind, incident_stream_id(linked->provider, linked->fingerprint, linked->org,
-                                         linked->repo, linked->environment)};
-      }
-      return {kind, ""};
-  }
-  return {kind, ""};
+  return std::visit(
+      [&](const auto& e) {
+        using Traits = EventTraits<std::decay_t<decltype(e)>>;
+        return StreamRef{Traits::stream, Traits::stream_id(event, e)};
+      },
+      event.body);
 }
 
 }  // namespace cplane

@@ -16,9 +16,10 @@ std::vector<LedgerProblem> verify_ledger(ControlStore& store, const Progress& pr
   });
 }
 
-RebuildReport rebuild(ControlStore& store, bool dry_run, const Progress& progress) {
+RebuildReport rebuild(ControlStore& store, const RebuildOptions& options,
+                      const Progress& progress) {
   return BackendAccess::with(store, [&](storage::Backend& backend) {
-    return rebuild(backend, dry_run, progress);
+    return rebuild(backend, options.dry_run, progress);
   });
 }
 

@@ -298,7 +298,8 @@ class Session {
     Entry e;
     e.kind = apply ? EntryKind::applied : EntryKind::preview;
     e.t0 = now_micros();
-    Allocation a = store.allocate_next(c_.session, apply, {}, Seconds{lease});
+    Allocation a = store.allocate_next(c_.session, apply ? AllocateMode::apply : AllocateMode::preview, {},
+                                       Seconds{lease});
     e.t1 = now_micros();
     e.item = a.item_id;
     e.result = std::string(to_string(a.outcome));

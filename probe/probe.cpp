@@ -41,7 +41,7 @@
 #include <cplane/cplane.hpp>
 
 #include "events/clock.hpp"
-#include "commands/backend_access.hpp"
+#include "commands/testing.hpp"
 #include "projections/apply.hpp"
 #include "projections/rules.hpp"
 #include "probe/allocate_race.hpp"
@@ -609,7 +609,7 @@ class Probe {
   // The store's group-commit area (storage/combine_area.hpp), or nullptr:
   // PostgreSQL, or SQLite with group commit off or unavailable.
   static storage::CombineArea* combine_area(ControlStore& store) {
-    return BackendAccess::backend(store).combine_area();
+    return testing::backend(store).combine_area();
   }
 
   // Where the combiner's batch stands, as its slots show it: `running` while
@@ -733,8 +733,8 @@ class Probe {
     const auto problems = verify_ledger(store);
     const double verify_seconds = seconds_now() - t0;
     for (std::size_t i = 0; i < std::min<std::size_t>(problems.size(), 10); ++i) {
-      std::cerr << "cplane-probe: verify: " << problems[i].kind << ' ' << problems[i].item_id
-                << ": " << problems[i].detail << '\n';
+      std::cerr << "cplane-probe: verify: " << to_string(problems[i].kind) << ' '
+                << problems[i].item_id << ": " << problems[i].detail << '\n';
     }
     report.count("verify_problems", problems.size());
     report.fixed("verify_seconds", verify_seconds);
@@ -1203,7 +1203,7 @@ class Probe {
     auto stall_writers = [&](const std::string& item) {
       if (row_locks) {
         ControlStore staller{config_.store};
-        auto& backend = BackendAccess::backend(staller);
+        auto& backend = testing::backend(staller);
         for (;;) {
           backend.begin_write(storage::Sync::normal);
           try {

@@ -1,25 +1,13 @@
 #include "projections/apply.hpp"
 
+#include "events/names.hpp"
+
 namespace cplane {
 
-std::string_view to_string(ItemStatus status) {
-  switch (status) {
-    case ItemStatus::ready: return "ready";
-    case ItemStatus::claimed: return "claimed";
-    case ItemStatus::done: return "done";
-    case ItemStatus::failed: return "failed";
-    case ItemStatus::closed: return "closed";
-  }
-  return "unknown";
-}
+std::string_view to_string(ItemStatus status) { return name_of(status); }
 
 std::optional<ItemStatus> parse_item_status(std::string_view text) {
-  if (text == "ready") return ItemStatus::ready;
-  if (text == "claimed") return ItemStatus::claimed;
-  if (text == "done") return ItemStatus::done;
-  if (text == "failed") return ItemStatus::failed;
-  if (text == "closed") return ItemStatus::closed;
-  return std::nullopt;
+  return enum_named<ItemStatus>(text);
 }
 
 // Each fold visits the event exhaustively: one case per event kind, no

@@ -1,8 +1,8 @@
-// The storage contract: one abstract Backend, implemented by SQLite now
-// (storage/sqlite_backend.cpp) and PostgreSQL next. It speaks in events,
-// streams and rows, never in SQL, so commands, verify and rebuild are written
-// once for every backend. A second backend meets this contract, and the
-// conformance suite (tests/) checks it:
+// The storage contract: one abstract Backend, implemented by SQLite
+// (storage/sqlite_backend.cpp) and PostgreSQL (storage/postgres/). It speaks
+// in events, streams and rows, never in SQL, so commands, verify and rebuild
+// are written once for every backend. Each backend meets this contract, and
+// the conformance suite (tests/) checks it against both:
 //
 // * One connection. A Backend is not thread-safe: one per thread or process.
 // * Ids order bytewise. Every scan that is ordered by an id (a stream id, an
@@ -24,7 +24,7 @@
 // * Errors: every call may throw StorageError. Its category says what the
 //   caller may do:
 //     begin_write   busy (lock timeout), unavailable, io;
-//                   InvalidArgument on a read-only store
+//                   InvalidArgument (read_only) on a read-only store
 //     begin_read    unavailable, io, corruption
 //     commit        commit_unknown (the outcome is unknown: never retry
 //                   blindly), full (rolled back, nothing written), busy, io
@@ -174,6 +174,12 @@ class Backend {
   // A random id given to the database when it was created (exports name
   // their source by it); "" if it has none.
   virtual std::string database_id() = 0;
+  // The schema version of the open database, in this backend's own numbering
+  // (SQLite's and PostgreSQL's count apart): the one this build writes, since
+  // an open store is at it (an older one was migrated or refused, a newer
+  // one refused). 0 for a backend that is no database (an export read as
+  // one). Never throws.
+  virtual int schema_version() const noexcept { return 0; }
   // The events of one stream, oldest first.
   virtual std::vector<RawEvent> stream_events(const StreamRef& stream) = 0;
   // Every event of one stream kind, ordered by (stream id bytewise, seq).

@@ -31,6 +31,7 @@ class BackendWrapper : public Backend {
   std::vector<StreamHead> unfiled_heads() override { return inner_->unfiled_heads(); }
   std::optional<LogDigest> log_digest() override { return inner_->log_digest(); }
   std::string database_id() override { return inner_->database_id(); }
+  int schema_version() const noexcept override { return inner_->schema_version(); }
   std::vector<RawEvent> stream_events(const StreamRef& stream) override {
     return inner_->stream_events(stream);
   }

@@ -2,8 +2,8 @@
 //
 //   "control.db", "/var/lib/cplane/control.db"   a file path: SQLite
 //   "sqlite:control.db", "sqlite:///abs/path.db" SQLite, explicitly
-//   "postgresql://...", "postgres://..."         PostgreSQL (not built yet:
-//                                                StorageError unavailable)
+//   "postgresql://...", "postgres://..."         PostgreSQL
+//                                                (storage/postgres/)
 #pragma once
 
 #include <chrono>
@@ -25,7 +25,7 @@ struct OpenOptions {
   // Create the database (and its schema) if it is missing or empty.
   bool create = true;
   // Read only: never lock, create, migrate or write; begin_write throws
-  // InvalidArgument.
+  // InvalidArgument (read_only).
   bool read_only = false;
   SqliteOptions sqlite;  // used only when the URL names SQLite
 };

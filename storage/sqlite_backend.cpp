@@ -1,30 +1,47 @@
-// The SQLite schema (version 5)
+// The SQLite schema (version 6)
 // =============================
+//
+// The log and its chain:
 //
 //   events          the log. One row per event, never updated or deleted.
 //     seq           INTEGER PRIMARY KEY: global order, from 1, rising; a
 //                   reader must not assume it has no gaps (the contract in
 //                   storage/backend.hpp).
-//     item_id       the item for item events, NULL for project events.
+//     item_id       the item for item events, NULL for the others.
 //     project_id    the project the event belongs to.
-//     type          "queued", "claimed", "lease_extended", "released", "done",
-//                   "failed", "project_created", "actor_assigned": the body's
-//                   union member (EventTraits' stored name), for operators.
+//     type          the body's union member (EventTraits' stored name:
+//                   "queued", "claimed", "project_created", ...), for
+//                   operators.
 //     at            microseconds since the epoch, as in the body.
 //     body          the Cap'n Proto encoded event (events/events.capnp): the
 //                   canonical copy. Every other column is an index of it;
 //                   `verify` checks that they agree.
-//     stream_kind   the stream the event belongs to: "item", "project" or
-//     stream_id     "session" (the item id, the project id, the session id). Scans and replays go by
-//                   stream: events_by_stream (stream_kind, stream_id, seq).
-//                   (Added by version 3, hence last; version-2 rows are
-//                   filed by their item_id column when migrated.)
+//     stream_kind   the stream the event belongs to: "item", "project",
+//     stream_id     "session" or "incident", and its id (the item, project
+//                   or session id; incident_stream_id for an incident).
+//                   Scans and replays go by stream: events_by_stream
+//                   (stream_kind, stream_id, seq). (Added by version 3;
+//                   version-2 rows are filed by their item_id column.)
+//     stream_rev    the event's revision in its stream, from 1, and its
+//     hash          chain hash (events/chain.hpp). (Added by version 4,
+//                   which chains the existing log once.)
 //
-//   items           one row per item: the fold of its events (projections/).
-//                   WITHOUT ROWID, keyed by item_id. `last_seq` is the seq of
-//                   the last event applied. Two partial indexes make a claim
-//                   two index seeks per project in scope, whatever the depth
-//                   of the queue:
+//   stream_heads    one row per stream (stream_kind, stream_id): its last
+//                   revision, last seq and hash. WITHOUT ROWID.
+//   log_digest      the log's digest: the event count, the last seq and the
+//                   XOR of every head's hash. One shard (0) here; a server
+//                   backend may keep several.
+//   store_info      key/value facts about the database: 'database_id' (a
+//                   random id, stamped at creation, that exports name their
+//                   source by); 'seqs' = 'sparse' once a restore from a log
+//                   with gaps (a PostgreSQL export) made gaps normal here.
+//
+// The projected rows, each the fold of its stream's events (projections/),
+// each with `last_seq`, the seq of the last event applied:
+//
+//   items           one row per item. WITHOUT ROWID, keyed by item_id. Two
+//                   partial indexes make a claim two index seeks per project
+//                   in scope, whatever the depth of the queue:
 //       items_ready  (project_id, queued_seq)       WHERE status = 'ready'
 //       items_lease  (project_id, lease_expires_at, queued_seq)
 //                                                   WHERE status = 'claimed'
@@ -34,22 +51,36 @@
 //                   over the (few) projects.
 //
 //                   Since version 5 a row also holds what the forge knows
-//                   (kind, ref, head, review, author, close_reason) and the
-//                   assignment (session, actions joined by commas,
-//                   expected_head, head_moved: 1 once the head moved after
-//                   it was pinned); items_by_session (session, item_id),
-//                   partial on claimed rows with a session, finds a
-//                   session's leases.
+//                   (kind, ref, head, review, author, close_reason, and the
+//                   closed status), the assignment (session, actions joined
+//                   by commas, expected_head, head_moved: 1 once the head
+//                   moved after it was pinned), the priority and the
+//                   terminal path (terminal_since, terminal_reason).
+//                   items_by_session (session, item_id), partial on claimed
+//                   rows with a session, finds a session's leases;
+//                   items_alloc (project_id, on the terminal path first,
+//                   priority, queued_seq), partial on ready and claimed rows,
+//                   is the allocator's ranking. Since version 6, idem_key
+//                   (enqueue --key), unique per project: items_by_key.
 //
 //   projects        one row per project_created event.
-//   project_actors  one row per (project, actor) assignment.
-//   sessions        one row per session stream (stream_kind 'session').
+//   project_actors  one row per (project, actor) assignment;
+//                   project_actors_by_actor finds an actor's projects.
+//   sessions        one row per session stream (since version 5).
+//   terminal_locks  one row per open item on the terminal path (since
+//                   version 5), the projection of its item's stream.
+//   incident_links  one row per incident stream (since version 5), keyed by
+//                   (provider, fingerprint, org, repo, environment), absent
+//                   parts ''; incident_id is the stream id, and
+//                   incident_links_by_target finds the links to an item.
 //
-// Invariants: every change to items, projects or project_actors is made in
-// the same transaction as the event(s) that explain it; a row equals the fold
-// of its stream. PRAGMA user_version holds the schema version and
-// application_id the magic 0x63706c6e ("cpln"), so a foreign SQLite file is
-// refused rather than silently written to.
+// Invariants: every change to a projected row is made in the same
+// transaction as the event(s) that explain it; a row equals the fold of its
+// stream, and each stream's head matches its last event. PRAGMA
+// user_version holds the schema version and application_id the magic
+// 0x63706c6e ("cpln"), so a foreign SQLite file is refused rather than
+// silently written to. An older database is migrated, one version at a
+// time (kMigrations), by the first writer; a reader refuses it.
 //
 // Concurrency: WAL mode, so readers and the writer never block each other.
 // Every write command is BEGIN IMMEDIATE: the write lock is held before the
@@ -1105,13 +1136,21 @@ class SqliteBackend final : public Backend {
       // its journal mode untouched and no PATH-lock left behind.
       const int version = identify();
       if (!read_only_) {
-        if (options.sqlite.writer_flock && !in_memory) writer_lock_ = WriterLock(path + "-lock", path);
+        // Beside the file a symbolic link leads to, as SQLite keeps its WAL:
+        // two names of one database share one lock and one area.
+        std::error_code ec;
+        std::string side = path;
+        if (!in_memory && std::filesystem::is_symlink(path, ec)) {
+          const auto target = std::filesystem::canonical(path, ec);
+          if (!ec && !target.empty()) side = target.string();
+        }
+        if (options.sqlite.writer_flock && !in_memory) writer_lock_ = WriterLock(side + "-lock", path);
         if (version < kSqliteSchemaVersion) migrate();
         if (options.sqlite.combine && !in_memory) {
           // Without the area every command runs alone, which is always
           // correct: group commit is speed, not semantics.
           std::string why;
-          combine_ = CombineArea::open(path + "-combine", path, why);
+          combine_ = CombineArea::open(side + "-combine", path, why);
         }
         exec("PRAGMA synchronous=FULL", "cannot set synchronous on " + path);
         if (pragma_text("PRAGMA journal_mode=WAL") != "wal" && !in_memory) {
@@ -1184,7 +1223,8 @@ class SqliteBackend final : public Backend {
   void begin_write(Sync sync) override {
     check_usable();
     if (read_only_) {
-      throw InvalidArgument(fmt::format("{} was opened for reading: it cannot write", path_));
+      throw InvalidArgument(InvalidArgument::Reason::read_only,
+                            fmt::format("{} was opened for reading: it cannot write", path_));
     }
     if (sync != sync_) {
       // Not a prepared statement: PRAGMA synchronous takes effect when it is
@@ -1950,6 +1990,8 @@ class SqliteBackend final : public Backend {
     for (unsigned char b : bytes) id += fmt::format("{:02x}", b);
     Statement(db_, "INSERT INTO store_info (key, value) VALUES ('database_id', ?1)").bind(id).run();
   }
+
+  int schema_version() const noexcept override { return kSqliteSchemaVersion; }
 
   std::string database_id() override {
     Statement s(db_, "SELECT value FROM store_info WHERE key = 'database_id'");

@@ -182,7 +182,8 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
 
   auto tx = Transaction::write(fresh, Sync::full);
   if (fresh.event_count() != 0) {
-    throw InvalidArgument("the target database already holds events: recover builds a fresh one");
+    throw InvalidArgument(InvalidArgument::Reason::conflict,
+                          "the target database already holds events: recover builds a fresh one");
   }
   Seq max_found = 0;
   auto take = [&](const Query& q) {

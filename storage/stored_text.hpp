@@ -14,22 +14,17 @@
 #include <cplane/events.hpp>
 #include <cplane/rows.hpp>
 
+#include "events/names.hpp"
 #include "storage/backend.hpp"
 
 namespace cplane::storage {
 
 inline std::optional<WorkKind> parse_work_kind_text(std::string_view text) {
-  if (text == "task") return WorkKind::task;
-  if (text == "issue") return WorkKind::issue;
-  if (text == "pr") return WorkKind::pr;
-  return std::nullopt;
+  return enum_named<WorkKind>(text);
 }
 
 inline std::optional<ReviewState> parse_review_text(std::string_view text) {
-  if (text == "none") return ReviewState::none;
-  if (text == "approved") return ReviewState::approved;
-  if (text == "changes_requested") return ReviewState::changes_requested;
-  return std::nullopt;
+  return enum_named<ReviewState>(text);
 }
 
 // Reads a stored enum's text into `field`. Returns "" when the text is one

@@ -69,14 +69,14 @@ TEST_CASE("the allocator routes the terminal path first, then priority, then age
   store.enter_terminal_path(on_path, "approved", T0 + 1);
   std::vector<std::string> order;
   for (int i = 0; i < 5; ++i) {
-    const auto a = store.allocate_next("s1", true, {"push"}, {}, T0 + 2 + i);
+    const auto a = store.allocate_next("s1", AllocateMode::apply, {"push"}, {}, T0 + 2 + i);
     REQUIRE(a.outcome == AllocateOutcome::assigned);
     CHECK(a.fence == 1);
     CHECK(a.skipped.empty());  // its own are not candidates, not skips
     order.push_back(a.item_id);
   }
   CHECK(order == std::vector<std::string>{on_path, higher, high, old_low, young_low});
-  CHECK(store.allocate_next("s1", true, {}, {}, T0 + 10).outcome == AllocateOutcome::no_safe_work);
+  CHECK(store.allocate_next("s1", AllocateMode::apply, {}, {}, T0 + 10).outcome == AllocateOutcome::no_safe_work);
   CHECK(verify_file(q.db).empty());
 }
 
@@ -89,22 +89,22 @@ TEST_CASE("a changes_requested item goes back to its author only, and others ski
                                            .priority = 9});
   const auto task = enqueue(store, "alpha", {});
   store.observe_review(pr, ReviewState::changes_requested, T0 + 1);
-  const auto other = store.allocate_next("s1", true, {}, {}, T0 + 2);
+  const auto other = store.allocate_next("s1", AllocateMode::apply, {}, {}, T0 + 2);
   CHECK(other.item_id == task);
   REQUIRE(other.skipped.size() == 1);
   CHECK(other.skipped[0] == SkippedCandidate{pr, SkipReason::routed_to_author});
   // Nothing else for s1: routing alone never makes it wait.
-  const auto none = store.allocate_next("s1", false, {}, {}, T0 + 3);
+  const auto none = store.allocate_next("s1", AllocateMode::preview, {}, {}, T0 + 3);
   CHECK(none.outcome == AllocateOutcome::no_safe_work);
   CHECK(none.until == 0);
-  const auto author = store.allocate_next("s2", true, {"push"}, {}, T0 + 4);
+  const auto author = store.allocate_next("s2", AllocateMode::apply, {"push"}, {}, T0 + 4);
   CHECK(author.item_id == pr);
   CHECK(author.expected_head == "h");
   // Approved again: routed like any other item.
   const auto pr2 = enqueue(store, "alpha", {.kind = WorkKind::pr, .head = "h", .author = "s2"});
   store.observe_review(pr2, ReviewState::changes_requested, T0 + 5);
   store.observe_review(pr2, ReviewState::approved, T0 + 6);
-  CHECK(store.allocate_next("s1", true, {}, {}, T0 + 7).item_id == pr2);
+  CHECK(store.allocate_next("s1", AllocateMode::apply, {}, {}, T0 + 7).item_id == pr2);
 }
 
 TEST_CASE("foreign leases are skipped, and with nothing else the answer is wait until the "
@@ -120,7 +120,7 @@ TEST_CASE("foreign leases are skipped, and with nothing else the answer is wait 
   REQUIRE(claimed);
   REQUIRE(claimed->item_id == b);
   const auto events = events_count(q.db);
-  const auto w = store.allocate_next("s1", true, {}, {}, T0 + kSecond);
+  const auto w = store.allocate_next("s1", AllocateMode::apply, {}, {}, T0 + kSecond);
   CHECK(w.outcome == AllocateOutcome::wait);
   CHECK(w.until == T0 + 30 * kSecond);
   CHECK(w.skipped == std::vector<SkippedCandidate>{{a, SkipReason::foreign_lease},
@@ -128,7 +128,7 @@ TEST_CASE("foreign leases are skipped, and with nothing else the answer is wait 
   CHECK(w.skipped_total == 2);
   CHECK(events_count(q.db) == events);  // a wait writes nothing
   // Once the plain claim's lease lapsed, its item is taken over, fence 2.
-  const auto taken = store.allocate_next("s1", true, {}, {}, T0 + 30 * kSecond);
+  const auto taken = store.allocate_next("s1", AllocateMode::apply, {}, {}, T0 + 30 * kSecond);
   CHECK(taken.outcome == AllocateOutcome::assigned);
   CHECK(taken.item_id == b);
   CHECK(taken.fence == 2);
@@ -144,11 +144,11 @@ TEST_CASE("an item a scoped session may not see is never listed and never makes 
   const auto hidden = enqueue(store, "beta", {.priority = 9});
   store.enter_terminal_path(hidden, "", T0);
   REQUIRE(store.assign_and_lease("s2", hidden, {"push"}, {}, T0));
-  const auto none = store.allocate_next("scoped", false, {}, {}, T0 + 1);
+  const auto none = store.allocate_next("scoped", AllocateMode::preview, {}, {}, T0 + 1);
   CHECK(none.outcome == AllocateOutcome::no_safe_work);
   CHECK(none.skipped.empty());
   const auto mine = enqueue(store, "alpha", {});
-  const auto got = store.allocate_next("scoped", true, {}, {}, T0 + 2);
+  const auto got = store.allocate_next("scoped", AllocateMode::apply, {}, {}, T0 + 2);
   CHECK(got.item_id == mine);
   CHECK(got.skipped.empty());
 }
@@ -167,10 +167,10 @@ TEST_CASE("a preview writes nothing and names what apply then takes", "[allocate
   for (int round = 0; round < 2; ++round) {
     const Micros at = T0 + 10 + round;
     const auto events = events_count(q.db);
-    const auto preview = store.allocate_next("s1", false, {"push"}, Seconds{60}, at);
+    const auto preview = store.allocate_next("s1", AllocateMode::preview, {"push"}, Seconds{60}, at);
     CHECK(events_count(q.db) == events);
     REQUIRE(preview.outcome == AllocateOutcome::preview);
-    const auto applied = store.allocate_next("s1", true, {"push"}, Seconds{60}, at);
+    const auto applied = store.allocate_next("s1", AllocateMode::apply, {"push"}, Seconds{60}, at);
     REQUIRE(applied.outcome == AllocateOutcome::assigned);
     CHECK(applied.item_id == preview.item_id);
     CHECK(applied.fence == preview.fence);
@@ -193,7 +193,7 @@ TEST_CASE("the skipped list is bounded and the total counts every skip", "[alloc
   const auto ids = store.enqueue_batch("alpha", std::vector<std::string>(n, "{}"), {}, T0);
   for (const auto& id : ids) REQUIRE(store.assign_and_lease("s2", id, {"push"}, {}, T0));
   const auto last = enqueue(store, "alpha", {});
-  const auto a = store.allocate_next("s1", false, {}, {}, T0 + 1);
+  const auto a = store.allocate_next("s1", AllocateMode::preview, {}, {}, T0 + 1);
   CHECK(a.item_id == last);
   CHECK(a.skipped.size() == kMaxSkippedListed);
   CHECK(a.skipped_total == static_cast<std::int64_t>(n));
@@ -243,14 +243,14 @@ TEST_CASE("a routing value edited behind the engine's back stops the allocator, 
       ControlStore store{q.db};
       const auto events = events_count(q.db);
       try {
-        store.allocate_next("s1", true, {}, {}, T0 + 1);
+        store.allocate_next("s1", AllocateMode::apply, {}, {}, T0 + 1);
         FAIL("allocated over a tampered row");
       } catch (const StorageError& e) {
         CHECK(e.category() == StorageError::Category::corruption);
       }
       CHECK(events_count(q.db) == events);
-      rebuild(store, false);
-      CHECK(store.allocate_next("s1", false, {}, {}, T0 + 2).outcome == AllocateOutcome::preview);
+      rebuild(store);
+      CHECK(store.allocate_next("s1", AllocateMode::preview, {}, {}, T0 + 2).outcome == AllocateOutcome::preview);
     }
   }
 }
@@ -277,7 +277,7 @@ TEST_CASE("the terminal path: added, listed, removed, dropped when the item ends
   CHECK_THROWS_AS(store.enter_terminal_path(b, "", T0 + 7), InvalidArgument);
   CHECK_THROWS_AS(store.enter_terminal_path("no-such-item", "", T0 + 7), NotFound);
   store.enter_terminal_path(a, "", T0 + 8);
-  const auto f = store.allocate_next("s1", true, {}, {}, T0 + 9);
+  const auto f = store.allocate_next("s1", AllocateMode::apply, {}, {}, T0 + 9);
   store.finish(a, f.fence, Outcome::done, {.now = T0 + 10});  // ... and when it finishes
   CHECK(store.terminal_path().empty());
   CHECK(verify_file(q.db).empty());
@@ -321,7 +321,7 @@ TEST_CASE("verify names terminal_locks and incident_links edited behind the engi
       sql(q.db, c.tamper);
       CHECK(problem_kinds(verify_file(q.db)).contains(c.kind));
       ControlStore store{q.db};
-      rebuild(store, false);
+      rebuild(store);
       CHECK(verify_ledger(store).empty());
     }
   }
@@ -366,7 +366,7 @@ TEST_CASE("two minimal upserts of one incident make one row, and an upsert keeps
   CHECK_THROWS_AS(store.link_incident({"sentry", "fp"}, "t", {.event_count = -1}),
                   InvalidArgument);
   // Incidents are never work: nothing to allocate or claim.
-  CHECK(store.allocate_next("s1", false, {}, {}, T0 + 5).outcome == AllocateOutcome::no_safe_work);
+  CHECK(store.allocate_next("s1", AllocateMode::preview, {}, {}, T0 + 5).outcome == AllocateOutcome::no_safe_work);
   CHECK_FALSE(store.claim("w", {.now = T0 + 5}));
   CHECK(verify_file(q.db).empty());
 }

@@ -69,13 +69,15 @@ std::vector<LedgerProblem> verify_file(const std::string& db) {
 
 std::string listing(const std::vector<LedgerProblem>& problems) {
   std::string out;
-  for (const auto& p : problems) out += p.kind + " [" + p.item_id + "]: " + p.detail + "\n";
+  for (const auto& p : problems) {
+    out += std::string(to_string(p.kind)) + " [" + p.item_id + "]: " + p.detail + "\n";
+  }
   return out;
 }
 
 const LedgerProblem& find(const std::vector<LedgerProblem>& problems, const std::string& kind) {
   const auto it = std::find_if(problems.begin(), problems.end(),
-                               [&](const auto& p) { return p.kind == kind; });
+                               [&](const auto& p) { return to_string(p.kind) == kind; });
   REQUIRE(it != problems.end());
   return *it;
 }
@@ -91,14 +93,14 @@ void rebuild_refuses(const std::string& db, const std::string& kind) {
   {
     ControlStore store{db};
     try {
-      rebuild(store, false);
+      rebuild(store);
       FAIL("rebuild folded a damaged log");
     } catch (const RebuildRefused& refused) {
       INFO(refused.what());
       CHECK(std::any_of(refused.problems().begin(), refused.problems().end(),
-                        [&](const auto& p) { return p.kind == kind; }));
+                        [&](const auto& p) { return to_string(p.kind) == kind; }));
     }
-    CHECK_THROWS_AS(rebuild(store, true), RebuildRefused);
+    CHECK_THROWS_AS(rebuild(store, {.dry_run = true}), RebuildRefused);
   }
   CHECK(rows(db) == before);
 }
@@ -222,7 +224,7 @@ TEST_CASE("rebuild never re-issues a fence a worker holds", "[chain][rebuild]") 
   }
   CHECK_FALSE(verify_file(log.db).empty());
   ControlStore store{log.db};
-  CHECK_THROWS_AS(rebuild(store, false), RebuildRefused);
+  CHECK_THROWS_AS(rebuild(store), RebuildRefused);
   CHECK(store.item(log.held).fence == 2);
   CHECK(store.item(log.held).owner == "b");
   // b still holds fence 2: its report is accepted, and credited to b.
@@ -243,7 +245,7 @@ TEST_CASE("rebuild never destroys the last copy of an item or a project", "[chai
   }
   const auto projects_before = sql_column(log.db, "SELECT project_id FROM projects");
   ControlStore store{log.db};
-  CHECK_THROWS_AS(rebuild(store, false), RebuildRefused);
+  CHECK_THROWS_AS(rebuild(store), RebuildRefused);
   if (!id.empty()) CHECK(store.item(id).payload == R"({"n": 3})");
   CHECK(sql_column(log.db, "SELECT project_id FROM projects") == projects_before);
 }
@@ -441,7 +443,7 @@ TEST_CASE("verify reports every one of many problems, in order, with flat memory
   ControlStore store{db, {.read_only = true}};
   std::vector<std::string> named;
   const auto count = verify_ledger_each(store, [&](const LedgerProblem& p) {
-    CHECK(p.kind == "attempts_disagrees");
+    CHECK(p.kind == ProblemKind::attempts_disagrees);
     named.push_back(p.item_id);
   });
   CHECK(count == 6000);

@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "storage/postgres/postgres_backend.hpp"
+#include "storage/sqlite_backend.hpp"
 #include "tests/cli_checks.hpp"
 #include "tests/support.hpp"
 
@@ -1387,4 +1389,77 @@ TEST_CASE("rebuild --json refuses a damaged log with the JSON error object, exit
   CHECK(one_line(plain.err));
   CHECK(plain.err.starts_with("cplane: rebuild refused, nothing changed"));
   CHECK(item_column(db, "status", id) == status);
+}
+
+// ---- invalid_argument's reasons -------------------------------------------------
+
+// Every invalid_argument printed "reason": "invalid_input", so a script could
+// not tell a taken id from a typo. Each case: the command, and its reason.
+TEST_CASE("with --json, an invalid argument names its reason: invalid input, already exists, "
+          "conflict",
+          "[cli][errors]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "control.db");
+  create_project(db, "alpha");
+  const std::string held = enqueue(db, "alpha");
+  const std::string done = enqueue(db, "alpha");
+  const auto claim_fence = [&](const std::string& expected) {
+    auto r = cli(db, {"claim", "--owner", "w", "--json"});
+    REQUIRE_EXIT(r, 0);
+    Json parsed = parse_json(r.out);
+    REQUIRE(str_field(parsed.root(), "item_id") == expected);
+    return std::to_string(static_cast<long long>(num_field(parsed.root(), "fence")));
+  };
+  const std::string fence = claim_fence(held);
+  REQUIRE_EXIT(cli(db, {"finish", done, "--fence", claim_fence(done), "--status", "done"}), 0);
+  REQUIRE_EXIT(cli(db, {"session", "open", "s1"}), 0);
+  REQUIRE_EXIT(cli(db, {"session", "close", "s1"}), 0);
+  REQUIRE_EXIT(cli(db, {"session", "open", "s2"}), 0);
+  const long long events = count_rows(db, "events");
+
+  struct Case {
+    std::vector<std::string> args;
+    std::string reason;
+  };
+  const std::vector<Case> cases = {
+      {{"enqueue", "alpha", "{bad"}, "invalid_input"},
+      {{"project", "create", "alpha", "again"}, "already_exists"},
+      {{"session", "open", "s1"}, "already_exists"},                    // closed: never reused
+      {{"session", "open", "s2", "--actor", "bob"}, "already_exists"},  // open, unscoped
+      {{"finish", held, held, "--fence", fence, "--fence", fence, "--status", "done"},
+       "conflict"},                                                     // listed twice
+      {{"observe", "review", held, "approved"}, "conflict"},           // a task, not a pr
+      {{"terminal", "add", done}, "conflict"},                          // terminal already
+  };
+  for (const auto& c : cases) {
+    auto args = c.args;
+    args.emplace_back("--json");
+    INFO("cplane " << args[0] << " " << args[1] << " -> " << c.reason);
+    auto r = cli(db, args);
+    CHECK_EXIT(r, 2);
+    CHECK(r.out.empty());
+    CHECK(one_line(r.err));
+    Json parsed = parse_json(r.err);
+    const auto error = field(parsed.root(), "error");
+    CHECK(str_field(error, "kind") == "invalid_argument");
+    CHECK(str_field(error, "reason") == c.reason);
+  }
+  CHECK(count_rows(db, "events") == events);
+}
+
+// migrate printed SQLite's schema version (6) on PostgreSQL, whose is 1.
+TEST_CASE("migrate reports the schema version of the store's own backend", "[cli][migrate]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "control.db");
+  create_project(db, "alpha");  // migrate never creates a store
+  const int expected = test_context().backend_name() == "postgres"
+                           ? cplane::storage::kPostgresSchemaVersion
+                           : cplane::storage::kSqliteSchemaVersion;
+  auto json = cli(db, {"migrate", "--json"});
+  REQUIRE_EXIT(json, 0);
+  Json parsed = parse_json(json.out);
+  CHECK(num_field(parsed.root(), "schema_version") == expected);
+  auto plain = cli(db, {"migrate"});
+  REQUIRE_EXIT(plain, 0);
+  CHECK(trim(plain.out) == fmt::format("schema version {}", expected));
 }

@@ -15,8 +15,10 @@
 #include <cplane/cplane.hpp>
 
 #include "storage/sqlite_backend.hpp"
-#include "commands/backend_access.hpp"
+#include "commands/testing.hpp"
+#include "commands/command.hpp"
 #include "storage/backend_wrapper.hpp"
+#include "storage/postgres/postgres_backend.hpp"
 #include "tests/support.hpp"
 
 using namespace cplane;
@@ -370,8 +372,8 @@ class RecordingBackend final : public storage::BackendWrapper {
 
 std::vector<storage::Sync> syncs_for(Durability durability, const std::string& db) {
   std::vector<storage::Sync> log;
-  ControlStore store{std::make_unique<RecordingBackend>(storage::open_sqlite(db), log),
-                     {.durability = durability}};
+  ControlStore store = testing::store_over(
+      std::make_unique<RecordingBackend>(storage::open_sqlite(db), log), {.durability = durability});
   store.create_project("alpha", "A");
   auto id = store.enqueue("alpha", "{}");
   auto c = store.claim("w1");
@@ -443,7 +445,7 @@ TEST_CASE("a batch claim takes the oldest items in one transaction", "[commands]
   TempDir dir;
   const auto db = test_context().fresh_store(dir, "c.db");
   std::vector<storage::Sync> syncs;
-  ControlStore store{std::make_unique<RecordingBackend>(storage::open_sqlite(db), syncs)};
+  ControlStore store = testing::store_over(std::make_unique<RecordingBackend>(storage::open_sqlite(db), syncs));
   store.create_project("alpha", "A");
   auto ids = store.enqueue_batch("alpha", {"{}", "[1]", "2", "\"3\"", "null"}, {}, kT0);
   REQUIRE(ids.size() == 5);
@@ -500,7 +502,7 @@ TEST_CASE("finish_and_claim reports and takes the next item in one transaction",
   TempDir dir;
   const auto db = test_context().fresh_store(dir, "c.db");
   std::vector<storage::Sync> syncs;
-  ControlStore store{std::make_unique<RecordingBackend>(storage::open_sqlite(db), syncs)};
+  ControlStore store = testing::store_over(std::make_unique<RecordingBackend>(storage::open_sqlite(db), syncs));
   store.create_project("alpha", "A");
   auto ids = store.enqueue_batch("alpha", {"{}", "{}"}, {}, kT0);
   auto first = store.claim("w1", {.now = kT0});
@@ -647,7 +649,7 @@ TEST_CASE("an enqueue with a key already used in the project returns the first i
   sql(db, "UPDATE items SET idem_key = 'job-43' WHERE item_id = '" + first + "'");
   auto problems = verify_ledger(store);
   REQUIRE(problems.size() == 1);
-  CHECK(problems[0].kind == "key_disagrees");
+  CHECK(problems[0].kind == ProblemKind::key_disagrees);
 }
 
 TEST_CASE("racing processes that enqueue with one key make one item", "[commands][key]") {
@@ -736,7 +738,7 @@ TEST_CASE("a writer stopped while it holds an item is waited for only up to the 
   // A writer in the middle of a transaction that read the item (on SQLite
   // it holds the write lock; on PostgreSQL the item's row lock).
   ControlStore holder{db};
-  auto& backend = BackendAccess::backend(holder);
+  auto& backend = testing::backend(holder);
   backend.begin_write(storage::Sync::normal);
   backend.find_item(claimed->item_id);
   try {
@@ -749,4 +751,131 @@ TEST_CASE("a writer stopped while it holds an item is waited for only up to the 
   CHECK(sql_column(db, "SELECT count(*) FROM events") == events);
   store.finish(claimed->item_id, claimed->fence, Outcome::done);  // once it lets go
   CHECK(verify_ledger(store).empty());
+}
+
+namespace {
+
+// The reason an InvalidArgument from `f` carries; fails the test if `f`
+// throws nothing, or something else.
+template <class F>
+std::optional<InvalidArgument::Reason> invalid_reason(F&& f) {
+  try {
+    f();
+  } catch (const InvalidArgument& e) {
+    return e.reason();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+// A program branches on reason(), not on the sentence: each refusal names
+// which of the five cases it is.
+TEST_CASE("an invalid argument says why: invalid input, already exists, conflict, read only, "
+          "misuse",
+          "[commands][errors]") {
+  using Reason = InvalidArgument::Reason;
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "c.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  const auto id = store.enqueue("alpha", "{}");
+  store.open_session("s1");
+  store.close_session("s1");
+  const auto claimed = store.claim("w");
+  REQUIRE(claimed);
+
+  CHECK(invalid_reason([&] { store.enqueue("alpha", "{bad"); }) == Reason::invalid_input);
+  CHECK(invalid_reason([&] { store.enqueue_batch("alpha", {"{}", "{bad"}); }) ==
+        Reason::invalid_input);
+  CHECK(invalid_reason([&] { store.create_project("alpha", "again"); }) == Reason::already_exists);
+  CHECK(invalid_reason([&] { store.open_session("s1"); }) == Reason::already_exists);
+  CHECK(invalid_reason([&] {
+          store.finish_batch({{id, claimed->fence, Outcome::done, ""},
+                              {id, claimed->fence, Outcome::done, ""}});
+        }) == Reason::conflict);
+  CHECK(invalid_reason([&] { store.observe_review(id, ReviewState::approved); }) ==
+        Reason::conflict);
+  CHECK(invalid_reason([&] { (void)FenceVerdict::allowed().reason(); }) == Reason::misuse);
+  {
+    StoreOptions read;
+    read.read_only = true;
+    ControlStore reader{db, read};
+    CHECK(invalid_reason([&] { reader.create_project("beta", "B"); }) == Reason::read_only);
+  }
+  ControlStore moved_to = std::move(store);
+  CHECK(invalid_reason([&] { store.create_project("gamma", "G"); }) == Reason::misuse);
+  // The backend's own numbering (migrate prints it).
+  CHECK(moved_to.schema_version() == (test_context().backend_name() == "postgres"
+                                          ? storage::kPostgresSchemaVersion
+                                          : storage::kSqliteSchemaVersion));
+  CHECK(verify_ledger(moved_to).empty());
+}
+
+// Group commit hands a refusal from the process that ran the command to
+// the one that asked for it: the reason goes with it.
+TEST_CASE("an invalid argument keeps its reason as a value across processes", "[commands][errors]") {
+  for (const auto reason :
+       {InvalidArgument::Reason::invalid_input, InvalidArgument::Reason::already_exists,
+        InvalidArgument::Reason::conflict, InvalidArgument::Reason::read_only,
+        InvalidArgument::Reason::misuse}) {
+    INFO(to_string(reason));
+    detail::ErrorValue value;
+    try {
+      throw InvalidArgument(reason, "refused");
+    } catch (...) {
+      value = detail::capture_error();
+    }
+    const auto decoded = detail::decode_answer(detail::encode_answer({std::monostate{}, value}));
+    REQUIRE(decoded.error);
+    try {
+      detail::throw_error(*decoded.error);
+    } catch (const InvalidArgument& e) {
+      CHECK(e.reason() == reason);
+      CHECK(std::string(e.what()) == "refused");
+    }
+  }
+}
+
+// Each (SQLSTATE, what cplane raises): the server's internal error is its
+// bug (or ours), never the caller's input and never damaged data.
+TEST_CASE("a PostgreSQL SQLSTATE maps to the error that tells the caller what to do",
+          "[commands][errors]") {
+  enum class Raised { unavailable, conflict, busy, full, corruption, internal, read_only, io };
+  const auto raised = [](const std::string& state) {
+    try {
+      storage::throw_for_sqlstate(state, "failed", "postgresql://u:secret@h/db");
+    } catch (const storage::Conflict&) {
+      return Raised::conflict;
+    } catch (const StorageError& e) {
+      switch (e.category()) {
+        case StorageError::Category::unavailable: return Raised::unavailable;
+        case StorageError::Category::busy: return Raised::busy;
+        case StorageError::Category::full: return Raised::full;
+        case StorageError::Category::corruption: return Raised::corruption;
+        default: return Raised::io;
+      }
+    } catch (const InternalError&) {
+      return Raised::internal;
+    } catch (const InvalidArgument& e) {
+      CHECK(e.reason() == InvalidArgument::Reason::read_only);
+      CHECK(std::string(e.what()).find("secret") == std::string::npos);
+      return Raised::read_only;
+    }
+    FAIL("nothing thrown");
+    return Raised::io;
+  };
+  const std::vector<std::pair<std::string, Raised>> cases = {
+      {"08006", Raised::unavailable}, {"57P01", Raised::unavailable},
+      {"40001", Raised::conflict},    {"40P01", Raised::conflict},
+      {"55P03", Raised::busy},        {"57014", Raised::busy},
+      {"53100", Raised::full},        {"XX000", Raised::internal},
+      {"XX999", Raised::internal},    {"XX001", Raised::corruption},
+      {"XX002", Raised::corruption},  {"25006", Raised::read_only},
+      {"42P01", Raised::io},          {"", Raised::io},
+  };
+  for (const auto& [state, expected] : cases) {
+    INFO("SQLSTATE " << state);
+    CHECK(raised(state) == expected);
+  }
 }

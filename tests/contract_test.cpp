@@ -109,7 +109,7 @@ TEST_CASE("finish takes the actor and enforces scope in its own transaction", "[
   CHECK_THROWS_AS(store.finish(theirs, 1, Outcome::done, {.actor = "alice"}), ScopeDenied);
   CHECK_THROWS_AS(store.finish("no-such", 1, Outcome::done, {.actor = "alice"}), ScopeDenied);
   CHECK_THROWS_AS(store.finish_batch({{mine, 1, Outcome::done, ""}, {theirs, 1, Outcome::done, ""}},
-                                     {}, std::string("alice")),
+                                     std::string("alice")),
                   ScopeDenied);
   CHECK(store.item(mine).status == ItemStatus::claimed);
   CHECK_NOTHROW(store.finish(mine, 1, Outcome::done, {.detail = "ok", .actor = "alice"}));

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <cplane/cplane.hpp>
 
@@ -151,14 +152,14 @@ TEST_CASE("audit names what the exported log shows on its own, and --against com
     sql(db, "UPDATE events SET body = body || x'00' WHERE seq = 5");
     const auto report = audit_file(export_file(db, dir.file("log.cpx")));
     REQUIRE_FALSE(report.problems.empty());
-    CHECK(report.problems[0].kind == "event_edited");
+    CHECK(report.problems[0].kind == ProblemKind::event_edited);
     CHECK(contains(report.problems[0].detail, "seq 5"));
   }
   SECTION("a cut-off tail") {
     sql(db, "DELETE FROM events WHERE seq = 16");
     const auto report = audit_file(export_file(db, dir.file("log.cpx")));
     REQUIRE_FALSE(report.problems.empty());
-    CHECK(report.problems[0].kind == "tail_missing");
+    CHECK(report.problems[0].kind == ProblemKind::tail_missing);
   }
   SECTION("rows edited in the database: only --against sees them") {
     const auto file = export_file(db, dir.file("log.cpx"));
@@ -167,7 +168,7 @@ TEST_CASE("audit names what the exported log shows on its own, and --against com
     ControlStore against{db, {.read_only = true}};
     const auto report = audit_file(file, &against);
     REQUIRE(report.problems.size() == 6);
-    for (const auto& p : report.problems) CHECK(p.kind == "attempts_disagrees");
+    for (const auto& p : report.problems) CHECK(p.kind == ProblemKind::attempts_disagrees);
     auto r = run_cli({"audit", file, "--against", db});
     CHECK_EXIT(r, 6);
     CHECK(contains(r.out, "attempts_disagrees"));
@@ -424,6 +425,22 @@ TEST_CASE("export never writes over the database it reads, a side file of it, or
       CHECK_FALSE(contains(e.path().filename().string(), ".partial-"));
     }
   }
+  // Standard output that is the database (`1<>`, `>>`: no truncation by
+  // the shell) is refused as the file would be.
+  for (const char* redirect : {"1<>", ">>"}) {
+    INFO(redirect);
+    const std::string before = slurp(db);
+    const std::string command = fmt::format("'{}' --db '{}' export - {}'{}' 2>/dev/null",
+                                            CPLANE_CLI_PATH, db, redirect, db);
+    const int status = std::system(command.c_str());
+    CHECK(WEXITSTATUS(status) == 2);
+    CHECK(slurp(db) == before);
+  }
+  // A database named through a symbolic link: its side files are beside
+  // the file the link leads to, and are refused there too.
+  fs::create_symlink(db, dir.file("sym.db"));
+  fs::create_hard_link(db + "-shm", dir.file("shm-link.cpx"));
+  CHECK_EXIT(run_cli({"--db", dir.file("sym.db"), "export", dir.file("shm-link.cpx")}), 2);
   ControlStore check{db, {.read_only = true}};
   CHECK(verify_ledger(check).empty());
   CHECK(check.status_counts().ready == 4);

@@ -6,6 +6,7 @@
 
 #include <cplane/cplane.hpp>
 
+#include "commands/testing.hpp"
 #include "storage/sqlite_backend.hpp"
 #include "tests/fault_backend.hpp"
 #include "tests/support.hpp"
@@ -31,7 +32,7 @@ ControlStore faulty(const std::string& db, Call call, int nth, Category category
   auto backend = std::make_unique<FaultBackend>(
       storage::open_store(db, {.sqlite = {.combine = combine}}), call, nth, category);
   if (handle != nullptr) *handle = backend.get();
-  return ControlStore(std::move(backend));
+  return testing::store_over(std::move(backend));
 }
 
 Category category_of(const std::function<void()>& command) {

@@ -97,7 +97,7 @@ TEST_CASE("a release gives the item back, and the next claim takes a higher fenc
   store.finish(c.id, next->fence, Outcome::done, "", T0 + 4 * kSecond);
   CHECK(verify_ledger(store).empty());
   // Rebuild folds the release too: nothing to change.
-  CHECK(rebuild(store, true).changes.empty());
+  CHECK(rebuild(store, {.dry_run = true}).changes.empty());
 }
 
 TEST_CASE("heartbeat and release refuse exactly as finish does, with the same reasons", "[lease]") {
@@ -157,14 +157,14 @@ TEST_CASE("verify names a release or a heartbeat under a stale fence, and a read
     ControlStore store{c.db};
     const auto problems = verify_ledger(store);
     REQUIRE_FALSE(problems.empty());
-    CHECK(problems[0].kind == "stale_fence_accepted");
+    CHECK(problems[0].kind == ProblemKind::stale_fence_accepted);
   }
   SECTION("a claimed row set back to ready with no release in the log") {
     sql(c.db, "UPDATE items SET status = 'ready' WHERE item_id = '" + c.id + "'");
     ControlStore store{c.db};
     const auto problems = verify_ledger(store);
     REQUIRE(problems.size() == 1);
-    CHECK(problems[0].kind == "ready_after_claim");
+    CHECK(problems[0].kind == ProblemKind::ready_after_claim);
   }
 }
 
@@ -211,7 +211,7 @@ TEST_CASE("verify names an expiry recorded before the lease ended", "[lease][ver
   ControlStore store{c.db};
   const auto problems = verify_ledger(store);
   REQUIRE_FALSE(problems.empty());
-  CHECK(problems[0].kind == "expired_while_leased");
+  CHECK(problems[0].kind == ProblemKind::expired_while_leased);
 }
 
 TEST_CASE("cplane expire prints how many leases it recorded", "[lease][cli]") {

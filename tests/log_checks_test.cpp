@@ -37,8 +37,7 @@ void forge(const std::string& db, const Event& event) {
   test_context().forge_chain(db);
 }
 
-bool reports(const std::vector<LedgerProblem>& problems, const std::string& kind,
-             const std::string& id) {
+bool reports(const std::vector<LedgerProblem>& problems, ProblemKind kind, const std::string& id) {
   return std::any_of(problems.begin(), problems.end(), [&](const LedgerProblem& p) {
     return p.kind == kind && (p.item_id == id || p.project_id == id);
   });
@@ -46,7 +45,9 @@ bool reports(const std::vector<LedgerProblem>& problems, const std::string& kind
 
 std::string kinds(const std::vector<LedgerProblem>& problems) {
   std::string out;
-  for (const auto& p : problems) out += p.kind + " " + p.item_id + " " + p.project_id + "\n";
+  for (const auto& p : problems) {
+    out += std::string(to_string(p.kind)) + " " + p.item_id + " " + p.project_id + "\n";
+  }
   return out;
 }
 
@@ -66,20 +67,20 @@ TEST_CASE("verify checks what the log says on its own", "[verify][log]") {
   struct Case {
     const char* name;
     Event forged;
-    const char* kind;
+    ProblemKind kind;
     std::string about;
   };
   const std::vector<Case> cases = {
       {"a fence that jumps", Event{later, "w2", "alpha", id, ItemClaimed{"w2", 3, later + 1'000'000, 2}},
-       "fence_skipped", id},
+       ProblemKind::fence_skipped, id},
       {"an attempt that does not rise", Event{later, "w2", "alpha", id, ItemClaimed{"w2", 2, later + 1'000'000, 7}},
-       "attempt_not_rising", id},
+       ProblemKind::attempt_not_rising, id},
       {"a lease that ends before its claim", Event{later, "w2", "alpha", id, ItemClaimed{"w2", 2, later, 2}},
-       "lease_before_claim", id},
+       ProblemKind::lease_before_claim, id},
       {"a payload no command accepts", Event{T0 + 5, "", "alpha", "forged-item", ItemQueued{"{not json"}},
-       "invalid_payload", "forged-item"},
+       ProblemKind::invalid_payload, "forged-item"},
       {"a grant to a project never created", Event{T0 + 5, "", "ghost", "", ActorAssigned{"bob"}},
-       "grant_without_project", "ghost"},
+       ProblemKind::grant_without_project, "ghost"},
   };
   for (const auto& c : cases) {
     SECTION(c.name) {
@@ -106,8 +107,8 @@ TEST_CASE("an item's events before its project's creation are named", "[verify][
   ControlStore store{db};
   const auto problems = verify_ledger(store);
   INFO(kinds(problems));
-  CHECK(reports(problems, "event_before_project", "early-item"));
-  CHECK_FALSE(reports(problems, "item_in_unknown_project", "early-item"));
+  CHECK(reports(problems, ProblemKind::event_before_project, "early-item"));
+  CHECK_FALSE(reports(problems, ProblemKind::item_in_unknown_project, "early-item"));
 }
 
 TEST_CASE("problem details quote at most 200 bytes of a value, with its length and fingerprint",
@@ -124,11 +125,11 @@ TEST_CASE("problem details quote at most 200 bytes of a value, with its length a
   ControlStore store{db};
   const auto problems = verify_ledger(store);
   REQUIRE(problems.size() == 1);
-  CHECK(problems[0].kind == "payload_disagrees");
+  CHECK(problems[0].kind == ProblemKind::payload_disagrees);
   CHECK(problems[0].detail.size() < 1000);
   CHECK(problems[0].detail.find("400011 bytes") != std::string::npos);
   CHECK(problems[0].detail.find("500011 bytes") != std::string::npos);
-  const auto report = rebuild(store, true);
+  const auto report = rebuild(store, {.dry_run = true});
   REQUIRE(report.changes.size() == 1);
   CHECK(report.changes[0].fields.at(0).size() < 1000);
 }

@@ -30,7 +30,7 @@
 
 #include "storage/backend_wrapper.hpp"
 #include "storage/sqlite_backend.hpp"
-#include "commands/backend_access.hpp"
+#include "commands/testing.hpp"
 #include "tests/cli_checks.hpp"
 #include "tests/support.hpp"
 
@@ -113,7 +113,7 @@ TEST_CASE("a writer stopped with SIGSTOP while holding the lock stops no read, a
   if (holder == 0) {
     try {
       ControlStore store{db};
-      BackendAccess::backend(store).begin_write(storage::Sync::full);  // holds PATH-lock and SQLite's lock
+      testing::backend(store).begin_write(storage::Sync::full);  // holds PATH-lock and SQLite's lock
       ::raise(SIGSTOP);
     } catch (...) {
     }
@@ -181,7 +181,7 @@ TEST_CASE("the library's lock_timeout bounds a write and its busy error names th
   const std::string db = dir.file("control.db");
   seed(db);
   ControlStore holder{db};
-  BackendAccess::backend(holder).begin_write(storage::Sync::full);
+  testing::backend(holder).begin_write(storage::Sync::full);
   ControlStore waiter{db, {.lock_timeout = std::chrono::milliseconds{200}}};
   const auto start = SteadyClock::now();
   try {
@@ -195,7 +195,7 @@ TEST_CASE("the library's lock_timeout bounds a write and its busy error names th
   // A read-only store of the same file reads on, lock or no lock.
   ControlStore reader{db, {.read_only = true}};
   CHECK(reader.status_counts().ready == 2);
-  BackendAccess::backend(holder).rollback();
+  testing::backend(holder).rollback();
   CHECK_NOTHROW(waiter.enqueue("alpha", "{}"));
 }
 
@@ -210,9 +210,9 @@ TEST_CASE("a store opened read-only creates no lock file, writes nothing and ref
     ControlStore reader{db, {.read_only = true}};
     CHECK(reader.visible_projects() == std::vector<std::string>{"alpha"});
     CHECK(verify_ledger(reader).empty());
-    CHECK(rebuild(reader, true).changes.empty());
+    CHECK(rebuild(reader, {.dry_run = true}).changes.empty());
     CHECK_THROWS_AS(reader.enqueue("alpha", "{}"), InvalidArgument);
-    CHECK_THROWS_AS(rebuild(reader, false), InvalidArgument);
+    CHECK_THROWS_AS(rebuild(reader), InvalidArgument);
   }
   CHECK_FALSE(fs::exists(db + "-lock"));
   CHECK(fs::file_size(db) == size);
@@ -466,7 +466,7 @@ TEST_CASE("a ControlStore used from two threads at once refuses the second call"
   seed(db, 1);
   auto gate = std::make_unique<GateBackend>(storage::open_sqlite(db));
   GateBackend& g = *gate;
-  ControlStore store{std::move(gate)};
+  ControlStore store = testing::store_over(std::move(gate));
   auto first = std::async(std::launch::async, [&] { return store.claim("w1"); });
   g.wait_entered();
   try {
@@ -527,15 +527,15 @@ TEST_CASE("a row whose status is not a status is status_disagrees, and rebuild r
   ControlStore store{db};
   const auto problems = verify_ledger(store);
   REQUIRE(problems.size() == 1);
-  CHECK(problems[0].kind == "status_disagrees");
+  CHECK(problems[0].kind == ProblemKind::status_disagrees);
   CHECK(problems[0].item_id == ids[0]);
   CHECK(contains(problems[0].detail, "bogus"));
   // A command that must decide on that row refuses it as corruption.
   CHECK_THROWS_AS(store.item(ids[0]), StorageError);
-  const auto dry = rebuild(store, true);
+  const auto dry = rebuild(store, {.dry_run = true});
   REQUIRE(dry.changes.size() == 1);
   CHECK(dry.changes[0].key == ids[0]);
-  rebuild(store, false);
+  rebuild(store);
   CHECK(verify_ledger(store).empty());
   CHECK(store.item(ids[0]).status == ItemStatus::claimed);
 }
@@ -792,15 +792,17 @@ TEST_CASE("verify reports one problem per fault: an undecodable claim, a NULL it
     ControlStore store{db};
     const auto problems = verify_ledger(store);
     REQUIRE(problems.size() == 1);
-    CHECK(problems[0].kind == "undecodable_event");
+    CHECK(problems[0].kind == ProblemKind::undecodable_event);
   }
   SECTION("a NULL item_id column") {
     forged_sql(db, "UPDATE events SET item_id = NULL WHERE type = 'done'");
     ControlStore store{db};
     const auto problems = verify_ledger(store);
-    INFO(problems.size() << " problems; first: " << (problems.empty() ? "" : problems[0].kind));
-    const auto index = std::count_if(problems.begin(), problems.end(),
-                                     [](const auto& p) { return p.kind == "index_disagrees"; });
+    INFO(problems.size() << " problems; first: "
+                         << (problems.empty() ? std::string_view() : to_string(problems[0].kind)));
+    const auto index = std::count_if(problems.begin(), problems.end(), [](const auto& p) {
+      return p.kind == ProblemKind::index_disagrees;
+    });
     CHECK(index == 1);
   }
 }
@@ -896,8 +898,8 @@ TEST_CASE("a reader stopped inside its snapshot holds off no writer and no reade
   if (reader == 0) {
     try {
       ControlStore store{db, {.read_only = true}};
-      BackendAccess::backend(store).begin_read();
-      BackendAccess::backend(store).status_counts(nullptr);  // the snapshot is taken
+      testing::backend(store).begin_read();
+      testing::backend(store).status_counts(nullptr);  // the snapshot is taken
       ::raise(SIGSTOP);
     } catch (...) {
     }
@@ -961,11 +963,14 @@ TEST_CASE("rebuild refuses a log whose index columns file an event elsewhere, an
   // both streams' chains (the one it left ends early, the one it joined
   // gains an event it never chained).
   CHECK(std::any_of(problems.begin(), problems.end(),
-                    [](const auto& p) { return p.kind == "index_disagrees"; }));
-  const std::set<std::string> chain = {"tail_missing", "event_missing", "head_missing",
-                                       "event_inserted", "event_reordered", "event_edited"};
-  for (const auto& p : problems) CHECK((p.kind == "index_disagrees" || chain.contains(p.kind)));
-  CHECK_THROWS_AS(rebuild(store, false), RebuildRefused);
+                    [](const auto& p) { return p.kind == ProblemKind::index_disagrees; }));
+  const std::set<ProblemKind> chain = {ProblemKind::tail_missing,   ProblemKind::event_missing,
+                                       ProblemKind::head_missing,   ProblemKind::event_inserted,
+                                       ProblemKind::event_reordered, ProblemKind::event_edited};
+  for (const auto& p : problems) {
+    CHECK((p.kind == ProblemKind::index_disagrees || chain.contains(p.kind)));
+  }
+  CHECK_THROWS_AS(rebuild(store), RebuildRefused);
   CHECK(store.item(id).fence == 2);
   CHECK(store.item(id).owner == "b");
   // The next claim (after b's lease) still gets a higher fence than b's.
@@ -1131,12 +1136,22 @@ TEST_CASE("a password in a store's URL is never shown: not by --verbose, an erro
       {"postgresql://u@host/db", "postgresql://u@host/db"},
       {"/var/lib/cplane/a:b@c.db", "/var/lib/cplane/a:b@c.db"},
       {"my_password=1.db", "my_password=1.db"},
+      // libpq decodes keys and ignores their case: so does the mask.
+      {"postgresql://h/db?pass%77ord=secret", "postgresql://h/db?pass%77ord=***"},
+      {"postgresql://h/db?PassWord=secret#frag", "postgresql://h/db?PassWord=***#frag"},
+      {"POSTGRESQL://u:secret@h/db", "POSTGRESQL://u:***@h/db"},
   };
   for (const auto& c : cases) CHECK(redacted_url(c.url) == c.shown);
+  // A client library's own message may quote what it was given, decoded.
+  CHECK(redacted_message(R"(invalid percent-encoded token: "s3cr%zz" and s3cr x)",
+                         "postgresql://u:s3cr%zz@h/db?password=s%33cr") ==
+        R"(invalid percent-encoded token: "***" and *** x)");
 
   const std::string bad = "postgresql://u:secret@127.0.0.1:1/db?password=hidden&connect_timeout=2";
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"--verbose", "--db", bad, "stats"},
+           {"--db", "POSTGRESQL://u:secret@127.0.0.1:1/db?pass%77ord=hidden", "stats"},
+           {"--db", "postgresql://u:secret%zz@127.0.0.1:1/db?password=hidden%zz", "stats"},
            {"--verbose", "--json", "--db", bad, "enqueue", "alpha", "{}"},
            {"--json", "--db", bad, "restore", "/nonexistent.cpx"}}) {
     const auto r = cplane::test::run_cli(args);

@@ -16,7 +16,7 @@
 
 #include <cplane/cplane.hpp>
 
-#include "commands/backend_access.hpp"
+#include "commands/testing.hpp"
 #include "events/codec.hpp"
 #include "storage/sqlite_backend.hpp"
 #include "tests/cli_checks.hpp"
@@ -345,7 +345,7 @@ TEST_CASE("a mutation that waited for the write lock past its lease is denied: t
   const auto a = store.assign_and_lease("s1", f.pr, {"push"}, Seconds{0.3});
   REQUIRE(a);
   ControlStore holder{f.db};
-  auto& backend = BackendAccess::backend(holder);
+  auto& backend = testing::backend(holder);
   backend.begin_write(storage::Sync::normal);  // a writer holding the lock
   backend.find_item(f.pr);  // (on PostgreSQL, the item's row lock)
   std::thread release([&] {
@@ -530,7 +530,7 @@ TEST_CASE("verify names sessions and forge fields edited behind the engine's bac
       sql(f.db, c.tamper);
       CHECK(problem_kinds(verify_file(f.db)).contains(c.kind));
       ControlStore store{f.db};
-      rebuild(store, false);
+      rebuild(store);
       CHECK(verify_ledger(store).empty());
     }
   }
@@ -540,7 +540,7 @@ TEST_CASE("verify names sessions and forge fields edited behind the engine's bac
     sql(f.db, "INSERT INTO sessions VALUES ('made-up', NULL, 1, 1, NULL, 1)");
     CHECK(problem_kinds(verify_file(f.db)) == std::set<std::string>{"session_row_without_event"});
     ControlStore store{f.db};
-    const auto report = rebuild(store, false);
+    const auto report = rebuild(store);
     CHECK(report.kept_total == 1);
   }
 }
@@ -622,7 +622,7 @@ TEST_CASE("a mutation recorded outside the gate, or an assignment over a live le
   }
   // rebuild never writes rows from such a log.
   ControlStore store{f.db};
-  CHECK_THROWS_AS(rebuild(store, false), RebuildRefused);
+  CHECK_THROWS_AS(rebuild(store), RebuildRefused);
 }
 
 TEST_CASE("a version-4 database migrates to sessions and forge items, keeping its rows",

@@ -11,8 +11,9 @@
 
 #include <cplane/cplane.hpp>
 
+#include "events/names.hpp"
 #include "storage/sqlite_backend.hpp"
-#include "commands/backend_access.hpp"
+#include "commands/testing.hpp"
 #include "tests/support.hpp"
 
 using namespace cplane;
@@ -143,14 +144,14 @@ TEST_CASE("a held write lock makes a command wait, then fail as busy", "[storage
   holder.create_project("alpha", "A");
   ControlStore waiter{db, {.lock_timeout = std::chrono::milliseconds{200},
                            .sqlite = {.writer_flock = false}}};
-  BackendAccess::backend(holder).begin_write(storage::Sync::full);
+  testing::backend(holder).begin_write(storage::Sync::full);
   try {
     waiter.enqueue("alpha", "{}");
     FAIL("enqueue did not wait for the lock");
   } catch (const StorageError& e) {
     CHECK(e.category() == StorageError::Category::busy);
   }
-  BackendAccess::backend(holder).rollback();
+  testing::backend(holder).rollback();
   CHECK_NOTHROW(waiter.enqueue("alpha", "{}"));
 }
 
@@ -234,7 +235,7 @@ TEST_CASE("the coalescing WAL writer and the plain one read each other's commits
   ControlStore coalescing{db};
   storage::OpenOptions plain_options;
   plain_options.sqlite.coalesce_wal_writes = false;
-  ControlStore plain{storage::open_sqlite(db, plain_options)};
+  ControlStore plain = testing::store_over(storage::open_sqlite(db, plain_options));
   coalescing.create_project("alpha", "A");
   for (int i = 0; i < 50; ++i) {
     auto a = coalescing.enqueue("alpha", "{}");
@@ -402,15 +403,37 @@ TEST_CASE("a database renamed under a running process: a new one at the old path
     CHECK(verify_ledger(check).empty());
     CHECK(check.status_counts().done == 1);
   }
-  SECTION("a path that is a side file of a database beside it is never made a database") {
+  SECTION("a side file of a database beside it is never made a database, by any name") {
     REQUIRE(std::filesystem::exists(db + "-lock"));
-    const auto size = std::filesystem::file_size(db + "-lock");
-    try {
-      ControlStore wrong{db + "-lock"};
-      FAIL("a side file was opened as a database");
-    } catch (const StorageError& e) {
-      CHECK(std::string(e.what()).find("side file") != std::string::npos);
+    REQUIRE(std::filesystem::exists(db + "-wal"));
+    std::filesystem::create_symlink(db + "-wal", dir.file("sym.db"));
+    std::filesystem::create_hard_link(db + "-wal", dir.file("hard.db"));
+    std::filesystem::create_hard_link(db + "-lock", dir.file("lock.db"));
+    for (const std::string& wrong : {db + "-lock", db + "-wal", dir.file("sym.db"),
+                                     dir.file("hard.db"), dir.file("lock.db")}) {
+      INFO(wrong);
+      const auto wal = std::filesystem::file_size(db + "-wal");
+      try {
+        ControlStore store{wrong};
+        FAIL("a side file was opened as a database");
+      } catch (const StorageError& e) {
+        CHECK(std::string(e.what()).find("side file") != std::string::npos);
+      }
+      CHECK(std::filesystem::file_size(db + "-wal") == wal);
+      CHECK_FALSE(std::filesystem::exists(wrong + "-wal"));
     }
-    CHECK(std::filesystem::file_size(db + "-lock") == size);
+    ControlStore check{db};
+    CHECK(verify_ledger(check).empty());
   }
+}
+
+TEST_CASE("the items table's CHECK constraint lists exactly the statuses of the one name table",
+          "[storage][sqlite]") {
+  TempDir dir;
+  const std::string db = dir.file("c.db");
+  { ControlStore{db}.create_project("alpha", "A"); }
+  const auto schema = sql_column(db, "SELECT sql FROM sqlite_master WHERE name = 'items'");
+  REQUIRE(schema.size() == 1);
+  CHECK(schema[0].find("CHECK (status IN (" + names_quoted<ItemStatus>() + "))") !=
+        std::string::npos);
 }

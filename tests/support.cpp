@@ -418,7 +418,7 @@ std::vector<LedgerProblem> verify_file(const std::string& db) {
 
 std::set<std::string> problem_kinds(const std::vector<LedgerProblem>& problems) {
   std::set<std::string> out;
-  for (const auto& p : problems) out.insert(p.kind);
+  for (const auto& p : problems) out.insert(std::string(to_string(p.kind)));
   return out;
 }
 

@@ -7,11 +7,19 @@
 
 #include <filesystem>
 #include <optional>
+#include <ostream>
 #include <set>
 #include <string>
 #include <vector>
 
 #include <cplane/ledger.hpp>
+
+namespace cplane {
+// So that a failed CHECK on a problem kind prints its name.
+inline std::ostream& operator<<(std::ostream& out, ProblemKind kind) {
+  return out << to_string(kind);
+}
+}  // namespace cplane
 
 namespace cplane::test {
 

@@ -61,25 +61,28 @@ std::vector<LedgerProblem> verify_file(const std::string& db) {
   return verify_ledger(store);
 }
 
+// One problem as summary() lists it: "kind item_id".
+std::string summary_line(ProblemKind kind, const std::string& item_id = "") {
+  return std::string(to_string(kind)) + " " + item_id;
+}
+
 // The problems as sorted "kind item_id" lines, for whole-list comparisons.
-// Also checks that every kind reported is one that kProblemKinds documents.
 std::vector<std::string> summary(const std::vector<LedgerProblem>& problems) {
   std::vector<std::string> out;
-  for (const auto& p : problems) {
-    CHECK(std::find(kProblemKinds.begin(), kProblemKinds.end(), p.kind) != kProblemKinds.end());
-    out.push_back(p.kind + " " + p.item_id);
-  }
+  for (const auto& p : problems) out.push_back(summary_line(p.kind, p.item_id));
   std::sort(out.begin(), out.end());
   return out;
 }
 
 std::string details(const std::vector<LedgerProblem>& problems) {
   std::string out;
-  for (const auto& p : problems) out += p.kind + " [" + p.item_id + "]: " + p.detail + "\n";
+  for (const auto& p : problems) {
+    out += std::string(to_string(p.kind)) + " [" + p.item_id + "]: " + p.detail + "\n";
+  }
   return out;
 }
 
-const LedgerProblem& the_one(const std::vector<LedgerProblem>& problems, const std::string& kind) {
+const LedgerProblem& the_one(const std::vector<LedgerProblem>& problems, ProblemKind kind) {
   auto it = std::find_if(problems.begin(), problems.end(),
                          [&](const LedgerProblem& p) { return p.kind == kind; });
   REQUIRE(it != problems.end());
@@ -222,7 +225,7 @@ TEST_CASE("an item row inserted with no events at all is reported as no_creation
   const auto problems = verify_file(db);
   INFO(details(problems));
   CHECK(summary(problems) == std::vector<std::string>{"no_creation_event ghost"});
-  CHECK(the_one(problems, "no_creation_event").project_id == "alpha");
+  CHECK(the_one(problems, ProblemKind::no_creation_event).project_id == "alpha");
 }
 
 TEST_CASE("an item whose queued event was deleted is reported as no_creation_event",
@@ -244,7 +247,7 @@ TEST_CASE("an item whose queued event was deleted is reported as no_creation_eve
   std::vector<std::string> expected{"no_creation_event " + target};
   if (test_context().backend_name() == "sqlite") expected.push_back("seq_gap ");
   CHECK(summary(problems) == expected);
-  CHECK_THAT(the_one(problems, "no_creation_event").detail, Contains(target));
+  CHECK_THAT(the_one(problems, ProblemKind::no_creation_event).detail, Contains(target));
 }
 
 TEST_CASE("events of an item whose row was deleted are reported as orphan_events", "[verify]") {
@@ -255,7 +258,7 @@ TEST_CASE("events of an item whose row was deleted are reported as orphan_events
   const auto problems = verify_file(db);
   INFO(details(problems));
   CHECK(summary(problems) == std::vector<std::string>{"orphan_events " + s.done});
-  const auto& p = the_one(problems, "orphan_events");
+  const auto& p = the_one(problems, ProblemKind::orphan_events);
   CHECK(p.project_id == "alpha");
   CHECK_THAT(p.detail, Contains("3 event(s)"));
 }
@@ -290,7 +293,7 @@ TEST_CASE("a row marked done with no terminal event is reported as terminal_with
   const auto problems = verify_file(db);
   INFO(details(problems));
   CHECK(summary(problems) == std::vector<std::string>{"terminal_without_event " + s.claimed});
-  CHECK_THAT(the_one(problems, "terminal_without_event").detail,
+  CHECK_THAT(the_one(problems, ProblemKind::terminal_without_event).detail,
              Contains("done") && Contains("claimed"));
 }
 
@@ -303,7 +306,7 @@ TEST_CASE("a row that says done where the log says failed is reported as termina
   const auto problems = verify_file(db);
   INFO(details(problems));
   CHECK(summary(problems) == std::vector<std::string>{"terminal_events_disagree " + s.failed});
-  CHECK_THAT(the_one(problems, "terminal_events_disagree").detail,
+  CHECK_THAT(the_one(problems, ProblemKind::terminal_events_disagree).detail,
              Contains("done") && Contains("failed"));
 }
 
@@ -316,7 +319,7 @@ TEST_CASE("a finished item whose row went back to claimed is reported as event_w
   const auto problems = verify_file(db);
   INFO(details(problems));
   CHECK(summary(problems) == std::vector<std::string>{"event_without_terminal " + s.done});
-  CHECK_THAT(the_one(problems, "event_without_terminal").detail,
+  CHECK_THAT(the_one(problems, ProblemKind::event_without_terminal).detail,
              Contains("claimed") && Contains("done"));
 }
 
@@ -336,7 +339,7 @@ TEST_CASE("a claim repeating an earlier fence is reported as fence_not_monotonic
   CHECK(summary(problems) == std::vector<std::string>{"claim_while_leased " + s.claimed,
                                                       "fence_not_monotonic " + s.claimed,
                                                       "last_seq_disagrees " + s.claimed});
-  CHECK_THAT(the_one(problems, "fence_not_monotonic").detail, Contains("fence 1"));
+  CHECK_THAT(the_one(problems, ProblemKind::fence_not_monotonic).detail, Contains("fence 1"));
 }
 
 TEST_CASE("a row whose fence was changed is reported as fence_disagrees", "[verify]") {
@@ -347,7 +350,8 @@ TEST_CASE("a row whose fence was changed is reported as fence_disagrees", "[veri
   const auto problems = verify_file(db);
   INFO(details(problems));
   CHECK(summary(problems) == std::vector<std::string>{"fence_disagrees " + s.claimed});
-  CHECK_THAT(the_one(problems, "fence_disagrees").detail, Contains(" 17 ") && Contains(" 1 "));
+  CHECK_THAT(the_one(problems, ProblemKind::fence_disagrees).detail,
+             Contains(" 17 ") && Contains(" 1 "));
 }
 
 TEST_CASE("a row whose owner was changed is reported as owner_disagrees", "[verify]") {
@@ -358,7 +362,8 @@ TEST_CASE("a row whose owner was changed is reported as owner_disagrees", "[veri
   const auto problems = verify_file(db);
   INFO(details(problems));
   CHECK(summary(problems) == std::vector<std::string>{"owner_disagrees " + s.claimed});
-  CHECK_THAT(the_one(problems, "owner_disagrees").detail, Contains("mallory") && Contains("w3"));
+  CHECK_THAT(the_one(problems, ProblemKind::owner_disagrees).detail,
+             Contains("mallory") && Contains("w3"));
 }
 
 TEST_CASE("a row whose attempts were changed is reported as attempts_disagrees", "[verify]") {
@@ -369,7 +374,8 @@ TEST_CASE("a row whose attempts were changed is reported as attempts_disagrees",
   const auto problems = verify_file(db);
   INFO(details(problems));
   CHECK(summary(problems) == std::vector<std::string>{"attempts_disagrees " + s.claimed});
-  CHECK_THAT(the_one(problems, "attempts_disagrees").detail, Contains(" 4 ") && Contains(" 1 "));
+  CHECK_THAT(the_one(problems, ProblemKind::attempts_disagrees).detail,
+             Contains(" 4 ") && Contains(" 1 "));
 }
 
 TEST_CASE("a row whose lease was changed is reported as lease_disagrees", "[verify]") {
@@ -380,7 +386,7 @@ TEST_CASE("a row whose lease was changed is reported as lease_disagrees", "[veri
   const auto problems = verify_file(db);
   INFO(details(problems));
   CHECK(summary(problems) == std::vector<std::string>{"lease_disagrees " + s.claimed});
-  CHECK_THAT(the_one(problems, "lease_disagrees").detail,
+  CHECK_THAT(the_one(problems, ProblemKind::lease_disagrees).detail,
              Contains("4242") && Contains(std::to_string(T0 + 102 + kLease)));
 }
 
@@ -396,7 +402,8 @@ TEST_CASE("a row moved to another project is reported as project_disagrees", "[v
   const auto problems = verify_file(db);
   INFO(details(problems));
   CHECK(summary(problems) == std::vector<std::string>{"project_disagrees " + s.ready});
-  CHECK_THAT(the_one(problems, "project_disagrees").detail, Contains("beta") && Contains("alpha"));
+  CHECK_THAT(the_one(problems, ProblemKind::project_disagrees).detail,
+             Contains("beta") && Contains("alpha"));
 }
 
 TEST_CASE("a row whose payload was changed is reported as payload_disagrees", "[verify]") {
@@ -407,7 +414,7 @@ TEST_CASE("a row whose payload was changed is reported as payload_disagrees", "[
   const auto problems = verify_file(db);
   INFO(details(problems));
   CHECK(summary(problems) == std::vector<std::string>{"payload_disagrees " + s.ready});
-  CHECK_THAT(the_one(problems, "payload_disagrees").detail,
+  CHECK_THAT(the_one(problems, ProblemKind::payload_disagrees).detail,
              Contains(R"({"n":99})") && Contains(R"({"n":4})"));
 }
 
@@ -419,7 +426,7 @@ TEST_CASE("a row reset to ready after a claim is reported as ready_after_claim",
   const auto problems = verify_file(db);
   INFO(details(problems));
   CHECK(summary(problems) == std::vector<std::string>{"ready_after_claim " + s.claimed});
-  CHECK_THAT(the_one(problems, "ready_after_claim").detail,
+  CHECK_THAT(the_one(problems, ProblemKind::ready_after_claim).detail,
              Contains("ready") && Contains("claimed"));
 }
 
@@ -441,7 +448,7 @@ TEST_CASE("an event body that cannot be decoded is reported as undecodable_event
   REQUIRE_NOTHROW(problems = verify_file(db));
   INFO(details(problems));
   CHECK(summary(problems) == std::vector<std::string>{"undecodable_event " + s.claimed});
-  const auto& p = the_one(problems, "undecodable_event");
+  const auto& p = the_one(problems, ProblemKind::undecodable_event);
   CHECK(p.project_id == "alpha");
   CHECK_THAT(p.detail, Contains("seq " + seq));
 }
@@ -457,7 +464,7 @@ TEST_CASE("an event of a union member this build does not know is reported as un
   REQUIRE_NOTHROW(problems = verify_file(db));
   INFO(details(problems));
   CHECK(summary(problems) == std::vector<std::string>{"unknown_event_type " + s.claimed});
-  CHECK_THAT(the_one(problems, "unknown_event_type").detail, Contains("seq " + seq));
+  CHECK_THAT(the_one(problems, ProblemKind::unknown_event_type).detail, Contains("seq " + seq));
 }
 
 TEST_CASE("an index column that disagrees with the event body is reported as index_disagrees",
@@ -470,7 +477,7 @@ TEST_CASE("an index column that disagrees with the event body is reported as ind
     const auto problems = verify_file(db);
     INFO(details(problems));
     CHECK(summary(problems) == std::vector<std::string>{"index_disagrees " + s.done});
-    CHECK_THAT(the_one(problems, "index_disagrees").detail,
+    CHECK_THAT(the_one(problems, ProblemKind::index_disagrees).detail,
                Contains("'failed'") && Contains("'done'"));
   }
   SECTION("the at column") {
@@ -478,7 +485,7 @@ TEST_CASE("an index column that disagrees with the event body is reported as ind
     const auto problems = verify_file(db);
     INFO(details(problems));
     CHECK(summary(problems) == std::vector<std::string>{"index_disagrees " + s.done});
-    CHECK_THAT(the_one(problems, "index_disagrees").detail,
+    CHECK_THAT(the_one(problems, ProblemKind::index_disagrees).detail,
                Contains("12345") && Contains(std::to_string(T0 + 200)));
   }
 }
@@ -497,7 +504,7 @@ TEST_CASE("rebuild --dry-run lists every row it would change and writes nothing"
   const auto events = sql_column(db, "SELECT count(*) FROM events");
 
   ControlStore store(db);
-  const RebuildReport report = rebuild(store, /*dry_run=*/true);
+  const RebuildReport report = rebuild(store, {.dry_run = true});
   CHECK(report.dry_run);
   CHECK(report.items == 4);
   CHECK(std::to_string(report.events) == events[0]);
@@ -546,7 +553,7 @@ TEST_CASE("rebuild rewrites tampered rows from the log and verify is clean after
   REQUIRE(rows(db) != original);
 
   ControlStore store(db);
-  const RebuildReport report = rebuild(store, /*dry_run=*/false);
+  const RebuildReport report = rebuild(store);
   CHECK_FALSE(report.dry_run);
   CHECK(report.changes.size() == 3);
   CHECK(report.kept_total == 1);  // the ghost: a row with no history is never destroyed
@@ -561,10 +568,13 @@ TEST_CASE("rebuild rewrites tampered rows from the log and verify is clean after
   CHECK(store.item(s.failed).status == ItemStatus::failed);
 
   // A second rebuild finds nothing to change.
-  CHECK(rebuild(store, /*dry_run=*/false).changes.empty());
+  CHECK(rebuild(store).changes.empty());
 }
 
-TEST_CASE("rebuild refuses an unreadable log with UnreadableEvent and changes nothing",
+// A caller that sorts StorageErrors by category would take a refusal for
+// corruption of the database (which was read, and is readable).
+TEST_CASE("rebuild refuses an unreadable log with RebuildRefused, not a StorageError, and "
+          "changes nothing",
           "[verify]") {
   TempDir dir;
   const auto db = test_context().fresh_store(dir, "control.db");
@@ -583,14 +593,17 @@ TEST_CASE("rebuild refuses an unreadable log with UnreadableEvent and changes no
   const auto before = rows(db);
   ControlStore store(db);
   try {
-    rebuild(store, /*dry_run=*/false);
+    rebuild(store);
     FAIL("rebuild did not throw");
-  } catch (const UnreadableEvent& e) {
-    CHECK(e.category() == StorageError::Category::corruption);
-    const StorageError& as_storage = e;  // the family the CLI catches
-    CHECK_THAT(as_storage.what(), Contains("nothing changed"));
+  } catch (const RebuildRefused& e) {
+    const Error& as_error = e;  // the family the CLI catches
+    CHECK_THAT(as_error.what(), Contains("nothing changed"));
+    CHECK(dynamic_cast<const StorageError*>(&as_error) == nullptr);
+    CHECK(std::any_of(e.problems().begin(), e.problems().end(), [](const LedgerProblem& p) {
+      return p.kind == ProblemKind::undecodable_event || p.kind == ProblemKind::unknown_event_type;
+    }));
   }
-  CHECK_THROWS_AS(rebuild(store, /*dry_run=*/true), UnreadableEvent);
+  CHECK_THROWS_AS(rebuild(store, {.dry_run = true}), RebuildRefused);
   CHECK(rows(db) == before);
   CHECK(store.item(s.claimed).status == ItemStatus::ready);
   // The store is still usable: the write lock was released.
@@ -631,7 +644,7 @@ TEST_CASE("rebuild's progress ends with done equal to total, with or without dry
   const bool dry_run = GENERATE(false, true);
   CAPTURE(dry_run);
   std::vector<std::pair<std::int64_t, std::int64_t>> calls;
-  rebuild(store, dry_run,
+  rebuild(store, {.dry_run = dry_run},
           [&](std::int64_t done, std::int64_t total) { calls.emplace_back(done, total); });
   REQUIRE_FALSE(calls.empty());
   CHECK(calls.back() == std::pair<std::int64_t, std::int64_t>{events, events});
@@ -642,29 +655,30 @@ TEST_CASE("rows whose detail, queued or last_seq fields were changed are reporte
   TempDir dir;
   const auto db = test_context().fresh_store(dir, "control.db");
   const Seeded s = seed(db);
-  std::string column, value, kind, logged;
+  std::string column, value, logged;
+  ProblemKind kind{};
   SECTION("detail") {
-    column = "detail", value = "'tampered'", kind = "detail_disagrees", logged = "'ok'";
+    column = "detail", value = "'tampered'", kind = ProblemKind::detail_disagrees, logged = "'ok'";
   }
   SECTION("queued_seq") {
-    column = "queued_seq", value = "77", kind = "queued_disagrees", logged = " 2 ";
+    column = "queued_seq", value = "77", kind = ProblemKind::queued_disagrees, logged = " 2 ";
   }
   SECTION("queued_at") {
-    column = "queued_at", value = "77", kind = "queued_disagrees",
+    column = "queued_at", value = "77", kind = ProblemKind::queued_disagrees,
     logged = std::to_string(T0 + 10);
   }
   SECTION("updated_at") {
-    column = "updated_at", value = "77", kind = "last_seq_disagrees",
+    column = "updated_at", value = "77", kind = ProblemKind::last_seq_disagrees,
     logged = std::to_string(T0 + 200);
   }
   SECTION("last_seq") {
-    column = "last_seq", value = "77", kind = "last_seq_disagrees",
+    column = "last_seq", value = "77", kind = ProblemKind::last_seq_disagrees,
     logged = " " + seq_of(db, s.done, "done") + " ";
   }
   sql(db, "UPDATE items SET " + column + " = " + value + " WHERE item_id = " + q(s.done));
   const auto problems = verify_file(db);
   INFO(details(problems));
-  CHECK(summary(problems) == std::vector<std::string>{kind + " " + s.done});
+  CHECK(summary(problems) == std::vector<std::string>{summary_line(kind, s.done)});
   const auto& p = the_one(problems, kind);
   CHECK_THAT(p.detail, Contains(column) && Contains(value) && Contains(logged));
 }
@@ -703,7 +717,7 @@ TEST_CASE("items queued into a project the log never created are item_in_unknown
   if (test_context().backend_name() == "sqlite") expected.push_back("seq_gap ");  // dense seqs
   std::sort(expected.begin(), expected.end());
   CHECK(summary(problems) == expected);
-  CHECK(the_one(problems, "project_row_without_event").project_id == "alpha");
+  CHECK(the_one(problems, ProblemKind::project_row_without_event).project_id == "alpha");
 }
 
 TEST_CASE("project and assignment rows that disagree with the log are reported", "[verify]") {
@@ -715,35 +729,37 @@ TEST_CASE("project and assignment rows that disagree with the log are reported",
     store.grant("alpha", "bob", T0 + 5000);
     store.create_project("beta", "Project Beta", "open", T0 + 6000);
   }
-  std::string tamper, kind, project, mentions;
+  std::string tamper, project, mentions;
+  ProblemKind kind{};
   SECTION("a deleted project row") {
     tamper = "DELETE FROM projects WHERE project_id = 'beta'";
-    kind = "project_row_missing", project = "beta", mentions = "beta";
+    kind = ProblemKind::project_row_missing, project = "beta", mentions = "beta";
   }
   SECTION("a project row with no project_created event") {
     tamper = "INSERT INTO projects VALUES ('gamma', 'Gamma', 'open', 1, 1)";
-    kind = "project_row_without_event", project = "gamma", mentions = "gamma";
+    kind = ProblemKind::project_row_without_event, project = "gamma", mentions = "gamma";
   }
   SECTION("a changed project title") {
     tamper = "UPDATE projects SET title = 'Tampered' WHERE project_id = 'alpha'";
-    kind = "project_row_disagrees", project = "alpha", mentions = "Project Alpha";
+    kind = ProblemKind::project_row_disagrees, project = "alpha", mentions = "Project Alpha";
   }
   SECTION("a deleted assignment row") {
     tamper = "DELETE FROM project_actors WHERE actor = 'bob'";
-    kind = "assignment_missing", project = "alpha", mentions = "bob";
+    kind = ProblemKind::assignment_missing, project = "alpha", mentions = "bob";
   }
   SECTION("an assignment row with no actor_assigned event") {
     tamper = "INSERT INTO project_actors VALUES ('alpha', 'eve', 1, 1)";
-    kind = "assignment_without_event", project = "alpha", mentions = "eve";
+    kind = ProblemKind::assignment_without_event, project = "alpha", mentions = "eve";
   }
   SECTION("a changed assignment time") {
     tamper = "UPDATE project_actors SET assigned_at = 5 WHERE actor = 'bob'";
-    kind = "project_row_disagrees", project = "alpha", mentions = std::to_string(T0 + 5000);
+    kind = ProblemKind::project_row_disagrees, project = "alpha",
+    mentions = std::to_string(T0 + 5000);
   }
   sql(db, tamper);
   const auto problems = verify_file(db);
   INFO(details(problems));
-  CHECK(summary(problems) == std::vector<std::string>{kind + " "});
+  CHECK(summary(problems) == std::vector<std::string>{summary_line(kind)});
   const auto& p = the_one(problems, kind);
   CHECK(p.project_id == project);
   CHECK_THAT(p.detail, Contains(mentions));
@@ -774,7 +790,7 @@ TEST_CASE("an undecodable project event is reported only as undecodable_event", 
   REQUIRE_NOTHROW(problems = verify_file(db));
   INFO(details(problems));
   CHECK(summary(problems) == std::vector<std::string>{"undecodable_event "});
-  CHECK(the_one(problems, "undecodable_event").project_id == "alpha");
+  CHECK(the_one(problems, ProblemKind::undecodable_event).project_id == "alpha");
 }
 
 // ---- projects and project_actors: every row table, verify and rebuild --------
@@ -786,7 +802,7 @@ namespace {
 struct RowTamper {
   std::string name;
   std::string tamper;   // SQL
-  std::string kind;     // the problem verify reports
+  ProblemKind kind;     // the problem verify reports
   std::string project;  // the problem's project_id
   std::string table;    // the RowChange rebuild lists
   std::string key;
@@ -795,33 +811,31 @@ struct RowTamper {
 
 const std::vector<RowTamper> kRowTampers = {
     {"a changed project title", "UPDATE projects SET title = 'Tampered' WHERE project_id = 'alpha'",
-     "project_row_disagrees", "alpha", "projects", "alpha", "update"},
+     ProblemKind::project_row_disagrees, "alpha", "projects", "alpha", "update"},
     {"a changed project status", "UPDATE projects SET status = 'closed' WHERE project_id = 'beta'",
-     "project_row_disagrees", "beta", "projects", "beta", "update"},
-    {"a changed project created_at",
-     "UPDATE projects SET created_at = 5 WHERE project_id = 'beta'", "project_row_disagrees",
-     "beta", "projects", "beta", "update"},
+     ProblemKind::project_row_disagrees, "beta", "projects", "beta", "update"},
+    {"a changed project created_at", "UPDATE projects SET created_at = 5 WHERE project_id = 'beta'",
+     ProblemKind::project_row_disagrees, "beta", "projects", "beta", "update"},
     {"a changed project last_seq", "UPDATE projects SET last_seq = 999 WHERE project_id = 'alpha'",
-     "project_row_disagrees", "alpha", "projects", "alpha", "update"},
+     ProblemKind::project_row_disagrees, "alpha", "projects", "alpha", "update"},
     {"a deleted project row", "DELETE FROM projects WHERE project_id = 'beta'",
-     "project_row_missing", "beta", "projects", "beta", "insert"},
+     ProblemKind::project_row_missing, "beta", "projects", "beta", "insert"},
     {"a deleted project row that has items and actors",
-     "DELETE FROM projects WHERE project_id = 'alpha'", "project_row_missing", "alpha", "projects",
-     "alpha", "insert"},
+     "DELETE FROM projects WHERE project_id = 'alpha'", ProblemKind::project_row_missing, "alpha",
+     "projects", "alpha", "insert"},
     {"a project row inserted with no project_created event",
-     "INSERT INTO projects VALUES ('gamma', 'Gamma', 'open', 1, 1)", "project_row_without_event",
-     "gamma", "projects", "gamma", "keep"},
+     "INSERT INTO projects VALUES ('gamma', 'Gamma', 'open', 1, 1)",
+     ProblemKind::project_row_without_event, "gamma", "projects", "gamma", "keep"},
     {"a deleted assignment row", "DELETE FROM project_actors WHERE actor = 'bob'",
-     "assignment_missing", "alpha", "project_actors", "alpha/bob", "insert"},
+     ProblemKind::assignment_missing, "alpha", "project_actors", "alpha/bob", "insert"},
     {"an assignment row inserted with no actor_assigned event",
-     "INSERT INTO project_actors VALUES ('beta', 'eve', 1, 1)", "assignment_without_event", "beta",
-     "project_actors", "beta/eve", "keep"},
-    {"a changed assignment time",
-     "UPDATE project_actors SET assigned_at = 5 WHERE actor = 'bob'", "project_row_disagrees",
-     "alpha", "project_actors", "alpha/bob", "update"},
+     "INSERT INTO project_actors VALUES ('beta', 'eve', 1, 1)",
+     ProblemKind::assignment_without_event, "beta", "project_actors", "beta/eve", "keep"},
+    {"a changed assignment time", "UPDATE project_actors SET assigned_at = 5 WHERE actor = 'bob'",
+     ProblemKind::project_row_disagrees, "alpha", "project_actors", "alpha/bob", "update"},
     {"a changed assignment last_seq",
-     "UPDATE project_actors SET last_seq = 999 WHERE actor = 'carol'", "project_row_disagrees",
-     "beta", "project_actors", "beta/carol", "update"},
+     "UPDATE project_actors SET last_seq = 999 WHERE actor = 'carol'",
+     ProblemKind::project_row_disagrees, "beta", "project_actors", "beta/carol", "update"},
 };
 
 // seed() plus a second project and two assignments, all through the store.
@@ -861,12 +875,12 @@ TEST_CASE("a tampered project or assignment row is reported by verify and restor
   {
     const auto problems = verify_file(db);
     INFO(details(problems));
-    CHECK(summary(problems) == std::vector<std::string>{c.kind + " "});
+    CHECK(summary(problems) == std::vector<std::string>{summary_line(c.kind)});
     CHECK(the_one(problems, c.kind).project_id == c.project);
   }
 
   ControlStore store(db);
-  const RebuildReport report = rebuild(store, /*dry_run=*/false);
+  const RebuildReport report = rebuild(store);
   CHECK(change_lines(report) == std::vector<std::string>{c.table + " " + c.key + " " + c.action});
   if (c.action == "keep") {
     // A row with no history is never destroyed by rebuild: verify keeps
@@ -878,7 +892,7 @@ TEST_CASE("a tampered project or assignment row is reported by verify and restor
   const auto problems = verify_ledger(store);
   INFO(details(problems));
   CHECK(problems.empty());
-  CHECK(rebuild(store, /*dry_run=*/false).changes.empty());
+  CHECK(rebuild(store).changes.empty());
 }
 
 TEST_CASE("rebuild --dry-run lists a tampered project or assignment row and writes nothing",
@@ -893,14 +907,14 @@ TEST_CASE("rebuild --dry-run lists a tampered project or assignment row and writ
   const auto events = sql_column(db, "SELECT count(*) FROM events");
 
   ControlStore store(db);
-  const RebuildReport report = rebuild(store, /*dry_run=*/true);
+  const RebuildReport report = rebuild(store, {.dry_run = true});
   CHECK(report.dry_run);
   CHECK(change_lines(report) == std::vector<std::string>{c.table + " " + c.key + " " + c.action});
   CHECK(rows(db) == tampered);
   CHECK(sql_column(db, "SELECT count(*) FROM events") == events);
   const auto problems = verify_ledger(store);
   INFO(details(problems));
-  CHECK(summary(problems) == std::vector<std::string>{c.kind + " "});
+  CHECK(summary(problems) == std::vector<std::string>{summary_line(c.kind)});
 }
 
 // ---- log checks: each one alone, on a log the commands could not have written
@@ -972,7 +986,7 @@ TEST_CASE("a claim made while another worker's lease ran is reported as claim_wh
   const auto problems = verify_file(db);
   INFO(details(problems));
   CHECK(summary(problems) == std::vector<std::string>{"claim_while_leased " + id});
-  CHECK_THAT(the_one(problems, "claim_while_leased").detail,
+  CHECK_THAT(the_one(problems, ProblemKind::claim_while_leased).detail,
              Contains("w2") && Contains("w1") && Contains(std::to_string(T0 + 100 + kLease)));
 }
 
@@ -1005,7 +1019,7 @@ TEST_CASE("a finish under a fence that was no longer current is reported as stal
   const auto problems = verify_file(db);
   INFO(details(problems));
   CHECK(summary(problems) == std::vector<std::string>{"stale_fence_accepted " + id});
-  CHECK_THAT(the_one(problems, "stale_fence_accepted").detail,
+  CHECK_THAT(the_one(problems, ProblemKind::stale_fence_accepted).detail,
              Contains("fence 1") && Contains("fence 2"));
 }
 
@@ -1034,11 +1048,11 @@ TEST_CASE("a claim after the item's terminal event is reported as event_after_te
           "stream_kind, stream_id FROM fork.events WHERE seq = " +
           seqs_of(fork, id, "claimed").at(1));
   ControlStore store(db);
-  REQUIRE_THROWS_AS(rebuild(store, /*dry_run=*/false), RebuildRefused);
+  REQUIRE_THROWS_AS(rebuild(store), RebuildRefused);
   CHECK(store.item(id).owner == "w1");
   const auto problems = verify_ledger(store);
   INFO(details(problems));
-  CHECK_THAT(the_one(problems, "event_after_terminal").detail,
+  CHECK_THAT(the_one(problems, ProblemKind::event_after_terminal).detail,
              Contains("claimed") && Contains(id));
 }
 
@@ -1091,7 +1105,7 @@ TEST_CASE("rebuild leaves a row whose fence or last event is ahead of the log al
   const auto before = sql_column(db, "SELECT fence || ' ' || owner FROM items WHERE item_id = " +
                                          q(s.claimed));
   ControlStore store(db);
-  const RebuildReport report = rebuild(store, /*dry_run=*/false);
+  const RebuildReport report = rebuild(store);
   REQUIRE(report.kept.size() == 1);
   CHECK(report.kept[0].key == s.claimed);
   CHECK(report.kept[0].action == "keep");

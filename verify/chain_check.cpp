@@ -13,7 +13,7 @@ constexpr Seq kMaxTrackedSeq = Seq{1} << 28;
 
 std::string StreamChain::name() const { return fmt::format("{} {}", kind_, quoted(id_)); }
 
-LedgerProblem StreamChain::problem(const char* kind, std::string detail) const {
+LedgerProblem StreamChain::problem(ProblemKind kind, std::string detail) const {
   return {kind, kind_ == "item" ? id_ : std::string(),
           kind_ == "project" ? id_ : project_, std::move(detail)};
 }
@@ -24,7 +24,7 @@ void StreamChain::add(const storage::RawEvent& raw, std::vector<LedgerProblem>& 
   const std::int64_t rev = raw.revision;
   if (rev < 1) {
     broken_ = true;
-    out.push_back(problem("event_inserted",
+    out.push_back(problem(ProblemKind::event_inserted,
                           fmt::format("event seq {} of {} is not chained (revision {}): it was "
                                       "written outside cplane",
                                       raw.seq, name(), rev)));
@@ -34,13 +34,13 @@ void StreamChain::add(const storage::RawEvent& raw, std::vector<LedgerProblem>& 
     broken_ = true;
     if (rev == revision_) {
       out.push_back(problem(
-          "event_inserted",
+          ProblemKind::event_inserted,
           fmt::format("event seq {} is a second revision {} of {} (the first is seq {}): an event "
                       "was inserted, or written outside cplane",
                       raw.seq, rev, name(), seq_)));
     } else {
       out.push_back(problem(
-          "event_reordered",
+          ProblemKind::event_reordered,
           fmt::format("event seq {} is revision {} of {}, but follows revision {} (seq {}): events "
                       "were reordered, or one was inserted",
                       raw.seq, rev, name(), revision_, seq_)));
@@ -50,7 +50,7 @@ void StreamChain::add(const storage::RawEvent& raw, std::vector<LedgerProblem>& 
   if (rev != revision_ + 1) {
     broken_ = true;
     out.push_back(problem(
-        "event_missing",
+        ProblemKind::event_missing,
         revision_ == 0
             ? fmt::format("{} begins at revision {} (seq {}): revision(s) 1..{} are missing, "
                           "deleted from the log",
@@ -68,7 +68,7 @@ void StreamChain::add(const storage::RawEvent& raw, std::vector<LedgerProblem>& 
     if (!ok) {
       broken_ = true;
       out.push_back(problem(
-          "event_edited",
+          ProblemKind::event_edited,
           fmt::format("event seq {} (revision {} of {}, type column '{}') does not match its "
                       "hash: its body, seq, stream or revision was changed outside cplane",
                       raw.seq, rev, name(), raw.type)));
@@ -83,7 +83,7 @@ void StreamChain::finish(const storage::StreamHead* head, std::vector<LedgerProb
   if (head == nullptr) {
     if (events_ > 0) {
       broken_ = true;
-      out.push_back(problem("head_missing",
+      out.push_back(problem(ProblemKind::head_missing,
                             fmt::format("{} has {} event(s) but no head: its head was deleted, or "
                                         "its events were written outside cplane",
                                         name(), events_)));
@@ -92,7 +92,7 @@ void StreamChain::finish(const storage::StreamHead* head, std::vector<LedgerProb
   }
   if (events_ == 0) {
     broken_ = true;
-    out.push_back(problem("stream_missing",
+    out.push_back(problem(ProblemKind::stream_missing,
                           fmt::format("{} has a head (revision {}, seq {}) but no events: its "
                                       "whole history was deleted",
                                       name(), head->revision, head->last_seq)));
@@ -101,7 +101,7 @@ void StreamChain::finish(const storage::StreamHead* head, std::vector<LedgerProb
   if (head->revision > revision_) {
     broken_ = true;
     out.push_back(problem(
-        "tail_missing",
+        ProblemKind::tail_missing,
         fmt::format("{} ends at revision {} (seq {}) but its head is revision {} (seq {}): "
                     "revision(s) {}..{}, the newest events, were cut off",
                     name(), revision_, seq_, head->revision, head->last_seq, revision_ + 1,
@@ -109,7 +109,7 @@ void StreamChain::finish(const storage::StreamHead* head, std::vector<LedgerProb
   } else if (head->revision != revision_ || head->last_seq != seq_ || head->hash != hash_) {
     broken_ = true;
     out.push_back(problem(
-        "head_disagrees",
+        ProblemKind::head_disagrees,
         fmt::format("{}: its head says revision {} at seq {}, the log ends at revision {} at seq "
                     "{}{}: the head or the log was changed outside cplane",
                     name(), head->revision, head->last_seq, revision_, seq_,
@@ -138,7 +138,7 @@ void LogChain::event(Seq seq) {
 void LogChain::finish(const std::optional<storage::LogDigest>& digest, bool dense,
                       std::vector<LedgerProblem>& out) {
   if (!digest) {
-    out.push_back({"digest_disagrees", "", "",
+    out.push_back({ProblemKind::digest_disagrees, "", "",
                    "the log's digest (table log_digest) is gone: it was deleted outside cplane, "
                    "and with it the proof that no stream was removed whole"});
   } else if (!broken_) {  // (a broken stream named the fault already)
@@ -146,7 +146,7 @@ void LogChain::finish(const std::optional<storage::LogDigest>& digest, bool dens
     const bool readable = hash_from_bytes(digest->digest, stored);
     if (!readable || stored != digest_ || digest->events != events_) {
       out.push_back(
-          {"digest_disagrees", "", "",
+          {ProblemKind::digest_disagrees, "", "",
            fmt::format("the log's digest counts {} event(s){}, the log holds {}{}: a stream was "
                        "removed together with its head, or a head was edited, outside cplane",
                        digest->events, readable ? "" : " (its hash is damaged)", events_,
@@ -165,7 +165,7 @@ void LogChain::finish(const std::optional<storage::LogDigest>& digest, bool dens
                          seen_[static_cast<std::size_t>(s)];
     if (!present && s <= newest && gap_start == 0) gap_start = s;
     if ((present || s > newest) && gap_start != 0) {
-      out.push_back({"seq_gap", "", "",
+      out.push_back({ProblemKind::seq_gap, "", "",
                      fmt::format("seq(s) {}..{} are missing from the log, though every stream's "
                                  "chain is intact: events were removed and their heads rewritten",
                                  gap_start, s - 1)});

@@ -37,7 +37,7 @@ class StreamChain {
   bool broken() const { return broken_; }
 
  private:
-  LedgerProblem problem(const char* kind, std::string detail) const;
+  LedgerProblem problem(ProblemKind kind, std::string detail) const;
   std::string name() const;
 
   std::string kind_, id_, project_;

@@ -36,35 +36,12 @@
 
 namespace cplane {
 
-const std::vector<std::string> kProblemKinds = {
-    "no_creation_event",      "duplicate_creation_event", "orphan_events",
-    "two_terminal_events",    "event_after_terminal",     "terminal_without_event",
-    "terminal_events_disagree", "event_without_terminal", "ready_after_claim",
-    "status_disagrees",       "fence_not_monotonic",      "stale_fence_accepted",
-    "fence_disagrees",        "owner_disagrees",          "attempts_disagrees",
-    "lease_disagrees",        "project_disagrees",        "payload_disagrees",
-    "detail_disagrees",       "queued_disagrees",         "last_seq_disagrees",
-    "item_in_unknown_project", "undecodable_event",       "unknown_event_type",
-    "index_disagrees",        "claim_while_leased",       "project_row_missing",
-    "project_row_without_event", "project_row_disagrees", "assignment_missing",
-    "assignment_without_event", "fence_skipped", "attempt_not_rising", "lease_before_claim",
-    "event_before_project", "grant_without_project", "invalid_payload",
-    "event_edited", "event_missing", "event_inserted", "event_reordered", "tail_missing",
-    "stream_missing", "head_missing", "head_disagrees", "digest_disagrees", "seq_gap",
-    "expired_while_leased", "forge_disagrees", "assignment_disagrees",
-    "mutation_without_assignment", "session_row_missing", "session_row_without_event",
-    "session_row_disagrees", "assignment_not_allowed", "forge_fact_invalid",
-    "session_closed_while_holding", "routing_disagrees", "terminal_lock_missing",
-    "terminal_lock_without_event", "terminal_lock_disagrees", "incident_link_missing",
-    "incident_link_without_event", "incident_link_disagrees", "key_disagrees",
-};
-
 RebuildRefused::RebuildRefused(std::vector<LedgerProblem> problems, std::int64_t total)
-    : UnreadableEvent(fmt::format(
+    : Error(fmt::format(
           "rebuild refused, nothing changed: the log fails its own checks ({} problem(s); the "
           "first: {} {}): rows folded from it would be wrong. Run cplane verify to see them "
           "all; recover with cplane recover, or restore an export",
-          total, problems.empty() ? "" : problems[0].kind,
+          total, problems.empty() ? std::string_view() : to_string(problems[0].kind),
           problems.empty() ? "" : problems[0].detail)),
       problems_(std::move(problems)),
       total_(total) {}
@@ -73,9 +50,11 @@ namespace {
 
 constexpr std::int64_t kProgressEvery = 65536;
 
-// A difference between a stored row and the fold, one field.
+// A difference between a stored row and the fold, one field, and the kind
+// of problem verify names it.
 struct FieldDiff {
   std::string field;
+  ProblemKind kind;
   std::string stored;
   std::string folded;
 };
@@ -86,31 +65,51 @@ std::vector<std::string> describe(const std::vector<FieldDiff>& diffs) {
   return out;
 }
 
-// Collects field differences, each as text.
+// Collects field differences, each as text, under the kind given last.
 class Differ {
  public:
+  explicit Differ(ProblemKind kind) : kind_(kind) {}
+  // The kind the fields added from now on are reported as.
+  Differ& as(ProblemKind kind) {
+    kind_ = kind;
+    return *this;
+  }
   template <class A, class B>
   Differ& add(const char* field, const A& stored, const B& folded) {
-    if (stored != folded) out_.push_back({field, fmt::format("{}", stored), fmt::format("{}", folded)});
+    if (stored != folded) {
+      out_.push_back({field, kind_, fmt::format("{}", stored), fmt::format("{}", folded)});
+    }
     return *this;
   }
   // Compared as they are; quoted only when they differ (the hot path of a
   // clean verify formats nothing).
   Differ& text(const char* field, const std::string& stored, const std::string& folded) {
-    if (stored != folded) out_.push_back({field, quoted(stored), quoted(folded)});
+    if (stored != folded) out_.push_back({field, kind_, quoted(stored), quoted(folded)});
     return *this;
   }
   std::vector<FieldDiff> done() { return std::move(out_); }
 
  private:
+  ProblemKind kind_;
   std::vector<FieldDiff> out_;
 };
 
-bool is_chain_problem(const std::string& kind) {
-  static const std::set<std::string> kinds = {
-      "event_edited", "event_missing",  "event_inserted", "event_reordered", "tail_missing",
-      "stream_missing", "head_missing", "head_disagrees", "digest_disagrees", "seq_gap"};
-  return kinds.contains(kind);
+bool is_chain_problem(ProblemKind kind) {
+  switch (kind) {
+    case ProblemKind::event_edited:
+    case ProblemKind::event_missing:
+    case ProblemKind::event_inserted:
+    case ProblemKind::event_reordered:
+    case ProblemKind::tail_missing:
+    case ProblemKind::stream_missing:
+    case ProblemKind::head_missing:
+    case ProblemKind::head_disagrees:
+    case ProblemKind::digest_disagrees:
+    case ProblemKind::seq_gap:
+      return true;
+    default:
+      return false;
+  }
 }
 
 // ---- one stream's audit ---------------------------------------------------------
@@ -181,7 +180,7 @@ struct StreamAudit {
   std::map<std::string, ProjectActorRow> grants;  // by actor
 
   // The ids a problem names: the item for an item stream, else the project.
-  LedgerProblem problem(const char* kind, std::string project_id, std::string detail) const {
+  LedgerProblem problem(ProblemKind kind, std::string project_id, std::string detail) const {
     return {kind, stream.kind == StreamKind::item ? stream.id : std::string(),
             std::move(project_id), std::move(detail)};
   }
@@ -197,19 +196,19 @@ std::optional<StoredEvent> read_event(const storage::RawEvent& raw, StreamAudit&
     stored.event = decode(raw.body);
   } catch (const UnknownEventType& e) {
     audit.problems.push_back(
-        {"unknown_event_type", item_id, raw.project_id,
+        {ProblemKind::unknown_event_type, item_id, raw.project_id,
          fmt::format("event seq {} (type column '{}'): {}", raw.seq, raw.type, e.what())});
     return std::nullopt;
   } catch (const UnreadableEvent& e) {
     audit.problems.push_back(
-        {"undecodable_event", item_id, raw.project_id,
+        {ProblemKind::undecodable_event, item_id, raw.project_id,
          fmt::format("event seq {} (type column '{}'): {}", raw.seq, raw.type, e.what())});
     return std::nullopt;
   }
   const Event& e = stored.event;
   const StreamRef stream = stream_of(e);
   if (!raw.bad_column.empty()) {
-    audit.problems.push_back({"index_disagrees", e.item_id, e.project_id,
+    audit.problems.push_back({ProblemKind::index_disagrees, e.item_id, e.project_id,
                               fmt::format("event seq {}: {} (edited outside cplane)", raw.seq,
                                           raw.bad_column)});
   }
@@ -218,7 +217,7 @@ std::optional<StoredEvent> read_event(const storage::RawEvent& raw, StreamAudit&
     if (stored_value == body_value) return;
     if (files_it) facts.incomplete.insert({stream.kind, stream.id});
     // Named by what the body says (the truth), not by the columns.
-    audit.problems.push_back({"index_disagrees", e.item_id, e.project_id,
+    audit.problems.push_back({ProblemKind::index_disagrees, e.item_id, e.project_id,
                               fmt::format("event seq {}: column {} is {} but the body says {}",
                                           raw.seq, column, quoted(fmt::format("{}", stored_value)),
                                           quoted(fmt::format("{}", body_value)))});
@@ -239,18 +238,19 @@ std::optional<StoredEvent> read_event(const storage::RawEvent& raw, StreamAudit&
 void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& facts) {
   const Event& e = stored.event;
   const Seq seq = stored.seq;
-  auto problem = [&](const char* kind, std::string detail) {
+  auto problem = [&](ProblemKind kind, std::string detail) {
     a.problems.push_back(a.problem(kind, e.project_id, std::move(detail)));
   };
   auto item_created_first = [&] {
     if (!a.created && !a.reported_no_creation) {
       a.reported_no_creation = true;
-      problem("no_creation_event", fmt::format("item {} has a {} event (seq {}) before any queued "
-                                               "event",
-                                               a.stream.id, type_name(e.body), seq));
+      problem(ProblemKind::no_creation_event,
+              fmt::format("item {} has a {} event (seq {}) before any queued "
+                          "event",
+                          a.stream.id, type_name(e.body), seq));
     }
     if (a.terminals > 0) {
-      problem("event_after_terminal",
+      problem(ProblemKind::event_after_terminal,
               fmt::format("event seq {} ({}) follows the terminal event of item {}", seq,
                           type_name(e.body), a.stream.id));
     }
@@ -266,31 +266,31 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
     // Exactly one worker at a time: a claim takes a ready item or
     // one whose lease had lapsed when the claim was made.
     if (a.item.status == ItemStatus::claimed && !claimable(a.item, e.at)) {
-      problem("claim_while_leased",
+      problem(ProblemKind::claim_while_leased,
               fmt::format("claim seq {} by {} at {} took the item while {}'s lease ran "
                           "until {}",
                           seq, owner, e.at, a.item.owner, a.item.lease_expires_at));
     }
     if (!fence_rises(a.item.fence, fence)) {
-      problem("fence_not_monotonic",
+      problem(ProblemKind::fence_not_monotonic,
               fmt::format("claim seq {} has fence {}, not above the earlier fence {}", seq,
                           fence, a.item.fence));
     } else if (fence != a.item.fence + 1) {
       // Every claim takes the next fence: a jump means claims are
       // missing from the log (or a fence was forged).
-      problem("fence_skipped",
+      problem(ProblemKind::fence_skipped,
               fmt::format("claim seq {} has fence {}, but the fence before it was {}: "
                           "claims are missing",
                           seq, fence, a.item.fence));
     }
     // (A fence that does not rise already names this claim's fault.)
     if (fence == a.item.fence + 1 && attempt != a.item.attempts + 1) {
-      problem("attempt_not_rising",
+      problem(ProblemKind::attempt_not_rising,
               fmt::format("claim seq {} is attempt {}, after {} earlier claim(s)", seq,
                           attempt, a.item.attempts));
     }
     if (lease_expires_at <= e.at) {
-      problem("lease_before_claim",
+      problem(ProblemKind::lease_before_claim,
               fmt::format("claim seq {} at {} has a lease that ends at {}, not after it",
                           seq, e.at, lease_expires_at));
     }
@@ -298,12 +298,12 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
   auto session_open_first = [&] {
     if (!a.session && !a.reported_no_creation) {
       a.reported_no_creation = true;
-      problem("no_creation_event",
+      problem(ProblemKind::no_creation_event,
               fmt::format("session {} has a {} event (seq {}) before session_opened",
                           quoted(a.stream.id), type_name(e.body), seq));
     }
     if (a.session && !a.session->is_open()) {
-      problem("event_after_terminal",
+      problem(ProblemKind::event_after_terminal,
               fmt::format("event seq {} ({}) follows the close of session {}", seq,
                           type_name(e.body), quoted(a.stream.id)));
     }
@@ -321,18 +321,18 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
       return;
     }
     a.reported_outlived = true;
-    problem("session_closed_while_holding",
+    problem(ProblemKind::session_closed_while_holding,
             fmt::format("item {} was still held by session {} {} (the session closed at seq {})",
                         a.stream.id, quoted(a.item.session), when, life->second.closed));
   };
   if (a.stream.kind == StreamKind::item) outlived(fmt::format("at seq {}", seq).c_str());
   auto forge_fact = [&] {
     if (!a.unreadable && a.created && a.item.kind != WorkKind::pr) {
-      problem("forge_fact_invalid", fmt::format("{} seq {} on item {}, which is {} {}: only a pr "
-                                                "has one",
-                                                type_name(e.body), seq, a.stream.id,
-                                                a.item.kind == WorkKind::issue ? "an" : "a",
-                                                to_string(a.item.kind)));
+      problem(ProblemKind::forge_fact_invalid,
+              fmt::format("{} seq {} on item {}, which is {} {}: only a pr "
+                          "has one",
+                          type_name(e.body), seq, a.stream.id,
+                          a.item.kind == WorkKind::issue ? "an" : "a", to_string(a.item.kind)));
     }
   };
   // What the log must say on its own, whatever the rows: an item's events
@@ -342,7 +342,7 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
     if (created != facts.project_created_at.end() && seq < created->second &&
         !a.reported_before_project) {
       a.reported_before_project = true;
-      problem("event_before_project",
+      problem(ProblemKind::event_before_project,
               fmt::format("event seq {} ({}) of item {} comes before project {} was created (seq "
                           "{})",
                           seq, type_name(e.body), a.stream.id, e.project_id, created->second));
@@ -354,22 +354,22 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
             try {
               require_payload(queued.payload);
             } catch (const InvalidArgument& bad) {
-              problem("invalid_payload",
+              problem(ProblemKind::invalid_payload,
                       fmt::format("queued seq {} of item {} has a payload no command accepts: {}",
                                   seq, a.stream.id, bad.what()));
             }
             if (a.created) {
-              problem("duplicate_creation_event",
+              problem(ProblemKind::duplicate_creation_event,
                       fmt::format("item {} is queued again by event seq {}", a.stream.id, seq));
             }
             if (a.terminals > 0) {
-              problem("event_after_terminal",
+              problem(ProblemKind::event_after_terminal,
                       fmt::format("event seq {} (queued) follows the terminal event of item {}",
                                   seq, a.stream.id));
             }
             a.created = true;
             if (queued.kind != WorkKind::pr && (!queued.head.empty() || !queued.author.empty())) {
-              problem("forge_fact_invalid",
+              problem(ProblemKind::forge_fact_invalid,
                       fmt::format("queued seq {} gives {} {} a head or an author: only a pr has "
                                   "them",
                                   seq, to_string(queued.kind), a.stream.id));
@@ -403,7 +403,7 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
                                 quoted(assigned.expected_head), quoted(a.item.head));
             }
             if (!why.empty()) {
-              problem("assignment_not_allowed",
+              problem(ProblemKind::assignment_not_allowed,
                       fmt::format("assigned seq {} of item {} to {}: {}", seq, a.stream.id,
                                   quoted(assigned.session), why));
             }
@@ -420,7 +420,7 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
             item_created_first();
             ++a.terminals;
             if (a.terminals == 2) {
-              problem("two_terminal_events",
+              problem(ProblemKind::two_terminal_events,
                       fmt::format("item {} has a second terminal event (closed at seq {})",
                                   a.stream.id, seq));
             }
@@ -433,12 +433,12 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
             const std::optional<std::string> head =
                 m.head.empty() ? std::nullopt : std::optional<std::string>(m.head);
             if (const auto closed = facts.not_open(m.session, seq); !closed.empty()) {
-              problem("mutation_without_assignment",
+              problem(ProblemKind::mutation_without_assignment,
                       fmt::format("mutation_recorded seq {} by {} ({}): {}", seq,
                                   quoted(m.session), quoted(m.action), closed));
             } else if (auto why =
                            gate_refusal(&a.item, true, m.session, m.fence, m.action, head, e.at)) {
-              problem("mutation_without_assignment",
+              problem(ProblemKind::mutation_without_assignment,
                       fmt::format("mutation_recorded seq {} by {} ({}) would be denied: {} (the "
                                   "item was {}, held by {} under fence {} until {})",
                                   seq, quoted(m.session), quoted(m.action), to_string(*why),
@@ -449,7 +449,7 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
           [&](const SessionOpened&) {
             if (!a.session) a.opened_seq = seq;
             if (a.session) {
-              problem("duplicate_creation_event",
+              problem(ProblemKind::duplicate_creation_event,
                       fmt::format("session {} is opened again by event seq {}", quoted(a.stream.id),
                                   seq));
             }
@@ -466,12 +466,12 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
             item_created_first();
             ++a.terminals;
             if (a.terminals == 2) {
-              problem("two_terminal_events",
+              problem(ProblemKind::two_terminal_events,
                       fmt::format("item {} has a second terminal event ({} at seq {})",
                                   a.stream.id, type_name(e.body), seq));
             }
             if (!a.unreadable && fence_refusal(&a.item, finished.fence)) {
-              problem("stale_fence_accepted",
+              problem(ProblemKind::stale_fence_accepted,
                       fmt::format("{} at seq {} carries fence {} while the item was {} under "
                                   "fence {}",
                                   type_name(e.body), seq, finished.fence, to_string(a.item.status),
@@ -481,13 +481,13 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
           [&](const LeaseExtended& extended) {
             item_created_first();
             if (!a.unreadable && fence_refusal(&a.item, extended.fence)) {
-              problem("stale_fence_accepted",
+              problem(ProblemKind::stale_fence_accepted,
                       fmt::format("lease_extended at seq {} carries fence {} while the item was {} "
                                   "under fence {}",
                                   seq, extended.fence, to_string(a.item.status), a.item.fence));
             }
             if (extended.lease_expires_at <= e.at) {
-              problem("lease_before_claim",
+              problem(ProblemKind::lease_before_claim,
                       fmt::format("lease_extended seq {} at {} ends the lease at {}, not after it",
                                   seq, e.at, extended.lease_expires_at));
             }
@@ -499,14 +499,14 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
             // has: an expiry under another fence, or before the lease's
             // end, is not what the sweep records.
             if (fence_refusal(&a.item, expired.fence)) {
-              problem("stale_fence_accepted",
+              problem(ProblemKind::stale_fence_accepted,
                       fmt::format("lease_expired at seq {} names fence {} while the item was {} "
                                   "under fence {}",
                                   seq, expired.fence, to_string(a.item.status), a.item.fence));
             } else if (a.item.lease_expires_at > e.at ||
                        expired.lease_expires_at != a.item.lease_expires_at ||
                        expired.owner != a.item.owner) {
-              problem("expired_while_leased",
+              problem(ProblemKind::expired_while_leased,
                       fmt::format("lease_expired at seq {} (at {}) for {}'s lease to {}, but the "
                                   "lease was {}'s and ran until {}",
                                   seq, e.at, expired.owner, expired.lease_expires_at,
@@ -516,7 +516,7 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
           [&](const ItemReleased& released) {
             item_created_first();
             if (!a.unreadable && fence_refusal(&a.item, released.fence)) {
-              problem("stale_fence_accepted",
+              problem(ProblemKind::stale_fence_accepted,
                       fmt::format("released at seq {} carries fence {} while the item was {} under "
                                   "fence {}",
                                   seq, released.fence, to_string(a.item.status), a.item.fence));
@@ -524,13 +524,13 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
           },
           [&](const ProjectCreated&) {
             if (a.project) {
-              problem("duplicate_creation_event",
+              problem(ProblemKind::duplicate_creation_event,
                       fmt::format("project {} is created again by event seq {}", a.stream.id, seq));
             }
           },
           [&](const ActorAssigned& granted) {
             if (!a.project && !a.reported_no_creation) {
-              problem("grant_without_project",
+              problem(ProblemKind::grant_without_project,
                       fmt::format("actor_assigned seq {} grants {} project {}, which its log has "
                                   "not created (yet)",
                                   seq, granted.actor, a.stream.id));
@@ -573,7 +573,7 @@ void audit_end(StreamAudit& a, const LogFacts& facts) {
   if (life == facts.sessions.end() || life->second.closed == 0) return;
   a.reported_outlived = true;
   a.problems.push_back(a.problem(
-      "session_closed_while_holding", a.item.project_id,
+      ProblemKind::session_closed_while_holding, a.item.project_id,
       fmt::format("item {} is still held by session {}, which closed at seq {} without "
                   "releasing it",
                   a.stream.id, quoted(a.item.session), life->second.closed)));
@@ -617,17 +617,19 @@ void summarize(const StreamAudit& audit, LogSummary& summary) {
 
 // ---- the projections -----------------------------------------------------------
 
-std::string status_kind(ItemStatus stored, ItemStatus folded, int log_terminals) {
+ProblemKind status_kind(ItemStatus stored, ItemStatus folded, int log_terminals) {
   // A terminal row whose log has a terminal event but folds to something else
   // (an event after the terminal one) is reported as event_after_terminal by
   // the audit; the row itself then merely disagrees.
   if (is_terminal(stored) && !is_terminal(folded)) {
-    return log_terminals > 0 ? "status_disagrees" : "terminal_without_event";
+    return log_terminals > 0 ? ProblemKind::status_disagrees : ProblemKind::terminal_without_event;
   }
-  if (!is_terminal(stored) && is_terminal(folded)) return "event_without_terminal";
-  if (is_terminal(stored) && is_terminal(folded)) return "terminal_events_disagree";
-  if (stored == ItemStatus::ready && folded == ItemStatus::claimed) return "ready_after_claim";
-  return "status_disagrees";
+  if (!is_terminal(stored) && is_terminal(folded)) return ProblemKind::event_without_terminal;
+  if (is_terminal(stored) && is_terminal(folded)) return ProblemKind::terminal_events_disagree;
+  if (stored == ItemStatus::ready && folded == ItemStatus::claimed) {
+    return ProblemKind::ready_after_claim;
+  }
+  return ProblemKind::status_disagrees;
 }
 
 // items: one row per item stream.
@@ -659,10 +661,12 @@ struct ItemsProjection {
 
   static std::vector<FieldDiff> diff(const Stored& scanned, const Row& folded) {
     const ItemRow& stored = scanned.row;
-    Differ d;
+    Differ d(ProblemKind::project_disagrees);
     d.text("project_id", stored.project_id, folded.project_id);
-    d.text("payload", stored.payload, folded.payload);
-    d.text("key", stored.key, folded.key);
+    d.as(ProblemKind::payload_disagrees).text("payload", stored.payload, folded.payload);
+    d.as(ProblemKind::key_disagrees).text("key", stored.key, folded.key);
+    // (disagree tells the terminal cases of a status apart.)
+    d.as(ProblemKind::status_disagrees);
     if (!scanned.invalid_status.empty()) {
       // Not a status at all: always a difference, whatever the fold says.
       d.add("status", quoted(scanned.invalid_status) + " (not a status)",
@@ -670,15 +674,19 @@ struct ItemsProjection {
     } else {
       d.add("status", to_string(stored.status), to_string(folded.status));
     }
-    d.text("owner", stored.owner, folded.owner);
-    d.add("fence", stored.fence, folded.fence);
-    d.add("attempts", stored.attempts, folded.attempts);
-    d.add("lease_expires_at", stored.lease_expires_at, folded.lease_expires_at);
-    d.text("detail", stored.detail, folded.detail);
-    d.add("queued_seq", stored.queued_seq, folded.queued_seq);
-    d.add("queued_at", stored.queued_at, folded.queued_at);
-    d.add("updated_at", stored.updated_at, folded.updated_at);
-    d.add("last_seq", stored.last_seq, folded.last_seq);
+    d.as(ProblemKind::owner_disagrees).text("owner", stored.owner, folded.owner);
+    d.as(ProblemKind::fence_disagrees).add("fence", stored.fence, folded.fence);
+    d.as(ProblemKind::attempts_disagrees).add("attempts", stored.attempts, folded.attempts);
+    d.as(ProblemKind::lease_disagrees)
+        .add("lease_expires_at", stored.lease_expires_at, folded.lease_expires_at);
+    d.as(ProblemKind::detail_disagrees).text("detail", stored.detail, folded.detail);
+    d.as(ProblemKind::queued_disagrees)
+        .add("queued_seq", stored.queued_seq, folded.queued_seq)
+        .add("queued_at", stored.queued_at, folded.queued_at);
+    d.as(ProblemKind::last_seq_disagrees)
+        .add("updated_at", stored.updated_at, folded.updated_at)
+        .add("last_seq", stored.last_seq, folded.last_seq);
+    d.as(ProblemKind::forge_disagrees);
     if (!scanned.invalid_kind.empty()) {
       d.add("kind", quoted(scanned.invalid_kind) + " (not a kind)", std::string(to_string(folded.kind)));
     } else {
@@ -693,10 +701,12 @@ struct ItemsProjection {
       d.add("review", to_string(stored.review), to_string(folded.review));
     }
     d.text("author", stored.author, folded.author);
+    d.as(ProblemKind::assignment_disagrees);
     d.text("session", stored.session, folded.session);
     d.text("actions", join_list(stored.actions), join_list(folded.actions));
     d.text("expected_head", stored.expected_head, folded.expected_head);
     d.add("head_moved", stored.head_moved, folded.head_moved);
+    d.as(ProblemKind::routing_disagrees);
     if (!scanned.invalid_routing.empty()) {
       // Read back as the engine never writes it: always a difference.
       d.add("priority", scanned.invalid_routing + " (not as cplane writes it)",
@@ -706,7 +716,8 @@ struct ItemsProjection {
       d.add("terminal_since", stored.terminal_since, folded.terminal_since);
     }
     d.text("terminal_reason", stored.terminal_reason, folded.terminal_reason);
-    d.text("close_reason", stored.close_reason, folded.close_reason);
+    d.as(ProblemKind::forge_disagrees)
+        .text("close_reason", stored.close_reason, folded.close_reason);
     return d.done();
   }
 
@@ -714,31 +725,10 @@ struct ItemsProjection {
                                              const StreamAudit& a) {
     std::vector<LedgerProblem> out;
     for (const auto& d : diff(stored, folded)) {
-      std::string kind;
-      if (d.field == "status") {
-        kind = !stored.invalid_status.empty()
-                   ? "status_disagrees"
-                   : status_kind(stored.row.status, folded.status, a.terminals);
-      } else if (d.field == "project_id") {
-        kind = "project_disagrees";
-      } else if (d.field == "lease_expires_at") {
-        kind = "lease_disagrees";
-      } else if (d.field == "queued_seq" || d.field == "queued_at") {
-        kind = "queued_disagrees";
-      } else if (d.field == "updated_at" || d.field == "last_seq") {
-        kind = "last_seq_disagrees";
-      } else if (d.field == "kind" || d.field == "ref" || d.field == "head" ||
-                 d.field == "review" || d.field == "author" || d.field == "close_reason") {
-        kind = "forge_disagrees";
-      } else if (d.field == "priority" || d.field == "terminal_since" ||
-                 d.field == "terminal_reason") {
-        kind = "routing_disagrees";
-      } else if (d.field == "session" || d.field == "actions" || d.field == "expected_head" ||
-                 d.field == "head_moved") {
-        kind = "assignment_disagrees";
-      } else {
-        kind = d.field + "_disagrees";
-      }
+      const ProblemKind kind = d.kind == ProblemKind::status_disagrees &&
+                                       stored.invalid_status.empty()
+                                   ? status_kind(stored.row.status, folded.status, a.terminals)
+                                   : d.kind;
       out.push_back({kind, a.stream.id, stored.row.project_id,
                      fmt::format("item {}: {} is {} in the row but {} in the log", a.stream.id,
                                  d.field, d.stored, d.folded)});
@@ -746,7 +736,7 @@ struct ItemsProjection {
     return out;
   }
   static std::optional<LedgerProblem> missing(const Row& folded, const StreamAudit& a) {
-    return LedgerProblem{"orphan_events", a.stream.id, folded.project_id,
+    return LedgerProblem{ProblemKind::orphan_events, a.stream.id, folded.project_id,
                          fmt::format("item {} has {} event(s), the last at seq {}, but no row",
                                      a.stream.id, a.events, folded.last_seq)};
   }
@@ -754,7 +744,7 @@ struct ItemsProjection {
     const std::string status = stored.invalid_status.empty()
                                    ? std::string(to_string(stored.row.status))
                                    : stored.invalid_status;
-    return LedgerProblem{"no_creation_event", stored.row.item_id, stored.row.project_id,
+    return LedgerProblem{ProblemKind::no_creation_event, stored.row.item_id, stored.row.project_id,
                          fmt::format("item {} has a row ({}) but no events at all",
                                      stored.row.item_id, status)};
   }
@@ -762,7 +752,7 @@ struct ItemsProjection {
   static void cross_check(const StreamAudit& a, const LogFacts& facts,
                           std::vector<LedgerProblem>& out) {
     if (a.created && !facts.project_log_unreadable && !facts.projects.contains(a.item.project_id)) {
-      out.push_back({"item_in_unknown_project", a.stream.id, a.item.project_id,
+      out.push_back({ProblemKind::item_in_unknown_project, a.stream.id, a.item.project_id,
                      fmt::format("item {} was queued into project {}, which the log never created",
                                  a.stream.id, a.item.project_id)});
     }
@@ -843,7 +833,7 @@ struct ProjectsProjection : ProjectStreamProjection {
     return {*a.project};
   }
   static std::vector<FieldDiff> diff(const Stored& stored, const Row& folded) {
-    return Differ()
+    return Differ(ProblemKind::project_row_disagrees)
         .text("title", stored.title, folded.title)
         .text("status", stored.status, folded.status)
         .add("created_at", stored.created_at, folded.created_at)
@@ -854,20 +844,20 @@ struct ProjectsProjection : ProjectStreamProjection {
                                              const StreamAudit&) {
     std::vector<LedgerProblem> out;
     for (const auto& d : diff(stored, folded)) {
-      out.push_back({"project_row_disagrees", "", stored.project_id,
+      out.push_back({d.kind, "", stored.project_id,
                      fmt::format("project {}: {} is {} in the row but {} in the log",
                                  stored.project_id, d.field, d.stored, d.folded)});
     }
     return out;
   }
   static std::optional<LedgerProblem> missing(const Row& folded, const StreamAudit&) {
-    return LedgerProblem{"project_row_missing", "", folded.project_id,
+    return LedgerProblem{ProblemKind::project_row_missing, "", folded.project_id,
                          fmt::format("project {} was created at seq {} but has no row",
                                      folded.project_id, folded.last_seq)};
   }
   static std::optional<LedgerProblem> unexplained(const Stored& stored, const StreamAudit& a) {
     if (a.unreadable) return std::nullopt;  // the creation may be the unreadable event
-    return LedgerProblem{"project_row_without_event", "", stored.project_id,
+    return LedgerProblem{ProblemKind::project_row_without_event, "", stored.project_id,
                          fmt::format("project {} has a row but no project_created event",
                                      stored.project_id)};
   }
@@ -897,7 +887,7 @@ struct GrantsProjection : ProjectStreamProjection {
     return out;
   }
   static std::vector<FieldDiff> diff(const Stored& stored, const Row& folded) {
-    return Differ()
+    return Differ(ProblemKind::project_row_disagrees)
         .add("assigned_at", stored.assigned_at, folded.assigned_at)
         .add("last_seq", stored.last_seq, folded.last_seq)
         .done();
@@ -906,21 +896,21 @@ struct GrantsProjection : ProjectStreamProjection {
                                              const StreamAudit&) {
     std::vector<LedgerProblem> out;
     for (const auto& d : diff(stored, folded)) {
-      out.push_back({"project_row_disagrees", "", stored.project_id,
+      out.push_back({d.kind, "", stored.project_id,
                      fmt::format("assignment of {} to {}: {} is {} in the row but {} in the log",
                                  stored.actor, stored.project_id, d.field, d.stored, d.folded)});
     }
     return out;
   }
   static std::optional<LedgerProblem> missing(const Row& folded, const StreamAudit&) {
-    return LedgerProblem{"assignment_missing", "", folded.project_id,
+    return LedgerProblem{ProblemKind::assignment_missing, "", folded.project_id,
                          fmt::format("actor {} was assigned to project {} at seq {} but the "
                                      "assignment has no row",
                                      folded.actor, folded.project_id, folded.last_seq)};
   }
   static std::optional<LedgerProblem> unexplained(const Stored& stored, const StreamAudit& a) {
     if (a.unreadable) return std::nullopt;
-    return LedgerProblem{"assignment_without_event", "", stored.project_id,
+    return LedgerProblem{ProblemKind::assignment_without_event, "", stored.project_id,
                          fmt::format("actor {} is assigned to project {} with no actor_assigned "
                                      "event",
                                      stored.actor, stored.project_id)};
@@ -962,7 +952,7 @@ struct TerminalLocksProjection {
   static bool erasable(const StreamAudit& a) { return a.created && !a.unreadable; }
   static void cross_check(const StreamAudit&, const LogFacts&, std::vector<LedgerProblem>&) {}
   static std::vector<FieldDiff> diff(const Stored& stored, const Row& folded) {
-    return Differ()
+    return Differ(ProblemKind::terminal_lock_disagrees)
         .add("since", stored.since, folded.since)
         .text("reason", stored.reason, folded.reason)
         .done();
@@ -971,7 +961,7 @@ struct TerminalLocksProjection {
                                              const StreamAudit& a) {
     std::vector<LedgerProblem> out;
     for (const auto& d : diff(stored, folded)) {
-      out.push_back({"terminal_lock_disagrees", stored.item_id, a.item.project_id,
+      out.push_back({d.kind, stored.item_id, a.item.project_id,
                      fmt::format("item {} on the terminal path: {} is {} in terminal_locks but {} "
                                  "in the log",
                                  stored.item_id, d.field, d.stored, d.folded)});
@@ -979,14 +969,15 @@ struct TerminalLocksProjection {
     return out;
   }
   static std::optional<LedgerProblem> missing(const Row& folded, const StreamAudit& a) {
-    return LedgerProblem{"terminal_lock_missing", folded.item_id, a.item.project_id,
+    return LedgerProblem{ProblemKind::terminal_lock_missing, folded.item_id, a.item.project_id,
                          fmt::format("item {} is on the terminal path (since {}) but has no "
                                      "terminal_locks row",
                                      folded.item_id, folded.since)};
   }
   static std::optional<LedgerProblem> unexplained(const Stored& stored, const StreamAudit& a) {
     if (a.unreadable) return std::nullopt;
-    return LedgerProblem{"terminal_lock_without_event", stored.item_id, a.item.project_id,
+    return LedgerProblem{ProblemKind::terminal_lock_without_event, stored.item_id,
+                         a.item.project_id,
                          fmt::format("item {} has a terminal_locks row but its log does not put "
                                      "it on the terminal path (or took it off)",
                                      stored.item_id)};
@@ -997,11 +988,12 @@ struct TerminalLocksProjection {
 };
 
 // What the projections of one row per stream, keyed by the stream id,
-// share (sessions, incident links): problem kinds `<prefix>_missing`,
-// `<prefix>_without_event` and `<prefix>_disagrees`, rows never erased, and
-// a row whose last_seq is ahead of the log kept (the log lost its events).
-// D gives Row, table, stream, prefix, noun, creation (the event that makes
-// the row), id(row), slot(audit) and diff.
+// share (sessions, incident links): a problem for a missing row, for a row
+// without its creation event, and the diff's kind for each field; rows never
+// erased, and a row whose last_seq is ahead of the log kept (the log lost
+// its events). D gives Row, table, stream, missing_kind, without_event_kind,
+// noun, creation (the event that makes the row), id(row), slot(audit) and
+// diff.
 template <class D, class R>
 struct OneRowPerStream {
   using Stored = R;
@@ -1023,20 +1015,20 @@ struct OneRowPerStream {
                                              const StreamAudit&) {
     std::vector<LedgerProblem> out;
     for (const auto& d : D::diff(stored, folded)) {
-      out.push_back({fmt::format("{}_disagrees", D::prefix), "", "",
+      out.push_back({d.kind, "", "",
                      fmt::format("{} {}: {} is {} in the row but {} in the log", D::noun,
                                  quoted(D::id(stored)), d.field, d.stored, d.folded)});
     }
     return out;
   }
   static std::optional<LedgerProblem> missing(const Row& folded, const StreamAudit&) {
-    return LedgerProblem{fmt::format("{}_missing", D::prefix), "", "",
+    return LedgerProblem{D::missing_kind, "", "",
                          fmt::format("{} {} has events (the last at seq {}) but no row", D::noun,
                                      quoted(D::id(folded)), folded.last_seq)};
   }
   static std::optional<LedgerProblem> unexplained(const Stored& stored, const StreamAudit& a) {
     if (a.unreadable) return std::nullopt;
-    return LedgerProblem{fmt::format("{}_without_event", D::prefix), "", "",
+    return LedgerProblem{D::without_event_kind, "", "",
                          fmt::format("{} {} has a row but no {} event", D::noun,
                                      quoted(D::id(stored)), D::creation)};
   }
@@ -1055,7 +1047,8 @@ struct IncidentsProjection : OneRowPerStream<IncidentsProjection, IncidentLinkRo
   static constexpr const char* table = "incident_links";
   static constexpr StreamKind stream = StreamKind::incident;
   static constexpr const char* no_creation = "no incident_linked event in the log";
-  static constexpr const char* prefix = "incident_link";
+  static constexpr ProblemKind missing_kind = ProblemKind::incident_link_missing;
+  static constexpr ProblemKind without_event_kind = ProblemKind::incident_link_without_event;
   static constexpr const char* noun = "incident";
   static constexpr const char* creation = "incident_linked";
 
@@ -1070,7 +1063,7 @@ struct IncidentsProjection : OneRowPerStream<IncidentsProjection, IncidentLinkRo
     return v ? quoted(*v) : std::string("NULL");
   }
   static std::vector<FieldDiff> diff(const Stored& stored, const Row& folded) {
-    Differ d;
+    Differ d(ProblemKind::incident_link_disagrees);
     d.text("provider", stored.provider, folded.provider)
         .text("fingerprint", stored.fingerprint, folded.fingerprint)
         .text("org", stored.org, folded.org)
@@ -1097,7 +1090,8 @@ struct SessionsProjection : OneRowPerStream<SessionsProjection, SessionRow> {
   static constexpr const char* table = "sessions";
   static constexpr StreamKind stream = StreamKind::session;
   static constexpr const char* no_creation = "no session_opened event in the log";
-  static constexpr const char* prefix = "session_row";
+  static constexpr ProblemKind missing_kind = ProblemKind::session_row_missing;
+  static constexpr ProblemKind without_event_kind = ProblemKind::session_row_without_event;
   static constexpr const char* noun = "session";
   static constexpr const char* creation = "session_opened";
 
@@ -1109,7 +1103,7 @@ struct SessionsProjection : OneRowPerStream<SessionsProjection, SessionRow> {
   static void put(storage::Backend& b, const Row& r) { b.put_session(r); }
   static void erase(storage::Backend& b, const Stored& s) { b.delete_session(s.session_id); }
   static std::vector<FieldDiff> diff(const Stored& stored, const Row& folded) {
-    return Differ()
+    return Differ(ProblemKind::session_row_disagrees)
         .text("actor", stored.actor, folded.actor)
         .add("opened_at", stored.opened_at, folded.opened_at)
         .add("last_seen_at", stored.last_seen_at, folded.last_seen_at)
@@ -1455,8 +1449,10 @@ class ProblemSpool {
     if (file_ == nullptr) file_ = std::tmpfile();
     if (file_ == nullptr) return;  // no temporary file: keep them in memory
     for (const auto& e : memory_) {
-      for (const std::string* s : {&e.problem.kind, &e.problem.item_id, &e.problem.project_id,
-                                   &e.problem.detail, &e.id}) {
+      const char problem_kind = static_cast<char>(e.problem.kind);
+      std::fwrite(&problem_kind, 1, 1, file_);
+      for (const std::string* s : {&e.problem.item_id, &e.problem.project_id, &e.problem.detail,
+                                   &e.id}) {
         put(*s);
       }
       const char kind = static_cast<char>(e.kind);
@@ -1480,9 +1476,11 @@ class ProblemSpool {
     return std::fread(s.data(), 1, n, file_) == n;
   }
   bool read(Entry& e) {
-    char kind = 0;
-    return get(e.problem.kind) && get(e.problem.item_id) && get(e.problem.project_id) &&
-           get(e.problem.detail) && get(e.id) && std::fread(&kind, 1, 1, file_) == 1 &&
+    char problem_kind = 0, kind = 0;
+    return std::fread(&problem_kind, 1, 1, file_) == 1 &&
+           ((e.problem.kind = static_cast<ProblemKind>(problem_kind)), true) &&
+           get(e.problem.item_id) && get(e.problem.project_id) && get(e.problem.detail) &&
+           get(e.id) && std::fread(&kind, 1, 1, file_) == 1 &&
            ((e.kind = static_cast<StreamKind>(kind)), true);
   }
 
@@ -1545,8 +1543,8 @@ void verify_ledger(storage::Backend& backend, const Progress& progress, LogSumma
     summary->source_database = backend.database_id();
   }
   spool.each([&](LedgerProblem& p, StreamKind kind, const std::string& id) {
-    if (!facts.incomplete.empty() && p.kind != "index_disagrees" && !is_chain_problem(p.kind) &&
-        facts.incomplete.contains({kind, id})) {
+    if (!facts.incomplete.empty() && p.kind != ProblemKind::index_disagrees &&
+        !is_chain_problem(p.kind) && facts.incomplete.contains({kind, id})) {
       return;
     }
     bound(p.detail);

@@ -39,8 +39,10 @@ void verify_ledger(storage::Backend& backend, const Progress& progress, LogSumma
 
 // Rewrites every row that differs from the fold of the log, in one write
 // transaction; with dry_run, reports the same changes and writes nothing.
-// Throws UnreadableEvent (nothing changed) if any event cannot be decoded:
-// a rebuild from a damaged log would only spread the damage.
+// Throws RebuildRefused (nothing changed) when the log fails its own checks
+// (an event that cannot be decoded, a broken chain, ...): a rebuild from a
+// damaged log would only spread the damage. StorageError when the database
+// cannot be read or written.
 RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& progress = {});
 
 // rebuild for recover: over a log known to be damaged. Nothing refuses;

@@ -9,14 +9,16 @@
 //   assert(cplane::verify_ledger(store).empty());
 //
 // The public headers, all under <cplane/...>: store (ControlStore and its
-// options), errors, events, rows, ledger (problems and rebuild reports),
-// verify, version. Nothing else is installed.
+// options), sqlite_options, errors, events, rows, verdict, ledger (problems
+// and rebuild reports), verify, version. Nothing else is installed, and none
+// of them names the implementation behind ControlStore (a test checks it).
 #pragma once
 
 #include <cplane/errors.hpp>
 #include <cplane/events.hpp>
 #include <cplane/ledger.hpp>
 #include <cplane/rows.hpp>
+#include <cplane/sqlite_options.hpp>
 #include <cplane/store.hpp>
 #include <cplane/verdict.hpp>
 #include <cplane/verify.hpp>

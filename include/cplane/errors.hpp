@@ -1,7 +1,8 @@
 // The exceptions cplane raises. Every refusal a caller must handle has its own
 // type; all derive from cplane::Error so that a CLI or a test can catch the
-// family. Third-party exceptions (KJ, fmt, SQLite, libpq) never escape a
-// module: they are translated into one of these at the boundary.
+// family. Third-party exceptions (KJ, fmt, the database client libraries)
+// never escape a module: they are translated into one of these at the
+// boundary.
 #pragma once
 
 #include <cstdint>
@@ -51,12 +52,35 @@ class ScopeDenied : public Error {
   ScopeDenied() : Error("access denied: outside this actor's scope") {}
 };
 
-// The input can never succeed as given (malformed JSON, a non-positive lease,
-// an unknown outcome, an empty id, ...). Nothing was changed.
+// The caller's request was refused as given, and nothing was changed.
+// reason() says why, for a program; what() is a sentence for a person.
 class InvalidArgument : public Error {
  public:
-  using Error::Error;
+  enum class Reason {
+    invalid_input,   // the input can never succeed as given (malformed JSON, a
+                     // non-positive lease, an unknown outcome, an empty id, ...)
+    already_exists,  // the id is taken: a project or session of that id exists
+    conflict,        // the request contradicts itself or the state the caller
+                     // made (options that exclude each other, an item listed
+                     // twice, an open item on a closed path, a store that is
+                     // not empty)
+    read_only,       // the store was opened for reading: it cannot write
+    misuse,          // the API was used in a way it cannot be (a moved-from
+                     // store, a store used in a forked child, ...)
+  };
+
+  explicit InvalidArgument(const std::string& message)
+      : InvalidArgument(Reason::invalid_input, message) {}
+  InvalidArgument(Reason reason, const std::string& message) : Error(message), reason_(reason) {}
+
+  Reason reason() const noexcept { return reason_; }
+
+ private:
+  Reason reason_;
 };
+
+// "invalid_input", "already_exists", "conflict", "read_only", "misuse".
+const char* to_string(InvalidArgument::Reason reason) noexcept;
 
 // Our own invariant failed (a bug in cplane, or rows edited behind its
 // back): never the caller's fault, never reported as InvalidArgument.
@@ -141,9 +165,14 @@ const char* to_string(StorageError::Category category) noexcept;
 std::string quote_id(std::string_view id);
 
 // A store's URL or path as it may be shown anywhere (a message, a log line,
-// a JSON field): a password in it, as `user:secret@` or as a `password=`
-// parameter, becomes `***`. A file path comes back unchanged.
+// a JSON field): a password in it, as `user:secret@` or as a `password`
+// parameter (its key matched in any case and after percent-decoding, as
+// PostgreSQL's client reads it), becomes `***`. A file path comes back unchanged.
 std::string redacted_url(std::string url);
+// `message` (say, a client library's own error text, which may quote the
+// connection string it was given) with every password in `url`, as written
+// and percent-decoded, replaced by `***`.
+std::string redacted_message(std::string message, std::string_view url);
 
 // A code point that changes how text shows rather than showing: C0, DEL,
 // C1, zero-width and bidi controls, the BOM. Never allowed in a name.

@@ -1,10 +1,8 @@
 // Event value types: what the log says happened, independent of how it is
-// encoded (events.capnp) or stored (storage/). Types are past-tense facts.
+// encoded or stored. Types are past-tense facts.
 #pragma once
 
-#include <concepts>
 #include <cstdint>
-#include <type_traits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -232,157 +230,6 @@ struct StreamRef {
   bool operator==(const StreamRef&) const = default;
 };
 
-// ---- the traits table: one entry per event kind ---------------------------
-// What each kind is called in the log, which stream it belongs to and which
-// fence it carries. Adding an event kind: a struct above, a member of
-// EventBody, a specialisation here, a member of the body union in
-// events.capnp with its encode/decode case (events/codec.cpp), and a case in
-// each exhaustive visit (apply, verify): each of those fails to compile
-// until it is there (see docs/architecture.md).
-template <class E>
-struct EventTraits;  // deliberately undefined: every kind must specialise it
-
-template <>
-struct EventTraits<ProjectCreated> {
-  static constexpr StreamKind stream = StreamKind::project;
-  static std::string_view name(const ProjectCreated&) { return "project_created"; }
-  static std::optional<Fence> fence(const ProjectCreated&) { return std::nullopt; }
-};
-template <>
-struct EventTraits<ActorAssigned> {
-  static constexpr StreamKind stream = StreamKind::project;
-  static std::string_view name(const ActorAssigned&) { return "actor_assigned"; }
-  static std::optional<Fence> fence(const ActorAssigned&) { return std::nullopt; }
-};
-template <>
-struct EventTraits<ItemQueued> {
-  static constexpr StreamKind stream = StreamKind::item;
-  static std::string_view name(const ItemQueued&) { return "queued"; }
-  static std::optional<Fence> fence(const ItemQueued&) { return std::nullopt; }
-};
-template <>
-struct EventTraits<ItemClaimed> {
-  static constexpr StreamKind stream = StreamKind::item;
-  static std::string_view name(const ItemClaimed&) { return "claimed"; }
-  static std::optional<Fence> fence(const ItemClaimed& e) { return e.fence; }
-};
-template <>
-struct EventTraits<ItemFinished> {
-  static constexpr StreamKind stream = StreamKind::item;
-  static std::string_view name(const ItemFinished& e) { return to_string(e.outcome); }
-  static std::optional<Fence> fence(const ItemFinished& e) { return e.fence; }
-};
-
-template <>
-struct EventTraits<LeaseExtended> {
-  static constexpr StreamKind stream = StreamKind::item;
-  static std::string_view name(const LeaseExtended&) { return "lease_extended"; }
-  static std::optional<Fence> fence(const LeaseExtended& e) { return e.fence; }
-};
-template <>
-struct EventTraits<ItemReleased> {
-  static constexpr StreamKind stream = StreamKind::item;
-  static std::string_view name(const ItemReleased&) { return "released"; }
-  static std::optional<Fence> fence(const ItemReleased& e) { return e.fence; }
-};
-
-template <>
-struct EventTraits<LeaseExpired> {
-  static constexpr StreamKind stream = StreamKind::item;
-  static std::string_view name(const LeaseExpired&) { return "lease_expired"; }
-  static std::optional<Fence> fence(const LeaseExpired& e) { return e.fence; }
-};
-
-template <>
-struct EventTraits<ItemAssigned> {
-  static constexpr StreamKind stream = StreamKind::item;
-  static std::string_view name(const ItemAssigned&) { return "assigned"; }
-  static std::optional<Fence> fence(const ItemAssigned& e) { return e.fence; }
-};
-template <>
-struct EventTraits<HeadMoved> {
-  static constexpr StreamKind stream = StreamKind::item;
-  static std::string_view name(const HeadMoved&) { return "head_moved"; }
-  static std::optional<Fence> fence(const HeadMoved&) { return std::nullopt; }
-};
-template <>
-struct EventTraits<ReviewChanged> {
-  static constexpr StreamKind stream = StreamKind::item;
-  static std::string_view name(const ReviewChanged&) { return "review_changed"; }
-  static std::optional<Fence> fence(const ReviewChanged&) { return std::nullopt; }
-};
-template <>
-struct EventTraits<ItemClosed> {
-  static constexpr StreamKind stream = StreamKind::item;
-  static std::string_view name(const ItemClosed&) { return "closed"; }
-  static std::optional<Fence> fence(const ItemClosed&) { return std::nullopt; }
-};
-template <>
-struct EventTraits<MutationRecorded> {
-  static constexpr StreamKind stream = StreamKind::item;
-  static std::string_view name(const MutationRecorded&) { return "mutation_recorded"; }
-  static std::optional<Fence> fence(const MutationRecorded& e) { return e.fence; }
-};
-template <>
-struct EventTraits<SessionOpened> {
-  static constexpr StreamKind stream = StreamKind::session;
-  static std::string_view name(const SessionOpened&) { return "session_opened"; }
-  static std::optional<Fence> fence(const SessionOpened&) { return std::nullopt; }
-};
-template <>
-struct EventTraits<SessionSeen> {
-  static constexpr StreamKind stream = StreamKind::session;
-  static std::string_view name(const SessionSeen&) { return "session_heartbeat"; }
-  static std::optional<Fence> fence(const SessionSeen&) { return std::nullopt; }
-};
-template <>
-struct EventTraits<SessionClosed> {
-  static constexpr StreamKind stream = StreamKind::session;
-  static std::string_view name(const SessionClosed&) { return "session_closed"; }
-  static std::optional<Fence> fence(const SessionClosed&) { return std::nullopt; }
-};
-
-template <>
-struct EventTraits<TerminalPathEntered> {
-  static constexpr StreamKind stream = StreamKind::item;
-  static std::string_view name(const TerminalPathEntered&) { return "terminal_path_entered"; }
-  static std::optional<Fence> fence(const TerminalPathEntered&) { return std::nullopt; }
-};
-template <>
-struct EventTraits<TerminalPathLeft> {
-  static constexpr StreamKind stream = StreamKind::item;
-  static std::string_view name(const TerminalPathLeft&) { return "terminal_path_left"; }
-  static std::optional<Fence> fence(const TerminalPathLeft&) { return std::nullopt; }
-};
-template <>
-struct EventTraits<IncidentLinked> {
-  static constexpr StreamKind stream = StreamKind::incident;
-  static std::string_view name(const IncidentLinked&) { return "incident_linked"; }
-  static std::optional<Fence> fence(const IncidentLinked&) { return std::nullopt; }
-};
-
-// A kind with a complete traits entry.
-template <class E>
-concept EventKind = requires(const E& e) {
-  { EventTraits<E>::stream } -> std::convertible_to<StreamKind>;
-  { EventTraits<E>::name(e) } -> std::convertible_to<std::string_view>;
-  { EventTraits<E>::fence(e) } -> std::same_as<std::optional<Fence>>;
-};
-
-template <class Variant>
-struct AllEventKinds;
-template <class... E>
-struct AllEventKinds<std::variant<E...>> : std::bool_constant<(EventKind<E> && ...)> {};
-static_assert(AllEventKinds<EventBody>::value,
-              "every alternative of EventBody needs an EventTraits entry");
-
-// An overload set for std::visit: with one lambda per event kind and no
-// catch-all, a kind that is not handled does not compile.
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
-
 struct Event {
   Micros at = 0;
   std::string actor;       // "" for the control plane
@@ -414,5 +261,23 @@ std::optional<Fence> fence_of(const EventBody& body);
 
 // The stream kind an event of this body belongs to.
 StreamKind stream_kind_of(const EventBody& body);
+
+// One field of an event body, for what shows an event field by field
+// (`cplane events --json`, a binding's dict): its name, and its value as
+// text, a number, JSON text (a payload), a list of texts, or absent.
+struct EventField {
+  struct Json {
+    std::string text;
+    bool operator==(const Json&) const = default;
+  };
+  using Value = std::variant<std::monostate, std::string, std::int64_t, Json,
+                             std::vector<std::string>>;
+  std::string_view name;
+  Value value;
+};
+// Every field of the body but its fence (fence_of), in a fixed order, for
+// every kind: enums as their names ("done", "pr", ...). The names never
+// repeat an event's own ("seq", "type", "actor", "at", "item_id").
+std::vector<EventField> fields_of(const EventBody& body);
 
 }  // namespace cplane

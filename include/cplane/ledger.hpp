@@ -3,9 +3,12 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -15,66 +18,133 @@
 
 namespace cplane {
 
-// One disagreement. `kind` is a stable snake_case name (see kProblemKinds);
-// `item_id` names the item ("" for a problem of a project row), `project_id`
-// the project where known; `detail` is a sentence giving both values.
+// ---- problem kinds ----------------------------------------------------------
+// Every kind of problem verify, audit, rebuild and recover report, once: the
+// enumerator is the stable snake_case name (to_string gives it; `cplane
+// verify --json` prints it as "kind"), the text says what it means. The enum
+// and kProblemKinds are made from this one list, so a kind cannot be added
+// without its name and meaning; a test checks that the README's table of
+// kinds gives every one of them.
+#define CPLANE_PROBLEM_KINDS(X)                                                                    \
+  /* An item's history, and its row against it. */                                                 \
+  X(no_creation_event,                                                                             \
+    "a row, or a stream's events, without its creation event (queued, session_opened)")            \
+  X(duplicate_creation_event,                                                                      \
+    "two creation events (queued, project_created, session_opened) for one stream")                \
+  X(orphan_events, "events of an item that has no row")                                            \
+  X(two_terminal_events, "more than one terminal event (done, failed, closed) for an item")        \
+  X(event_after_terminal,                                                                          \
+    "an event after the item's terminal event, or after its session's close")                      \
+  X(terminal_without_event, "the row is done/failed, the log has no terminal event")               \
+  X(terminal_events_disagree, "the row is done and the log says failed, or the reverse")           \
+  X(event_without_terminal, "the log has a terminal event, the row is not terminal")               \
+  X(ready_after_claim, "the row is ready but the log says it was claimed")                         \
+  X(status_disagrees, "any other status mismatch, or a stored status that is none of the five")    \
+  X(fence_not_monotonic, "a claim whose fence is not above every earlier fence")                   \
+  X(stale_fence_accepted,                                                                          \
+    "a finish, extension, release or expiry whose fence was not the current one")                  \
+  X(fence_disagrees, "the row's fence is not the log's")                                           \
+  X(owner_disagrees, "the row's owner is not the log's")                                           \
+  X(attempts_disagrees, "the row's attempts is not the log's")                                     \
+  X(lease_disagrees, "the row's lease_expires_at is not the log's")                                \
+  X(project_disagrees, "the row's project_id is not the log's")                                    \
+  X(payload_disagrees, "the row's payload is not the log's")                                       \
+  X(key_disagrees, "the row's key is not the log's")                                               \
+  X(detail_disagrees, "the row's detail is not the log's")                                         \
+  X(queued_disagrees, "the row's queued_seq or queued_at is not the log's")                        \
+  X(last_seq_disagrees, "the row's last_seq or updated_at is not the log's")                       \
+  X(forge_disagrees, "the row's kind, ref, head, review, author or close reason is not the log's") \
+  X(assignment_disagrees,                                                                          \
+    "the row's session, actions, pinned head or drift flag is not the log's")                      \
+  X(routing_disagrees, "the row's priority or terminal path is not the log's")                     \
+  X(item_in_unknown_project, "an item queued into a project the log never created")                \
+  X(undecodable_event, "an event body that cannot be decoded")                                     \
+  X(unknown_event_type, "an event of a type this build does not know")                             \
+  X(index_disagrees,                                                                               \
+    "an event's stream, item_id, project_id, type or at column is not its body's")                 \
+  X(claim_while_leased, "a claim made while another worker's lease had not lapsed")                \
+  /* The other projected rows against the log. */                                                  \
+  X(project_row_missing, "a project the log created has no row")                                   \
+  X(project_row_without_event, "a project row with no project_created event")                      \
+  X(project_row_disagrees, "a field of a project's row, or of a grant's, is not the log's")        \
+  X(assignment_missing, "a grant (actor_assigned) with no project_actors row")                     \
+  X(assignment_without_event, "a project_actors row with no actor_assigned event")                 \
+  X(session_row_missing, "a session with events and no row")                                       \
+  X(session_row_without_event, "a session row with no session_opened event")                       \
+  X(session_row_disagrees, "a field of a session's row is not the log's")                          \
+  X(terminal_lock_missing, "an item on the terminal path with no terminal_locks row")              \
+  X(terminal_lock_without_event, "a terminal_locks row that the item's log does not make")         \
+  X(terminal_lock_disagrees, "a field of an item's terminal_locks row is not the log's")           \
+  X(incident_link_missing, "an incident with events and no incident_links row")                    \
+  X(incident_link_without_event, "an incident_links row with no incident_linked event")            \
+  X(incident_link_disagrees, "a field of an incident's row is not the log's")                      \
+  /* More of what the log must say on its own, whatever the rows. */                               \
+  X(fence_skipped, "a claim whose fence is more than one above the last: claims are missing")      \
+  X(attempt_not_rising, "a claim whose attempt is not one more than the claims before")            \
+  X(lease_before_claim, "a claim or extension whose lease does not end after it was made")         \
+  X(event_before_project, "an item event before its project's creation")                           \
+  X(grant_without_project, "a grant (actor_assigned) before its project's creation")               \
+  X(invalid_payload, "a queued payload that is not JSON or is over 1 MiB")                         \
+  X(expired_while_leased, "a lease_expired before the lease ended, or naming another lease")       \
+  X(mutation_without_assignment, "a mutation_recorded the gate would have denied at its time")     \
+  X(assignment_not_allowed, "an assigned event assign_and_lease would not have made")              \
+  X(forge_fact_invalid, "a head, review or author on an item that is not a pr")                    \
+  X(session_closed_while_holding, "a session closed while an item was still assigned to it")       \
+  /* The hash chain: each names the stream and the seq. */                                         \
+  X(event_edited, "an event whose body, seq, stream or revision is not what was hashed")           \
+  X(event_missing, "revisions missing inside a stream: events deleted")                            \
+  X(event_inserted, "a second event at one revision, or one never chained")                        \
+  X(event_reordered, "a revision that goes back in seq order")                                     \
+  X(tail_missing, "a stream that ends before its head: its newest events cut off")                 \
+  X(stream_missing, "a head whose stream has no events: a whole history deleted")                  \
+  X(head_missing, "a stream with events and no head")                                              \
+  X(head_disagrees, "a head that is not its stream's last event")                                  \
+  X(digest_disagrees,                                                                              \
+    "the log's digest is gone or does not fold from its heads: a stream removed with its "         \
+    "head, a head edited")                                                                         \
+  X(seq_gap, "seqs missing while every chain is intact: events removed, heads rewritten")
+
+enum class ProblemKind : std::uint8_t {
+#define CPLANE_PROBLEM_KIND_ENUMERATOR(name, meaning) name,
+  CPLANE_PROBLEM_KINDS(CPLANE_PROBLEM_KIND_ENUMERATOR)
+#undef CPLANE_PROBLEM_KIND_ENUMERATOR
+};
+
+struct ProblemKindInfo {
+  ProblemKind kind;
+  std::string_view name;     // stored and printed; never changes once released
+  std::string_view meaning;  // one line, for a person
+};
+
+// Every kind, in the enum's order (kProblemKinds[i].kind is ProblemKind(i)).
+inline constexpr ProblemKindInfo kProblemKinds[] = {
+#define CPLANE_PROBLEM_KIND_INFO(name, meaning) {ProblemKind::name, #name, meaning},
+    CPLANE_PROBLEM_KINDS(CPLANE_PROBLEM_KIND_INFO)
+#undef CPLANE_PROBLEM_KIND_INFO
+};
+
+// "no_creation_event", "fence_skipped", ...: the kind's stored name.
+constexpr std::string_view to_string(ProblemKind kind) {
+  return kProblemKinds[static_cast<std::size_t>(kind)].name;
+}
+
+// The kind of that stored name; nullopt for any other text.
+constexpr std::optional<ProblemKind> parse_problem_kind(std::string_view name) {
+  for (const auto& info : kProblemKinds) {
+    if (info.name == name) return info.kind;
+  }
+  return std::nullopt;
+}
+
+// One disagreement. `item_id` names the item ("" for a problem of another
+// stream's row), `project_id` the project where known; `detail` is a
+// sentence giving both values.
 struct LedgerProblem {
-  std::string kind;
+  ProblemKind kind{};
   std::string item_id;
   std::string project_id;
   std::string detail;
 };
-
-// Every kind verify can report, with its meaning:
-//   no_creation_event        an item row, or an item's events, without a queued event
-//   duplicate_creation_event two queued (or project_created) events for one stream
-//   orphan_events            events of an item that has no row
-//   two_terminal_events      more than one done/failed event for an item
-//   event_after_terminal     an event after the item's terminal event
-//   terminal_without_event   the row is done/failed, the log has no terminal event
-//   terminal_events_disagree the row is done and the log says failed, or the reverse
-//   event_without_terminal   the log has a terminal event, the row is not terminal
-//   ready_after_claim        the row is ready but the log says it was claimed
-//   status_disagrees         any other status mismatch
-//   fence_not_monotonic      a claim whose fence is not above every earlier fence
-//   stale_fence_accepted     a finish whose fence is not the item's current fence
-//   fence_disagrees          the row's fence is not the log's
-//   owner_disagrees, attempts_disagrees, lease_disagrees, project_disagrees,
-//   payload_disagrees, detail_disagrees, queued_disagrees (queued_seq/at),
-//   last_seq_disagrees (last_seq/updated_at)
-//                            that field of the row is not the log's
-//   item_in_unknown_project  an item queued into a project the log never created
-//   undecodable_event        an event body that cannot be decoded
-//   unknown_event_type       an event of a type this build does not know
-//   index_disagrees          an event's item_id/project_id/type/at column is not its body's
-//   claim_while_leased       a claim made while another worker's lease had not lapsed
-//   project_row_missing, project_row_without_event, project_row_disagrees,
-//   assignment_missing, assignment_without_event
-//                            the same checks for projects and assignments
-// What the log must say on its own, whatever the rows:
-//   fence_skipped            a claim whose fence is more than one above the last
-//   attempt_not_rising       a claim whose attempt is not one more than the claims before
-//   lease_before_claim       a claim whose lease does not end after it was made
-//   event_before_project     an item event before its project's creation
-//   grant_without_project    a grant (actor_assigned) before its project's creation
-//   invalid_payload          a queued payload that is not JSON or is over 1 MiB
-// The hash chain (each names the stream and the seq):
-//   event_edited             an event whose body, seq, stream or revision is not what its
-//                            hash was computed over
-//   event_missing            revisions missing inside a stream: events deleted
-//   event_inserted           a second event at one revision, or one never chained
-//   event_reordered          a revision that goes back in seq order
-//   tail_missing             a stream that ends before its head: its newest events cut off
-//   stream_missing           a head whose stream has no events: a whole history deleted
-//   head_missing             a stream with events and no head
-//   head_disagrees           a head that is not its stream's last event
-//   digest_disagrees         the log's digest does not fold from its heads, or counts
-//                            other events: a stream removed with its head, a head edited
-//   seq_gap                  seqs missing while every chain is intact
-// The lease lifecycle:
-//   expired_while_leased     a lease_expired event before the lease ended, or naming
-//                            another lease than the current one
-extern const std::vector<std::string> kProblemKinds;
 
 // Called now and then with the events read so far and the total.
 using Progress = std::function<void(std::int64_t done, std::int64_t total)>;
@@ -160,12 +230,15 @@ struct RecoverReport {
   std::vector<LedgerProblem> problems;
 };
 
-// rebuild refused to run, changing nothing: the log fails its own checks
-// (a broken chain, index columns that disagree with bodies, a fence that
-// does not rise, ...), so rows folded from it would be wrong. `problems()`
-// lists why (at most kMaxListedChanges of them). The tool for a damaged log
-// is `cplane recover`, or a restore from an export.
-class RebuildRefused : public UnreadableEvent {
+// rebuild (or restore) refused to run, changing nothing: the log fails its
+// own checks (a broken chain, index columns that disagree with bodies, a
+// fence that does not rise, ...), so rows folded from it would be wrong.
+// `problems()` lists why (at most kMaxListedChanges of them). A refusal, not
+// a storage failure: the database was read and is readable, so it is no
+// StorageError (a caller that sorts those by category must not take it for a
+// broken disk). The tool for a damaged log is `cplane recover`, or a restore
+// from an export.
+class RebuildRefused : public Error {
  public:
   RebuildRefused(std::vector<LedgerProblem> problems, std::int64_t total);
   const std::vector<LedgerProblem>& problems() const { return problems_; }

@@ -2,14 +2,14 @@
 // (StoreOptions::sqlite). Other backends ignore them.
 #pragma once
 
-namespace cplane::storage {
+namespace cplane {
 
 struct SqliteOptions {
   // Serialise writers through an exclusive flock(2) on PATH-lock (a side
   // file) before BEGIN IMMEDIATE. Fair under contention: waiters queue in
   // the kernel instead of polling, so no worker starves. SQLite's busy
   // handler stays as a safety net for writers that do not take the side
-  // lock (the sqlite3 shell), bounded by the same lock timeout.
+  // lock (the sqlite shell), bounded by the same lock timeout.
   bool writer_flock = true;
   // Group commit (flat combining across processes): a write command is
   // queued in a shared area beside the database (PATH-combine), and
@@ -26,4 +26,4 @@ struct SqliteOptions {
   int cache_mib = 0;
 };
 
-}  // namespace cplane::storage
+}  // namespace cplane

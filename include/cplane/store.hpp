@@ -3,11 +3,13 @@
 // into the rows. A refusal appends nothing and changes nothing.
 //
 // Errors: FenceRejected, ScopeDenied, InvalidArgument and NotFound are
-// refusals (<cplane/errors.hpp>); StorageError's category says whether to retry.
+// refusals (<cplane/errors.hpp>), each with a reason() to branch on;
+// StorageError's category says whether to retry. Where a call below names no
+// InvalidArgument reason, it is invalid_input.
 //
 // Thread-safety: a ControlStore is one database connection; use one per
 // thread or process. A call made while another thread is inside a call on
-// the same store throws InvalidArgument (nothing is done). Any number of
+// the same store throws InvalidArgument, misuse (nothing is done). Any number of
 // stores, in any number of processes, may share one database file.
 #pragma once
 
@@ -17,7 +19,6 @@
 #include <cstdint>
 #include <limits>
 #include <string_view>
-#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,12 +33,6 @@
 #include <cplane/verdict.hpp>
 
 namespace cplane {
-
-namespace storage {
-class Backend;  // the storage contract (storage/backend.hpp), not part of this API
-class Transaction;
-enum class Sync;
-}  // namespace storage
 
 // Which commits wait for the disk (SQLite `synchronous`). Every level
 // survives a crash of the process; they differ on a power loss or OS crash.
@@ -70,9 +65,9 @@ struct StoreOptions {
   std::chrono::milliseconds lock_timeout{30'000};
   bool create = true;  // create the database if missing or empty (off for rebuild)
   // Read only: no lock, nothing created, migrated or written; never waits
-  // for a writer. Write commands then throw InvalidArgument.
+  // for a writer. Write commands then throw InvalidArgument (read_only).
   bool read_only = false;
-  storage::SqliteOptions sqlite;  // SQLite's own knobs (<cplane/sqlite_options.hpp>)
+  SqliteOptions sqlite;  // SQLite's own knobs (<cplane/sqlite_options.hpp>)
 };
 
 // The longest lease, and the latest explicit clock, a command accepts.
@@ -129,6 +124,12 @@ struct Assignment {
 };
 
 // ---- the allocator ----------------------------------------------------------
+// Whether allocate_next reserves its choice or only says what it would be.
+enum class AllocateMode {
+  preview,  // a dry run: reads one snapshot, writes nothing
+  apply,    // reserves the choice through assign_and_lease
+};
+
 enum class AllocateOutcome {
   preview,       // a dry run: the item it would assign (nothing written)
   assigned,      // reserved through assign_and_lease, in the same transaction
@@ -190,6 +191,12 @@ struct IncidentObservation {
   std::optional<std::vector<std::string>> linked_prs;
 };
 
+// How import_incident_links runs: a dry run writes nothing.
+struct IncidentImportOptions {
+  bool dry_run = false;
+  std::optional<Micros> now;
+};
+
 // What migrate-incidents did (or, dry, would do).
 struct IncidentImport {
   bool dry_run = false;
@@ -236,24 +243,22 @@ struct ClaimOptions {
   std::optional<Seconds> wait;
 };
 
-struct CommandRunner;
-
 class ControlStore {
  public:
   // Opens (creating if missing, unless options.create is off or read_only)
-  // the store `url` names: a file path or "sqlite:PATH" (SQLite), later
-  // "postgresql://...". Throws InvalidArgument for a bad
-  // lease (before touching the file) or an SQLite URI; StorageError otherwise.
+  // the store `url` names: a file path or "sqlite:PATH" (SQLite), or
+  // "postgresql://..." / "postgres://..." (PostgreSQL).
+  // Throws InvalidArgument for a bad lease (before touching the file) or an
+  // SQLite URI; StorageError otherwise.
   explicit ControlStore(const std::string& url, StoreOptions options = {});
-  // Runs on any backend: for tests (which wrap one to inject faults or
-  // observe it) and backends built with cplane's sources; the storage
-  // contract is not part of the installed API.
-  explicit ControlStore(std::unique_ptr<storage::Backend> backend, StoreOptions options = {});
   ~ControlStore();
+  // A store moved from answers every call, options() included, with
+  // InvalidArgument (misuse).
   ControlStore(ControlStore&&) noexcept;
   ControlStore& operator=(ControlStore&&) noexcept;
 
-  // Appends project_created. InvalidArgument if the id is empty or taken.
+  // Appends project_created. InvalidArgument if the id is empty, or taken
+  // (already_exists).
   void create_project(const std::string& id, const std::string& title,
                       const std::string& status = "open", std::optional<Micros> now = {});
 
@@ -296,7 +301,8 @@ class ControlStore {
                       const std::optional<std::string>& actor = {},
                       std::optional<Micros> now = {});
   // The same, for an issue or pull request: InvalidArgument also for a
-  // head or author on an item that is not a pr, and for a bad name.
+  // head or author on an item that is not a pr (conflict), and for a bad
+  // name.
   std::string enqueue(const std::string& project_id, const std::string& payload_json,
                       const EnqueueOptions& options);
 
@@ -381,7 +387,7 @@ class ControlStore {
   // Opens `session` (appends session_opened). `actor` scopes its work to
   // that actor's projects (none: every project). Opening an open session
   // with the same actor changes nothing; with another actor, or after it
-  // was closed (ids are not reused), InvalidArgument.
+  // was closed (ids are not reused), InvalidArgument (already_exists).
   void open_session(const std::string& session, const std::optional<std::string>& actor = {},
                     std::optional<Micros> now = {});
 
@@ -409,8 +415,8 @@ class ControlStore {
   // What the control plane saw on the forge. None needs a fence: they are
   // the world's facts, not a worker's reports. Each returns whether it
   // changed anything (an unchanged value, or an item already terminal,
-  // records nothing). NotFound for an unknown item; InvalidArgument for a
-  // head or review on an item that is not a pr.
+  // records nothing). NotFound for an unknown item; InvalidArgument
+  // (conflict) for a head or review on an item that is not a pr.
   bool observe_head(const std::string& item_id, const std::string& head,
                     std::optional<Micros> now = {});
   bool observe_review(const std::string& item_id, ReviewState review,
@@ -469,22 +475,23 @@ class ControlStore {
   // by priority (higher first), then queue order. An item whose review is
   // changes_requested goes to its author only (others skip it:
   // routed_to_author); one under another's live lease is skipped
-  // (foreign_lease); items the session holds are not candidates. apply:
-  // reserves the choice through assign_and_lease in the same transaction
-  // (assigned); else a dry run (preview), writing nothing. Routing is the
+  // (foreign_lease); items the session holds are not candidates.
+  // AllocateMode::apply reserves the choice through assign_and_lease in the
+  // same transaction (assigned); preview is a dry run, writing nothing. Routing is the
   // allocator's: assign_and_lease and claim, which name or take an item
   // directly, do not route. Nothing eligible:
   // wait (until the earliest foreign lease skipped lapses) or no_safe_work.
   // Preview and apply run the same planner. `actions` may be empty (the
   // session then holds the item but may mutate nothing). NotFound for an
   // unknown or closed session.
-  Allocation allocate_next(const std::string& session, bool apply,
+  Allocation allocate_next(const std::string& session, AllocateMode mode,
                            const std::vector<std::string>& actions = {},
                            std::optional<Seconds> lease = {}, std::optional<Micros> now = {});
 
   // Puts an open item on the terminal path (terminal_path_entered), or takes
   // it off (terminal_path_left). Each returns whether it changed anything.
-  // NotFound for an unknown item; InvalidArgument to put a terminal item on.
+  // NotFound for an unknown item; InvalidArgument (conflict) to put a
+  // terminal item on.
   bool enter_terminal_path(const std::string& item_id, const std::string& reason = "",
                            std::optional<Micros> now = {});
   bool leave_terminal_path(const std::string& item_id, std::optional<Micros> now = {});
@@ -509,9 +516,9 @@ class ControlStore {
   // differ only by NULL versus '' in their scope when their targets and
   // every piece of metadata agree. Any conflict (within a group, or with a
   // link the store has) fails closed: nothing is written and each
-  // conflicting group is listed. One transaction; dry_run writes nothing.
-  IncidentImport import_incident_links(const std::vector<LegacyIncidentRow>& rows, bool dry_run,
-                                       std::optional<Micros> now = {});
+  // conflicting group is listed. One transaction; a dry run writes nothing.
+  IncidentImport import_incident_links(const std::vector<LegacyIncidentRow>& rows,
+                                       const IncidentImportOptions& options = {});
 
   // Whether a report under `fence` would be accepted now, as a value: a
   // worker can ask before a costly step whether its claim still stands.
@@ -555,8 +562,10 @@ class ControlStore {
   // Finishes several items in one transaction; all or nothing: if any report
   // is refused, FenceRejected names that item and nothing is written.
   // With an actor, every item must be in its projects (else ScopeDenied).
-  void finish_batch(const std::vector<Report>& reports, std::optional<Micros> now = {},
-                    const std::optional<std::string>& actor = {});
+  // InvalidArgument (conflict) for an item listed twice.
+  void finish_batch(const std::vector<Report>& reports,
+                    const std::optional<std::string>& actor = {},
+                    std::optional<Micros> now = {});
 
   // Finishes one item and, in the same transaction, claims `owner`'s next
   // one: half the transactions of finish + claim. If the finish is refused
@@ -586,72 +595,20 @@ class ControlStore {
   };
   StatusCounts status_counts(const std::optional<std::string>& project_id = {});
 
-  const StoreOptions& options() const { return options_; }
+  // The schema version of the store's database, in its backend's own
+  // numbering (SQLite's and PostgreSQL's count apart): the one this build
+  // writes, which an open store is always at. Reads nothing.
+  // InvalidArgument (misuse) on a store that was moved from.
+  int schema_version();
+
+  const StoreOptions& options() const;
+
+  // The implementation (commands/control_store.hpp): not part of this API.
+  class Impl;
 
  private:
-  // verify and rebuild read the connection itself (<cplane/verify.hpp>);
-  // tests reach it through an internal accessor.
-  friend std::vector<LedgerProblem> verify_ledger(ControlStore& store, const Progress& progress);
-  friend RebuildReport rebuild(ControlStore& store, bool dry_run, const Progress& progress);
-  friend struct BackendAccess;
-  friend struct CommandRunner;  // runs commands as values (commands/combine.hpp)
-
-  // Marks the store busy for one call; throws InvalidArgument if it already
-  // is (another thread) or if the store was moved from.
-  class InUse {
-   public:
-    explicit InUse(ControlStore& store);
-    ~InUse();
-    InUse(const InUse&) = delete;
-    InUse& operator=(const InUse&) = delete;
-
-   private:
-    ControlStore& store_;
-  };
-
-  // Runs f(tx) in a write transaction, and runs it again, whole (re-reading
-  // and deciding again), when the backend reports a Conflict: a race lost
-  // to another writer (PostgreSQL). A bounded number of attempts.
-  // (Defined in commands/internal.hpp.)
-  template <class F>
-  auto write(storage::Sync sync, F&& f);
-  // write(sync, f) when `writing`, else f(tx) once in a read transaction.
-  template <class F>
-  auto transact(bool writing, storage::Sync sync, F&& f);
-  std::chrono::steady_clock::time_point next_lapse_deadline(const ClaimOptions& options);
-  std::optional<ClaimedItem> claim_in_tx(const std::string& owner, const ClaimOptions& options,
-                                         Micros lease, Micros at);
-  // A fenced report on one item in the open transaction: scope, then the
-  // decision (which refuses unless the row holds the fence), append, apply.
-  // (Defined and used only in commands/control_store.cpp.)
-  template <class Decide>
-  ItemRow report_in_tx(const std::string& item_id, const std::optional<std::string>& actor,
-                       Decide&& decide);
-  void finish_in_tx(const std::string& item_id, Fence fence, Outcome outcome,
-                    const std::string& detail, Micros at, const std::optional<std::string>& actor);
-  std::string enqueue_in_tx(const ProjectRow& project, const std::string& payload_json,
-                            const std::optional<std::string>& actor, Micros at,
-                            const EnqueueOptions* forge = nullptr);
-  SessionRow open_session_row(const std::string& session);
-  GateVerdict gate_in_tx(const std::string& session, const std::string& item_id, Fence fence,
-                         const std::string& action, const std::optional<std::string>& head,
-                         Micros at, std::optional<ItemRow>* row_out,
-                         std::optional<SessionRow>* session_out);
-  template <class Observe>
-  bool observe_in_tx(const std::string& item_id, Micros at, Observe&& observe);
-  // Keeps terminal_locks with the item row: a row put when it goes on the
-  // terminal path, deleted when it goes off (finished, closed, taken off).
-  void sync_terminal_lock(const ItemRow& before, const ItemRow& after);
-  ProjectRow visible_project(const std::string& project_id, const std::optional<std::string>& actor);
-  Micros clock(std::optional<Micros> now) const;
-  storage::Sync sync_for_claims() const;
-  storage::Sync sync_for_finish() const;
-  Micros check_claim(const std::string& owner,
-                     const ClaimOptions& options) const;
-
-  std::unique_ptr<storage::Backend> backend_;
-  StoreOptions options_;
-  std::atomic<bool> in_use_{false};
+  explicit ControlStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace cplane

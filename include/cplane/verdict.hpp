@@ -5,8 +5,12 @@
 //   if (!v) log(v.reason(), v.message());             // a value: branch on it
 //   require(v);                                       // or: throw FenceRejected
 //
-// The fence check is the first; the mutation gate (allowed | denied(reason))
-// and the allocator (assigned | wait | no_safe_work) follow the same pattern.
+// The fence check (FenceVerdict) and the mutation gate (GateVerdict:
+// allowed | denied(reason)) are Verdicts. Assignment and allocation answer
+// with values of their own (<cplane/store.hpp>): assign_and_lease an
+// `Assignment` (assigned | wait | no_safe_work), allocate_next an
+// `Allocation` (preview | assigned | wait | no_safe_work, with the
+// candidates it skipped and each one's SkipReason).
 #pragma once
 
 #include <optional>
@@ -29,7 +33,7 @@ class Verdict {
 
   bool is_allowed() const { return !denial_; }
   explicit operator bool() const { return is_allowed(); }
-  // Only for a denial: InvalidArgument on an allowed verdict.
+  // Only for a denial: InvalidArgument (misuse) on an allowed verdict.
   Reason reason() const { return denial().reason; }
   const std::string& message() const { return denial().message; }
 
@@ -39,7 +43,9 @@ class Verdict {
     std::string message;
   };
   const Denial& denial() const {
-    if (!denial_) throw InvalidArgument("an allowed verdict has no reason");
+    if (!denial_) {
+      throw InvalidArgument(InvalidArgument::Reason::misuse, "an allowed verdict has no reason");
+    }
     return *denial_;
   }
   std::optional<Denial> denial_;

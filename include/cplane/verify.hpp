@@ -26,19 +26,24 @@ std::int64_t verify_ledger_each(ControlStore& store,
                                 const std::function<void(const LedgerProblem&)>& on_problem,
                                 const Progress& progress = {});
 
+struct RebuildOptions {
+  bool dry_run = false;  // report the changes, write nothing
+};
+
 // Rewrites every row that differs from the fold of the log, in one write
-// transaction, as it goes (memory stays flat); with dry_run, reports the
+// transaction, as it goes (memory stays flat); with options.dry_run, reports the
 // same changes, writes nothing, reads one snapshot and works on a read-only
-// store. Throws RebuildRefused (nothing changed, the reasons listed) when
-// the log fails its own checks: a broken hash chain, an unreadable event,
+// store. Throws RebuildRefused (a refusal, not a StorageError: nothing
+// changed, the reasons listed) when the log fails its own checks: a broken hash chain, an unreadable event,
 // an index column that files an event elsewhere than its body, a fence that
 // does not rise. Rows folded from such a log would be wrong. It never
 // lowers a row's fence or moves it back in time (report.kept).
-RebuildReport rebuild(ControlStore& store, bool dry_run = false, const Progress& progress = {});
+RebuildReport rebuild(ControlStore& store, const RebuildOptions& options = {},
+                      const Progress& progress = {});
 
 // Writes the store's log (one snapshot; with options.since, only the events
-// after that seq) to `out` as a stream of Cap'n Proto messages
-// (events/export.capnp): a header, each stream's events and head, a footer
+// after that seq) to `out` as a stream of Cap'n Proto messages (the export
+// format): a header, each stream's events and head, a footer
 // with the file's hash. StorageError (io) when `out` cannot be written.
 ExportSummary export_log(ControlStore& store, std::FILE* out, const ExportOptions& options = {});
 

@@ -40,7 +40,10 @@
 //
 // Errors: a lost connection is `unavailable` (the next transaction
 // reconnects), a connection lost during COMMIT is `commit_unknown`; a lock
-// wait longer than the lock timeout is `busy`; a full disk `full`.
+// wait longer than the lock timeout is `busy`; a full disk `full`; damaged
+// data (XX001, XX002) `corruption`; the server's internal error (XX000, the
+// rest of class XX) InternalError. One function maps them:
+// throw_for_sqlstate (postgres_backend.hpp).
 
 #include "storage/postgres/postgres_backend.hpp"
 
@@ -488,7 +491,8 @@ class PostgresBackend final : public Backend {
       std::string message = PQerrorMessage(conn_);
       while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
       throw StorageError(Category::unavailable,
-                         fmt::format("cannot connect to PostgreSQL at {}: {}", redacted_url(url_), message));
+                         fmt::format("cannot connect to PostgreSQL at {}: {}", redacted_url(url_),
+                                     redacted_message(message, url_)));
     }
     PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
     // What cplane reads and promises does not bend to the role's, the
@@ -525,28 +529,8 @@ class PostgresBackend final : public Backend {
     if (message.empty()) message = PQerrorMessage(conn_);
     while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
     const std::string text = fmt::format("{}: {}", what, message);
-    if (PQstatus(conn_) != CONNECTION_OK || state.starts_with("08") || state == "57P01" ||
-        state == "57P02" || state == "57P03") {
-      throw StorageError(Category::unavailable,
-                         text + " (the connection to PostgreSQL was lost; the transaction did "
-                                "not commit: retry, cplane reconnects)");
-    }
-    if (state == "40001" || state == "40P01") throw Conflict(text);
-    if (state == "55P03" || state == "57014") {
-      throw StorageError(Category::busy,
-                         text + " (a row this command needs stayed locked past the lock timeout: "
-                                "retry, or raise --lock-timeout)");
-    }
-    if (state == "53100") {
-      throw StorageError(Category::full,
-                         text + " (the server's disk is full; nothing of the transaction was "
-                                "written: free space and retry)");
-    }
-    if (state.starts_with("XX")) throw StorageError(Category::corruption, text);
-    if (state == "25006") {
-      throw InvalidArgument(fmt::format("{} was opened for reading: it cannot write", redacted_url(url_)));
-    }
-    throw StorageError(Category::io, text);
+    // A connection that is gone says so even where the SQLSTATE does not.
+    throw_for_sqlstate(PQstatus(conn_) != CONNECTION_OK ? "08006" : state, text, url_);
   }
 
   // A statement without parameters (and possibly several of them).
@@ -793,7 +777,9 @@ class PostgresBackend final : public Backend {
 
   void begin_write(Sync sync) override {
     if (options_.read_only) {
-      throw InvalidArgument(fmt::format("{} was opened for reading: it cannot write", redacted_url(url_)));
+      throw InvalidArgument(InvalidArgument::Reason::read_only,
+                            fmt::format("{} was opened for reading: it cannot write",
+                                        redacted_url(url_)));
     }
     ensure_connected();
     // Every commit waits for its WAL flush (synchronous_commit = on, the
@@ -861,6 +847,9 @@ class PostgresBackend final : public Backend {
     try {
       r = pipeline(tail);
     } catch (const Conflict&) {
+      PQclear(PQexec(conn_, "ROLLBACK"));
+      throw;
+    } catch (const InternalError&) {  // the server's own bug (class XX)
       PQclear(PQexec(conn_, "ROLLBACK"));
       throw;
     } catch (const StorageError& e) {
@@ -1133,6 +1122,8 @@ class PostgresBackend final : public Backend {
     return LogDigest{r.i64(0, 1), r.i64(0, 2),
                      words_hash({r.i64(0, 3), r.i64(0, 4), r.i64(0, 5), r.i64(0, 6)})};
   }
+
+  int schema_version() const noexcept override { return kPostgresSchemaVersion; }
 
   std::string database_id() override {
     Result r = run("SELECT value FROM store_info WHERE key = 'database_id'");
@@ -1644,6 +1635,38 @@ bool PgCursor<Row>::next(Row& row) {
 }
 
 }  // namespace
+
+void throw_for_sqlstate(std::string_view state, const std::string& text, const std::string& url) {
+  if (state.starts_with("08") || state == "57P01" || state == "57P02" || state == "57P03") {
+    throw StorageError(Category::unavailable,
+                       text + " (the connection to PostgreSQL was lost; the transaction did "
+                              "not commit: retry, cplane reconnects)");
+  }
+  if (state == "40001" || state == "40P01") throw Conflict(text);
+  if (state == "55P03" || state == "57014") {
+    throw StorageError(Category::busy,
+                       text + " (a row this command needs stayed locked past the lock timeout: "
+                              "retry, or raise --lock-timeout)");
+  }
+  if (state == "53100") {
+    throw StorageError(Category::full,
+                       text + " (the server's disk is full; nothing of the transaction was "
+                              "written: free space and retry)");
+  }
+  // Class XX: damaged data is corruption; anything else in it is the
+  // server's own bug (XX000 internal_error), never the caller's input.
+  if (state == "XX001" || state == "XX002") throw StorageError(Category::corruption, text);
+  if (state.starts_with("XX")) {
+    throw InternalError(text + fmt::format(" (PostgreSQL reported an internal error, SQLSTATE {})",
+                                           state));
+  }
+  if (state == "25006") {
+    throw InvalidArgument(InvalidArgument::Reason::read_only,
+                          fmt::format("{} was opened for reading: it cannot write",
+                                      redacted_url(url)));
+  }
+  throw StorageError(Category::io, text);
+}
 
 bool is_postgres_url(const std::string& url) {
   auto starts = [&](std::string_view scheme) {

@@ -1,6 +1,6 @@
 // Must NOT compile: an event kind added to the body variant without an
 // EventTraits entry (stored name, stream, fence). ctest expects failure.
-#include <cplane/events.hpp>
+#include "events/event.hpp"
 
 namespace cplane {
 struct ItemRenamed {

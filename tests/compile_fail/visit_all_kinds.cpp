@@ -1,6 +1,6 @@
 // Must compile: the control for the two compile-fail cases (the same visit
 // with every kind handled), so that they fail for the reason they name.
-#include <cplane/events.hpp>
+#include "events/event.hpp"
 
 int main() {
   const cplane::EventBody body = cplane::ItemQueued{"{}"};

@@ -1,6 +1,6 @@
 // Must NOT compile: a visit over the event body that leaves out one kind
 // (as apply and verify are written: one case per kind, no catch-all).
-#include <cplane/events.hpp>
+#include "events/event.hpp"
 
 int main() {
   const cplane::EventBody body = cplane::ItemQueued{"{}"};
