@@ -1,5 +1,21 @@
-// Moved to the public header <cplane/errors.hpp>; kept so that internal code
-// reads "events/errors.hpp" as the layer it belongs to.
+// The error types are public (<cplane/errors.hpp>); the helpers that build
+// cplane's own messages are not.
 #pragma once
 
+#include <cstdint>
+#include <string>
+#include <string_view>
+
 #include <cplane/errors.hpp>
+
+namespace cplane {
+
+// An id, owner or actor as shown in a message: quoted, cut to 80
+// characters, with control and bidi characters escaped (\x1b, \u202e).
+std::string quote_id(std::string_view id);
+
+// A code point that changes how text shows rather than showing: C0, DEL,
+// C1, zero-width and bidi controls, the BOM. Never allowed in a name.
+bool is_invisible_control(std::uint32_t code_point);
+
+}  // namespace cplane

@@ -297,6 +297,19 @@ struct Overloaded : F... {
   using F::operator()...;
 };
 
+// For the fold of one stream's rows, beside one case per kind of that
+// stream: every kind of another stream leaves the row as it is (returns
+// R{}). A kind of the fold's own stream without its case still does not
+// compile, and a kind of a new stream needs no case in the others' folds.
+template <StreamKind Own, class R = void>
+struct OfOtherStreams {
+  template <class E>
+    requires(EventTraits<E>::stream != Own)
+  R operator()(const E&) const {
+    if constexpr (!std::is_void_v<R>) return R{};
+  }
+};
+
 // Calls f.template operator()<E>() for every kind E of EventBody, in order:
 // for what goes over kinds rather than over one event (the round-trip
 // test, the codec's decode, the documentation of kinds).

@@ -93,7 +93,6 @@ ItemRow apply(ItemRow row, const StoredEvent& stored) {
             row.terminal_reason.clear();
             return true;
           },
-          [](const IncidentLinked&) { return false; },
           [&](const ItemFinished& finished) {
             row.status = finished.outcome == Outcome::done ? ItemStatus::done : ItemStatus::failed;
             row.lease_expires_at = 0;
@@ -122,11 +121,7 @@ ItemRow apply(ItemRow row, const StoredEvent& stored) {
             row.head_moved = false;
             return true;
           },
-          [](const ProjectCreated&) { return false; },
-          [](const ActorAssigned&) { return false; },
-          [](const SessionOpened&) { return false; },
-          [](const SessionSeen&) { return false; },
-          [](const SessionClosed&) { return false; },
+          OfOtherStreams<StreamKind::item, bool>{},
       },
       e.body);
   if (changed) {
@@ -147,23 +142,7 @@ ProjectRow apply(ProjectRow row, const StoredEvent& stored) {
                    row.last_seq = stored.seq;
                  },
                  [](const ActorAssigned&) {},  // an assignment row's, not the project's
-                 [](const ItemQueued&) {},
-                 [](const ItemClaimed&) {},
-                 [](const ItemFinished&) {},
-                 [](const LeaseExtended&) {},
-                 [](const ItemReleased&) {},
-                 [](const LeaseExpired&) {},
-                 [](const ItemAssigned&) {},
-                 [](const HeadMoved&) {},
-                 [](const ReviewChanged&) {},
-                 [](const ItemClosed&) {},
-                 [](const MutationRecorded&) {},
-                 [](const SessionOpened&) {},
-                 [](const SessionSeen&) {},
-                 [](const SessionClosed&) {},
-                 [](const TerminalPathEntered&) {},
-                 [](const TerminalPathLeft&) {},
-                 [](const IncidentLinked&) {},
+                 OfOtherStreams<StreamKind::project>{},
              },
              e.body);
   return row;
@@ -178,24 +157,8 @@ ProjectActorRow apply(ProjectActorRow row, const StoredEvent& stored) {
                    row.assigned_at = e.at;
                    row.last_seq = stored.seq;
                  },
-                 [](const ProjectCreated&) {},
-                 [](const ItemQueued&) {},
-                 [](const ItemClaimed&) {},
-                 [](const ItemFinished&) {},
-                 [](const LeaseExtended&) {},
-                 [](const ItemReleased&) {},
-                 [](const LeaseExpired&) {},
-                 [](const ItemAssigned&) {},
-                 [](const HeadMoved&) {},
-                 [](const ReviewChanged&) {},
-                 [](const ItemClosed&) {},
-                 [](const MutationRecorded&) {},
-                 [](const SessionOpened&) {},
-                 [](const SessionSeen&) {},
-                 [](const SessionClosed&) {},
-                 [](const TerminalPathEntered&) {},
-                 [](const TerminalPathLeft&) {},
-                 [](const IncidentLinked&) {},
+                 [](const ProjectCreated&) {},  // the project's row, not an assignment
+                 OfOtherStreams<StreamKind::project>{},
              },
              e.body);
   return row;
@@ -216,22 +179,7 @@ SessionRow apply(SessionRow row, const StoredEvent& stored) {
             row.closed_at = e.at;
             return true;
           },
-          [](const ProjectCreated&) { return false; },
-          [](const ActorAssigned&) { return false; },
-          [](const ItemQueued&) { return false; },
-          [](const ItemClaimed&) { return false; },
-          [](const ItemFinished&) { return false; },
-          [](const LeaseExtended&) { return false; },
-          [](const ItemReleased&) { return false; },
-          [](const LeaseExpired&) { return false; },
-          [](const ItemAssigned&) { return false; },
-          [](const HeadMoved&) { return false; },
-          [](const ReviewChanged&) { return false; },
-          [](const ItemClosed&) { return false; },
-          [](const MutationRecorded&) { return false; },
-          [](const TerminalPathEntered&) { return false; },
-          [](const TerminalPathLeft&) { return false; },
-          [](const IncidentLinked&) { return false; },
+          OfOtherStreams<StreamKind::session, bool>{},
       },
       e.body);
   if (changed) {

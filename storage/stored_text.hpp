@@ -16,6 +16,7 @@
 
 #include "events/names.hpp"
 #include "storage/backend.hpp"
+#include "events/errors.hpp"
 
 namespace cplane::storage {
 

@@ -160,10 +160,6 @@ class StorageError : public Error {
 // "busy", "unavailable", "commit_unknown", "corruption", "io", "full", "incompatible".
 const char* to_string(StorageError::Category category) noexcept;
 
-// An id, owner or actor as shown in a message: quoted, cut to 80
-// characters, with control and bidi characters escaped (\x1b, \u202e).
-std::string quote_id(std::string_view id);
-
 // A store's URL or path as it may be shown anywhere (a message, a log line,
 // a JSON field): a password in it, as `user:secret@` or as a `password`
 // parameter (its key matched in any case and after percent-decoding, as
@@ -173,10 +169,6 @@ std::string redacted_url(std::string url);
 // connection string it was given) with every password in `url`, as written
 // and percent-decoded, replaced by `***`.
 std::string redacted_message(std::string message, std::string_view url);
-
-// A code point that changes how text shows rather than showing: C0, DEL,
-// C1, zero-width and bidi controls, the BOM. Never allowed in a name.
-bool is_invisible_control(std::uint32_t code_point);
 
 // An event body that cannot be decoded: truncated, not Cap'n Proto (category
 // corruption), or of a type this build does not know (UnknownEventType).
