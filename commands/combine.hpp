@@ -8,7 +8,7 @@
 
 #include "commands/command.hpp"
 #include "commands/internal.hpp"
-#include "storage/combine_area.hpp"
+#include "storage/sqlite/combine_area.hpp"
 
 namespace cplane {
 

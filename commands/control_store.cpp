@@ -18,6 +18,7 @@
 #include "events/codec.hpp"
 #include "projections/apply.hpp"
 #include "projections/rules.hpp"
+#include "events/errors.hpp"
 
 namespace cplane {
 

@@ -15,7 +15,7 @@
 #include "events/json.hpp"
 #include "projections/apply.hpp"
 #include "storage/backend.hpp"
-#include "storage/legacy_incidents.hpp"
+#include "storage/sqlite/legacy_incidents.hpp"
 
 namespace cplane {
 

@@ -1,5 +1,5 @@
 // The storage contract: one abstract Backend, implemented by SQLite
-// (storage/sqlite_backend.cpp) and PostgreSQL (storage/postgres/). It speaks
+// (storage/sqlite/) and PostgreSQL (storage/postgres/). It speaks
 // in events, streams and rows, never in SQL, so commands, verify and rebuild
 // are written once for every backend. Each backend meets this contract, and
 // the conformance suite (tests/) checks it against both:
@@ -50,7 +50,7 @@
 
 namespace cplane::storage {
 
-class CombineArea;  // storage/combine_area.hpp
+class CombineArea;  // storage/sqlite/combine_area.hpp
 
 // A write transaction lost a race another one won: a serialization failure,
 // a deadlock, a stream head or idempotency key taken meanwhile (PostgreSQL,
@@ -310,7 +310,7 @@ class Backend {
 
   // ---- group commit (SQLite) -------------------------------------------------
   // The shared area where processes queue commands for whichever of them
-  // holds the combiner's lock (storage/combine_area.hpp), or nullptr: every
+  // holds the combiner's lock (storage/sqlite/combine_area.hpp), or nullptr: every
   // command then runs in a transaction of its own. SQLite's only.
   virtual CombineArea* combine_area() { return nullptr; }
   // One level of savepoint inside a write transaction, so that one command

@@ -1,4 +1,5 @@
-// The factory: one URL or path names a store, whichever backend holds it.
+// What a URL or path names, and which files must not be written: the part
+// of storage/open.hpp every engine shares (the factory is open_store.cpp).
 
 #include "storage/open.hpp"
 
@@ -15,8 +16,6 @@
 #include <fmt/format.h>
 
 #include "events/errors.hpp"
-#include "storage/postgres/postgres_backend.hpp"
-#include "storage/sqlite_backend.hpp"
 
 namespace cplane::storage {
 namespace {
@@ -196,21 +195,15 @@ std::optional<std::string> foreign_side_files(const std::string& path) {
   return std::nullopt;
 }
 
+bool is_postgres_url(const std::string& url) {
+  return has_scheme(url, "postgresql://") || has_scheme(url, "postgres://");
+}
+
 std::string sqlite_path(const std::string& url) {
   if (is_postgres_url(url)) return "";
   if (has_scheme(url, "sqlite://")) return url.substr(9);  // sqlite:///abs/x.db -> /abs/x.db
   if (has_scheme(url, "sqlite:")) return url.substr(7);    // sqlite:x.db -> x.db
   return url;
-}
-
-std::unique_ptr<Backend> open_store(const std::string& url, const OpenOptions& options) {
-  if (is_postgres_url(url)) return open_postgres(url, options);
-  const std::string path = sqlite_path(url);
-  if (path.empty() && has_scheme(url, "sqlite:")) {
-    throw InvalidArgument(fmt::format("{} names no file", quote_id(url)));
-  }
-  if (path.empty()) throw InvalidArgument("a store needs a path or URL");
-  return open_sqlite(path, options);
 }
 
 }  // namespace cplane::storage

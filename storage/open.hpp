@@ -31,8 +31,15 @@ struct OpenOptions {
 };
 
 // Opens the store `url` names (see above). Throws InvalidArgument for a URL
-// it cannot read, StorageError for a store it cannot open.
+// it cannot read (or a PostgreSQL URL in a build without PostgreSQL),
+// StorageError for a store it cannot open. Defined by the factory target
+// (cplane::storage_open), which links every engine built; the rest of this
+// header is the contract's (cplane::storage).
 std::unique_ptr<Backend> open_store(const std::string& url, const OpenOptions& options = {});
+
+// True when `url` names a PostgreSQL server (postgresql:// or postgres://),
+// whether or not this build has the PostgreSQL backend.
+bool is_postgres_url(const std::string& url);
 
 // The SQLite file a URL or path names, or "" if it names another backend.
 std::string sqlite_path(const std::string& url);

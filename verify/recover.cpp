@@ -1,6 +1,6 @@
 #include "verify/recover.hpp"
 
-#include "storage/sqlite_salvage.hpp"
+#include "storage/sqlite/sqlite_salvage.hpp"
 #include "verify/verify.hpp"
 
 namespace cplane {

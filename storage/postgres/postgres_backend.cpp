@@ -1,7 +1,7 @@
 // The PostgreSQL schema (version 1)
 // =================================
 //
-// The same tables as SQLite's (storage/sqlite_backend.cpp), created in the
+// The same tables as SQLite's (storage/sqlite/sqlite_backend.cpp), created in the
 // connection's current schema (the first of its search_path: `public`
 // unless the URL says otherwise, e.g. ?options=-csearch_path%3Dfleet):
 //
@@ -1666,17 +1666,6 @@ void throw_for_sqlstate(std::string_view state, const std::string& text, const s
                                       redacted_url(url)));
   }
   throw StorageError(Category::io, text);
-}
-
-bool is_postgres_url(const std::string& url) {
-  auto starts = [&](std::string_view scheme) {
-    if (url.size() < scheme.size()) return false;
-    for (std::size_t i = 0; i < scheme.size(); ++i) {
-      if (std::tolower(static_cast<unsigned char>(url[i])) != scheme[i]) return false;
-    }
-    return true;
-  };
-  return starts("postgresql://") || starts("postgres://");
 }
 
 std::unique_ptr<Backend> open_postgres(const std::string& url, const OpenOptions& options) {

@@ -12,9 +12,6 @@
 
 namespace cplane::storage {
 
-// True when `url` names a PostgreSQL server (postgresql:// or postgres://).
-bool is_postgres_url(const std::string& url);
-
 // Connects to the server `url` names and, unless read_only, creates the
 // schema in the connection's current schema (the first of its search_path)
 // when it holds no cplane tables yet and `create` is set. Throws

@@ -33,7 +33,7 @@
 // it has been handed to the kernel, exactly as without the shim. The
 // database file and all other files pass straight through.
 
-#include "storage/coalescing_vfs.hpp"
+#include "storage/sqlite/coalescing_vfs.hpp"
 
 #include <sqlite3.h>
 

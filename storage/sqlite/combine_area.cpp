@@ -1,4 +1,4 @@
-#include "storage/combine_area.hpp"
+#include "storage/sqlite/combine_area.hpp"
 #include "events/errors.hpp"
 
 #include <fcntl.h>

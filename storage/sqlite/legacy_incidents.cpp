@@ -1,4 +1,4 @@
-#include "storage/legacy_incidents.hpp"
+#include "storage/sqlite/legacy_incidents.hpp"
 
 #include <sqlite3.h>
 #include <sys/stat.h>

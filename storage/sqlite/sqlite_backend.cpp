@@ -96,7 +96,7 @@
 // needs (FULL or NORMAL); the connection switches only when it changes. In
 // WAL mode a FULL commit also makes every earlier NORMAL commit durable.
 
-#include "storage/sqlite_backend.hpp"
+#include "storage/sqlite/sqlite_backend.hpp"
 
 #include "events/chain.hpp"
 
@@ -128,8 +128,9 @@
 
 #include "events/clock.hpp"
 #include "events/codec.hpp"
-#include "storage/coalescing_vfs.hpp"
-#include "storage/combine_area.hpp"
+#include "storage/sqlite/coalescing_vfs.hpp"
+#include "storage/sqlite/combine_area.hpp"
+#include "storage/sqlite/statement.hpp"
 #include "storage/open.hpp"
 #include "events/errors.hpp"
 #include "events/json.hpp"
@@ -405,144 +406,12 @@ int no_room_errno(sqlite3* db, int rc) {
   }
 }
 
-// Parameter wrappers: a blob, text stored as NULL when empty, an integer
-// stored as NULL when zero.
-struct Blob {
-  std::string_view bytes;
-};
-struct NullIfEmpty {
-  std::string_view text;
-};
-struct NullIfZero {
-  std::int64_t value;
-};
-// Optional values: NULL when absent (an empty text is not absent).
-struct OptionalText {
-  std::string_view text;
-  bool present;
-};
-struct OptionalInt {
-  std::int64_t value;
-  bool present;
-};
-
-class Statement {
- public:
-  Statement() = default;
-  Statement(sqlite3* db, const char* sql) : db_(db) {
-    int rc = sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt_, nullptr);
-    if (rc != SQLITE_OK) fail(db, rc, "cannot prepare statement");
-  }
-  Statement(Statement&& o) noexcept : db_(o.db_), stmt_(o.stmt_) { o.stmt_ = nullptr; }
-  Statement& operator=(Statement&& o) noexcept {
-    std::swap(db_, o.db_);
-    std::swap(stmt_, o.stmt_);
-    return *this;
-  }
-  ~Statement() { sqlite3_finalize(stmt_); }
-
-  // Binds parameters (1-based) in order and resets the statement.
-  template <class... A>
-  Statement& bind(const A&... args) {
-    sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
-    int i = 0;
-    (bind_one(++i, args), ...);
-    return *this;
-  }
-
-  // Steps once: true when a row is available.
-  bool step() {
-    int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    sqlite3_reset(stmt_);
-    fail(db_, rc, "statement failed");
-  }
-  void run() {
-    step();
-    sqlite3_reset(stmt_);
-  }
-  void reset() { sqlite3_reset(stmt_); }
-
-  std::int64_t i64(int col) const { return sqlite3_column_int64(stmt_, col); }
-  int type(int col) const { return sqlite3_column_type(stmt_, col); }
-  std::string text(int col) const {
-    auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
-    return p == nullptr ? std::string() : std::string(p, sqlite3_column_bytes(stmt_, col));
-  }
-  // Into an existing string, reusing its buffer: scans fill one row object
-  // again and again without allocating per row.
-  void text_into(int col, std::string& out) const {
-    auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
-    if (p == nullptr) {
-      out.clear();
-    } else {
-      out.assign(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col)));
-    }
-  }
-  void blob_into(int col, std::string& out) const {
-    auto* p = static_cast<const char*>(sqlite3_column_blob(stmt_, col));
-    if (p == nullptr) {
-      out.clear();
-    } else {
-      out.assign(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col)));
-    }
-  }
-
- private:
-  void bind_one(int i, std::int64_t v) { check(sqlite3_bind_int64(stmt_, i, v)); }
-  void bind_one(int i, long long v) { check(sqlite3_bind_int64(stmt_, i, v)); }
-  void bind_one(int i, int v) { check(sqlite3_bind_int64(stmt_, i, v)); }
-  void bind_one(int i, std::uint32_t v) { check(sqlite3_bind_int64(stmt_, i, v)); }
-  void bind_one(int i, std::uint64_t v) {
-    check(sqlite3_bind_int64(stmt_, i, static_cast<std::int64_t>(v)));
-  }
-  void bind_one(int i, std::string_view v) {
-    check(sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
-  }
-  void bind_one(int i, const std::string& v) { bind_one(i, std::string_view(v)); }
-  void bind_one(int i, const char* v) { bind_one(i, std::string_view(v)); }
-  void bind_one(int i, std::nullptr_t) { check(sqlite3_bind_null(stmt_, i)); }
-  void bind_one(int i, Blob v) {
-    check(sqlite3_bind_blob(stmt_, i, v.bytes.data(), static_cast<int>(v.bytes.size()),
-                            SQLITE_TRANSIENT));
-  }
-  void bind_one(int i, NullIfEmpty v) {
-    if (v.text.empty()) {
-      bind_one(i, nullptr);
-    } else {
-      bind_one(i, v.text);
-    }
-  }
-  void bind_one(int i, OptionalText v) {
-    if (v.present) {
-      bind_one(i, v.text);
-    } else {
-      bind_one(i, nullptr);
-    }
-  }
-  void bind_one(int i, OptionalInt v) {
-    if (v.present) {
-      bind_one(i, v.value);
-    } else {
-      bind_one(i, nullptr);
-    }
-  }
-  void bind_one(int i, NullIfZero v) {
-    if (v.value == 0) {
-      bind_one(i, nullptr);
-    } else {
-      bind_one(i, v.value);
-    }
-  }
-  void check(int rc) {
-    if (rc != SQLITE_OK) fail(db_, rc, "cannot bind parameter");
-  }
-
-  sqlite3* db_ = nullptr;
-  sqlite3_stmt* stmt_ = nullptr;
-};
+using sqlite::Blob;
+using sqlite::NullIfEmpty;
+using sqlite::NullIfZero;
+using sqlite::OptionalInt;
+using sqlite::OptionalText;
+using sqlite::Statement;
 
 // Reads an item row; a status, kind or review that is none of theirs goes
 // to `invalid_*` (the row is then reported by verify, repaired by rebuild).
@@ -2189,5 +2058,11 @@ int sqlite_synchronous(Backend& backend) {
 std::unique_ptr<Backend> open_sqlite(const std::string& path, const OpenOptions& options) {
   return std::make_unique<SqliteBackend>(path, options);
 }
+
+namespace sqlite {
+
+void throw_sqlite_error(sqlite3* db, int rc, const std::string& what) { fail(db, rc, what); }
+
+}  // namespace sqlite
 
 }  // namespace cplane::storage

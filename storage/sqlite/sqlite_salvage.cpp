@@ -5,7 +5,7 @@
 // index, which may be the damaged part), a range at a time, and one seq at a
 // time around a range that fails: a damaged page costs the events on it,
 // not the rest of the log.
-#include "storage/sqlite_salvage.hpp"
+#include "storage/sqlite/sqlite_salvage.hpp"
 
 #include <sqlite3.h>
 #include <unistd.h>
@@ -18,6 +18,7 @@
 #include "events/chain.hpp"
 #include "events/errors.hpp"
 #include "events/json.hpp"
+#include "storage/sqlite/statement.hpp"
 
 namespace cplane::storage {
 
@@ -48,36 +49,17 @@ class Connection {
   sqlite3* db_ = nullptr;
 };
 
-// One statement; step() is false at the end, throws on any error.
-class Query {
- public:
-  Query(sqlite3* db, const char* sql) {
-    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) {
-      throw StorageError(StorageError::Category::corruption, sqlite3_errmsg(db));
-    }
-  }
-  ~Query() { sqlite3_finalize(stmt_); }
-  Query& bind(int i, std::int64_t v) {
-    sqlite3_bind_int64(stmt_, i, v);
-    return *this;
-  }
-  bool step() {
-    const int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    throw StorageError(StorageError::Category::corruption,
-                       sqlite3_errmsg(sqlite3_db_handle(stmt_)));
-  }
-  std::int64_t i64(int c) const { return sqlite3_column_int64(stmt_, c); }
-  std::string text(int c) const {
-    const auto* p = sqlite3_column_blob(stmt_, c);
-    return p == nullptr ? std::string()
-                        : std::string(static_cast<const char*>(p),
-                                      static_cast<std::size_t>(sqlite3_column_bytes(stmt_, c)));
-  }
+// Every failure reading the damaged copy is damage: corruption, with
+// SQLite's own message (attempt() below skips what it cannot read).
+[[noreturn]] void throw_damaged(sqlite3* db, int, const std::string&) {
+  throw StorageError(StorageError::Category::corruption, sqlite3_errmsg(db));
+}
 
- private:
-  sqlite3_stmt* stmt_ = nullptr;
+// One statement on the damaged copy; step() is false at the end, throws on
+// any error. Prepared for one use, not kept.
+class Query : public sqlite::Statement {
+ public:
+  Query(sqlite3* db, const char* sql) : Statement(db, sql, throw_damaged, 0) {}
 };
 
 RawEvent read_event(const Query& q) {
@@ -199,7 +181,7 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
       bool present = false;
       const bool read = attempt([&] {
         Query q(db.get(), (std::string(kEvents) + "WHERE seq = ?1").c_str());
-        q.bind(1, seq);
+        q.bind(seq);
         if (q.step()) {
           take(q);
           present = true;
@@ -218,7 +200,7 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
     std::optional<Seq> out;
     attempt([&] {
       Query q(db.get(), "SELECT seq FROM events WHERE seq >= ?1 ORDER BY seq LIMIT 1");
-      q.bind(1, from);
+      q.bind(from);
       out = q.step() ? q.i64(0) : 0;
     });
     return out;
@@ -231,7 +213,7 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
     const Seq start = next;
     attempt([&] {
       Query q(db.get(), (std::string(kEvents) + "WHERE seq >= ?1 AND seq <= ?2 ORDER BY seq").c_str());
-      q.bind(1, start).bind(2, end);
+      q.bind(start, end);
       while (q.step()) {
         const Seq seq = q.i64(0);
         if (seq < next || seq > end) continue;  // not in order: damage; looked up below
