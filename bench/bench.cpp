@@ -40,6 +40,7 @@
 #include "bench/fleet_run.hpp"
 #include "bench/pg_raw.hpp"
 #include "bench/sqlite_raw.hpp"
+#include "json/json_writer.hpp"
 #include "probe/fleet.hpp"
 
 namespace cplane::bench {
@@ -193,7 +194,7 @@ std::string_view store_kind(std::string_view url) {
 }
 
 // What every fleet drain reports: throughput, claim latency, fairness.
-std::string drain_figures(const DrainResult& r) {
+void drain_figures(JsonObject& out, const DrainResult& r) {
   std::vector<double> latency;
   std::int64_t min_claims = -1, max_claims = 0, busy = 0;
   double longest = 0;
@@ -205,22 +206,34 @@ std::string drain_figures(const DrainResult& r) {
     longest = std::max(longest, w.longest_wait);
   }
   const double mean = r.workers.empty() ? 0 : double(r.items) / r.workers.size();
-  return fmt::format(
-      R"("items":{},"seconds":{:.3f},"items_per_s":{:.0f},"claim_p50_ms":{:.3f},"claim_p99_ms":{:.3f},"claim_max_ms":{:.3f},"longest_wait_ms":{:.1f},"min_claims":{},"max_claims":{},"mean_claims":{:.1f},"fair":{},"busy_errors":{})",
-      r.items, r.seconds, r.items / r.seconds, 1e3 * fleet::percentile(latency, 50),
-      1e3 * fleet::percentile(latency, 99), 1e3 * fleet::percentile(latency, 100), 1e3 * longest,
-      min_claims, max_claims, mean, (min_claims >= mean / 4) ? "true" : "false", busy);
+  out.num("items", r.items)
+      .fixed("seconds", r.seconds, 3)
+      .fixed("items_per_s", r.items / r.seconds, 0)
+      .fixed("claim_p50_ms", 1e3 * fleet::percentile(latency, 50), 3)
+      .fixed("claim_p99_ms", 1e3 * fleet::percentile(latency, 99), 3)
+      .fixed("claim_max_ms", 1e3 * fleet::percentile(latency, 100), 3)
+      .fixed("longest_wait_ms", 1e3 * longest, 1)
+      .num("min_claims", min_claims)
+      .num("max_claims", max_claims)
+      .fixed("mean_claims", mean, 1)
+      .boolean("fair", min_claims >= mean / 4)
+      .num("busy_errors", busy);
 }
 
 std::string drain_json(const char* scenario, Mode mode, Durability durability,
                        const std::string& lock, std::string_view store, const DrainResult& r) {
-  return fmt::format(
-      R"({{"scenario":"{}","store":"{}","workers":{},"mode":"{}","durability":"{}","lock":"{}","combine":{},"coalesce":{},{}{}}})",
-      scenario, store, r.workers.size(), to_string(mode), cplane::to_string(durability), lock,
-      combine && store == "sqlite" ? "true" : "false",
-      coalesce && store == "sqlite" ? "true" : "false",
-      mode == Mode::batch ? fmt::format(R"("claim_batch":{},)", claim_batch_size) : std::string(),
-      drain_figures(r));
+  JsonObject out;
+  out.str("scenario", scenario)
+      .str("store", store)
+      .num("workers", static_cast<std::int64_t>(r.workers.size()))
+      .str("mode", to_string(mode))
+      .str("durability", cplane::to_string(durability))
+      .str("lock", lock)
+      .boolean("combine", combine && store == "sqlite")
+      .boolean("coalesce", coalesce && store == "sqlite");
+  if (mode == Mode::batch) out.num("claim_batch", claim_batch_size);
+  drain_figures(out, r);
+  return out.done();
 }
 
 // Peak resident memory of this process, MiB.
@@ -437,9 +450,14 @@ class Bench {
     const SqliteRawDrain raw = drain_sqlite_raw(dir.file("raw.db"), workers_, items_, full_claims,
                                                 full_finishes, dir.file("worker"));
     const DrainResult r{raw.seconds, raw.items, raw.workers};
-    emit(fmt::format(
-        R"({{"scenario":"raw","store":"sqlite","workers":{},"durability":"{}","lock":"flock",{}}})",
-        r.workers.size(), cplane::to_string(durability_), drain_figures(r)));
+    JsonObject out;
+    out.str("scenario", "raw")
+        .str("store", "sqlite")
+        .num("workers", static_cast<std::int64_t>(r.workers.size()))
+        .str("durability", cplane::to_string(durability_))
+        .str("lock", "flock");
+    drain_figures(out, r);
+    emit(out.done());
   }
 
   void pg_raw() {
@@ -449,9 +467,14 @@ class Bench {
       ScratchDir dir;
       const RawDrain raw = drain_raw(*db_, workers_, items_, claim, dir.file("worker"));
       const DrainResult r{raw.seconds, raw.items, raw.workers};
-      emit(fmt::format(
-          R"({{"scenario":"pg-raw","store":"postgresql","workers":{},"claim":"{}","synchronous_commit":"{}",{}}})",
-          r.workers.size(), to_string(claim), raw.synchronous_commit, drain_figures(r)));
+      JsonObject out;
+      out.str("scenario", "pg-raw")
+          .str("store", "postgresql")
+          .num("workers", static_cast<std::int64_t>(r.workers.size()))
+          .str("claim", to_string(claim))
+          .str("synchronous_commit", raw.synchronous_commit);
+      drain_figures(out, r);
+      emit(out.done());
     }
   }
 
@@ -473,9 +496,14 @@ class Bench {
       }
     }
     const double dt = seconds_now() - t0;
-    emit(fmt::format(
-        R"({{"scenario":"enqueue","batch":{},"durability":"{}","items":{},"seconds":{:.3f},"items_per_s":{:.0f}}})",
-        batch_, cplane::to_string(durability_), items_, dt, items_ / dt));
+    emit(JsonObject()
+             .str("scenario", "enqueue")
+             .num("batch", batch_)
+             .str("durability", cplane::to_string(durability_))
+             .num("items", items_)
+             .fixed("seconds", dt, 3)
+             .fixed("items_per_s", items_ / dt, 0)
+             .done());
   }
 
   void single() {
@@ -495,10 +523,18 @@ class Bench {
     if (r.finishes != items_ || !problems.empty() || !report.changes.empty()) {
       throw std::runtime_error("single: the run did not come out exact");
     }
-    emit(fmt::format(
-        R"({{"scenario":"single","mode":"{}","durability":"{}","items":{},"enqueue_s":{:.3f},"drain_s":{:.3f},"total_s":{:.3f},"drain_items_per_s":{:.0f},"verify_s":{:.3f},"rebuild_s":{:.3f}}})",
-        to_string(mode_), cplane::to_string(durability_), items_, t1 - t0, t2 - t1, t2 - t0,
-        items_ / (t2 - t1), t3 - t2, t4 - t3));
+    emit(JsonObject()
+             .str("scenario", "single")
+             .str("mode", to_string(mode_))
+             .str("durability", cplane::to_string(durability_))
+             .num("items", items_)
+             .fixed("enqueue_s", t1 - t0, 3)
+             .fixed("drain_s", t2 - t1, 3)
+             .fixed("total_s", t2 - t0, 3)
+             .fixed("drain_items_per_s", items_ / (t2 - t1), 0)
+             .fixed("verify_s", t3 - t2, 3)
+             .fixed("rebuild_s", t4 - t3, 3)
+             .done());
   }
 
   void depth() {
@@ -512,9 +548,13 @@ class Bench {
       const double t0 = seconds_now();
       auto r = drain(store, "worker-1", Mode::plain, sample);
       const double dt = seconds_now() - t0;
-      emit(fmt::format(
-          R"({{"scenario":"depth","depth":{},"durability":"{}","sample":{},"us_per_item":{:.1f}}})",
-          depth, cplane::to_string(durability_), r.finishes, 1e6 * dt / r.finishes));
+      emit(JsonObject()
+               .str("scenario", "depth")
+               .num("depth", depth)
+               .str("durability", cplane::to_string(durability_))
+               .num("sample", r.finishes)
+               .fixed("us_per_item", 1e6 * dt / r.finishes, 1)
+               .done());
     }
   }
 
@@ -553,9 +593,16 @@ class Bench {
               clean = report.changes.empty();
             }
             const double dt = seconds_now() - t0;
-            std::ofstream(out) << fmt::format(
-                R"({{"scenario":"{}","items":{},"events":{},"seconds":{:.3f},"events_per_s":{:.0f},"peak_rss_mib":{:.1f},"rss_before_mib":{:.1f},"clean":{}}})",
-                what, items, events, dt, events / dt, peak_rss_mib(), base, clean ? "true" : "false");
+            std::ofstream(out) << JsonObject()
+                                      .str("scenario", what)
+                                      .num("items", items)
+                                      .num("events", events)
+                                      .fixed("seconds", dt, 3)
+                                      .fixed("events_per_s", events / dt, 0)
+                                      .fixed("peak_rss_mib", peak_rss_mib(), 1)
+                                      .fixed("rss_before_mib", base, 1)
+                                      .boolean("clean", clean)
+                                      .done();
             ::_exit(0);
           } catch (const std::exception& e) {
             std::cerr << e.what() << '\n';
@@ -633,14 +680,18 @@ class Bench {
     auto ms = [](const std::vector<double>& samples, double p) {
       return 1e3 * fleet::percentile(samples, p);
     };
-    emit(fmt::format(
-        R"({{"scenario":"assign-gate","durability":"{}","items":{},"assign_p50_ms":{:.3f},"assign_p99_ms":{:.3f},"gate_p50_ms":{:.3f},"gate_p99_ms":{:.3f},"record_p50_ms":{:.3f},"record_p99_ms":{:.3f},"assign_record_p50_ms":{:.3f},"assign_record_p99_ms":{:.3f},"claim_p50_ms":{:.3f},"claim_p99_ms":{:.3f},"heartbeat_p50_ms":{:.3f},"heartbeat_p99_ms":{:.3f},"claim_heartbeat_p50_ms":{:.3f},"claim_heartbeat_p99_ms":{:.3f},"ratio_p50":{:.2f},"ratio_p99":{:.2f}}})",
-        cplane::to_string(durability_), items, ms(assign, 50), ms(assign, 99), ms(gate, 50),
-        ms(gate, 99), ms(record, 50), ms(record, 99), ms(assign_record, 50),
-        ms(assign_record, 99), ms(claim, 50), ms(claim, 99), ms(heartbeat, 50),
-        ms(heartbeat, 99), ms(claim_heartbeat, 50), ms(claim_heartbeat, 99),
-        ms(assign_record, 50) / ms(claim_heartbeat, 50),
-        ms(assign_record, 99) / ms(claim_heartbeat, 99)));
+    JsonObject out;
+    out.str("scenario", "assign-gate").str("durability", cplane::to_string(durability_)).num("items", items);
+    for (const auto& [name, samples] :
+         {std::pair{"assign", &assign}, {"gate", &gate}, {"record", &record},
+          {"assign_record", &assign_record}, {"claim", &claim}, {"heartbeat", &heartbeat},
+          {"claim_heartbeat", &claim_heartbeat}}) {
+      out.fixed(fmt::format("{}_p50_ms", name), ms(*samples, 50), 3)
+          .fixed(fmt::format("{}_p99_ms", name), ms(*samples, 99), 3);
+    }
+    out.fixed("ratio_p50", ms(assign_record, 50) / ms(claim_heartbeat, 50), 2)
+        .fixed("ratio_p99", ms(assign_record, 99) / ms(claim_heartbeat, 99), 2);
+    emit(out.done());
   }
 
   // The allocator's cost against the depth of the queue, with claim +
@@ -780,23 +831,42 @@ class Bench {
                         ms(preview, 99), ms(claim, 50), ms(claim, 99),
                         ms(allocate_report, 50), ms(claim_finish, 50)};
       figures.push_back(fig);
-      emit(fmt::format(
-          R"({{"scenario":"allocate","depth":{},"durability":"{}","calls":{},"skipped_per_call":{},"build_s":{:.1f},"allocate_p50_ms":{:.3f},"allocate_p99_ms":{:.3f},"preview_p50_ms":{:.3f},"preview_p99_ms":{:.3f},"allocate_report_p50_ms":{:.3f},"allocate_report_p99_ms":{:.3f},"claim_p50_ms":{:.3f},"claim_p99_ms":{:.3f},"claim_finish_p50_ms":{:.3f},"claim_finish_p99_ms":{:.3f},"verify_s":{:.1f}}})",
-          depth, cplane::to_string(durability_), calls, kPathHeld + kPathRouted, build_s,
-          fig.allocate50, fig.allocate99, fig.preview50, fig.preview99, fig.allocate_report50,
-          ms(allocate_report, 99), fig.claim50, fig.claim99, fig.claim_finish50,
-          ms(claim_finish, 99), verify_s));
+      emit(JsonObject()
+               .str("scenario", "allocate")
+               .num("depth", depth)
+               .str("durability", cplane::to_string(durability_))
+               .num("calls", calls)
+               .num("skipped_per_call", kPathHeld + kPathRouted)
+               .fixed("build_s", build_s, 1)
+               .fixed("allocate_p50_ms", fig.allocate50, 3)
+               .fixed("allocate_p99_ms", fig.allocate99, 3)
+               .fixed("preview_p50_ms", fig.preview50, 3)
+               .fixed("preview_p99_ms", fig.preview99, 3)
+               .fixed("allocate_report_p50_ms", fig.allocate_report50, 3)
+               .fixed("allocate_report_p99_ms", ms(allocate_report, 99), 3)
+               .fixed("claim_p50_ms", fig.claim50, 3)
+               .fixed("claim_p99_ms", fig.claim99, 3)
+               .fixed("claim_finish_p50_ms", fig.claim_finish50, 3)
+               .fixed("claim_finish_p99_ms", ms(claim_finish, 99), 3)
+               .fixed("verify_s", verify_s, 1)
+               .done());
     }
     if (figures.size() < 2) return;
     const Figures& low = figures.front();
     const Figures& high = figures.back();
-    emit(fmt::format(
-        R"({{"scenario":"allocate-ratio","from_depth":{},"to_depth":{},"allocate_p50":{:.2f},"allocate_p99":{:.2f},"preview_p50":{:.2f},"preview_p99":{:.2f},"claim_p50":{:.2f},"claim_p99":{:.2f},"allocate_report_p50":{:.2f},"claim_finish_p50":{:.2f}}})",
-        low.depth, high.depth, high.allocate50 / low.allocate50, high.allocate99 / low.allocate99,
-        high.preview50 / low.preview50, high.preview99 / low.preview99,
-        high.claim50 / low.claim50, high.claim99 / low.claim99,
-        high.allocate_report50 / low.allocate_report50,
-        high.claim_finish50 / low.claim_finish50));
+    emit(JsonObject()
+             .str("scenario", "allocate-ratio")
+             .num("from_depth", low.depth)
+             .num("to_depth", high.depth)
+             .fixed("allocate_p50", high.allocate50 / low.allocate50, 2)
+             .fixed("allocate_p99", high.allocate99 / low.allocate99, 2)
+             .fixed("preview_p50", high.preview50 / low.preview50, 2)
+             .fixed("preview_p99", high.preview99 / low.preview99, 2)
+             .fixed("claim_p50", high.claim50 / low.claim50, 2)
+             .fixed("claim_p99", high.claim99 / low.claim99, 2)
+             .fixed("allocate_report_p50", high.allocate_report50 / low.allocate_report50, 2)
+             .fixed("claim_finish_p50", high.claim_finish50 / low.claim_finish50, 2)
+             .done());
   }
 
   void plot(const std::string& dir) {

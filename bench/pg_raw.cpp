@@ -23,7 +23,9 @@
 
 #include <unistd.h>
 
+#if CPLANE_WITH_POSTGRES
 #include <libpq-fe.h>
+#endif
 
 #include <algorithm>
 #include <array>
@@ -58,6 +60,7 @@ std::string_view to_string(RawClaim claim) {
   return "?";
 }
 
+#if CPLANE_WITH_POSTGRES
 namespace {
 
 using fleet::seconds_now;
@@ -416,5 +419,13 @@ RawDrain drain_raw(const std::string& url, int workers, std::int64_t items, RawC
   }
   return result;
 }
+
+#else  // a cplane built without PostgreSQL (CPLANE_WITH_POSTGRES=OFF)
+
+RawDrain drain_raw(const std::string&, int, std::int64_t, RawClaim, const std::string&) {
+  throw InvalidArgument("this cplane was built without PostgreSQL support: no pg-raw baseline");
+}
+
+#endif
 
 }  // namespace cplane::bench

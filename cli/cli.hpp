@@ -31,7 +31,7 @@
 
 #include <cplane/cplane.hpp>
 
-#include "cli/json_writer.hpp"
+#include "json/json_writer.hpp"
 #include "storage/open.hpp"
 
 #include <array>
@@ -39,6 +39,7 @@
 #include <string_view>
 
 #include <cplane/version.hpp>
+#include "events/errors.hpp"
 
 namespace cplane::cli {
 

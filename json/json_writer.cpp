@@ -1,11 +1,13 @@
-#include "cli/json_writer.hpp"
+#include "json/json_writer.hpp"
 
 #include <fmt/format.h>
+
+#include <cmath>
 
 #include "events/json.hpp"
 #include "events/errors.hpp"
 
-namespace cplane::cli {
+namespace cplane {
 
 std::string json_string(std::string_view text) {
   std::string out;
@@ -91,6 +93,12 @@ JsonObject& JsonObject::boolean(std::string_view k, bool value) {
   return *this;
 }
 
+JsonObject& JsonObject::fixed(std::string_view k, double value, int digits) {
+  key(k);
+  body_ += std::isfinite(value) ? fmt::format("{:.{}f}", value, digits) : "null";
+  return *this;
+}
+
 JsonObject& JsonObject::raw(std::string_view k, std::string_view json) {
   key(k);
   body_ += json;
@@ -106,4 +114,4 @@ std::string json_strings(const std::vector<std::string>& list) {
   return out + "]";
 }
 
-}  // namespace cplane::cli
+}  // namespace cplane

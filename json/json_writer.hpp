@@ -1,5 +1,8 @@
-// A minimal JSON writer for the CLI's --json output: strings are escaped,
-// payloads (already validated JSON) are embedded as they are.
+// The one JSON writer of the tools' output: the CLI's --json, the probe's
+// --json report and the bench's result lines. Every string is escaped (valid
+// UTF-8 is copied through, any other byte becomes U+FFFD), so the output is
+// valid JSON whatever a value holds; payloads (already validated JSON) are
+// embedded as they are.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace cplane::cli {
+namespace cplane {
 
 // `text` as a JSON string literal, quotes included.
 std::string json_string(std::string_view text);
@@ -26,7 +29,9 @@ class JsonObject {
   JsonObject& num(std::string_view key, std::int64_t value);
   JsonObject& num_or_null(std::string_view key, std::int64_t value);      // 0 -> null
   JsonObject& boolean(std::string_view key, bool value);
-  JsonObject& raw(std::string_view key, std::string_view json);
+  // `value` with `digits` digits after the point; null if it is not finite.
+  JsonObject& fixed(std::string_view key, double value, int digits);
+  JsonObject& raw(std::string_view key, std::string_view json);  // one JSON value, as it is
   std::string done() const { return body_ + "}"; }
 
  private:
@@ -35,4 +40,4 @@ class JsonObject {
   bool first_ = true;
 };
 
-}  // namespace cplane::cli
+}  // namespace cplane

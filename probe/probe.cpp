@@ -33,6 +33,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -41,6 +42,7 @@
 #include <cplane/cplane.hpp>
 
 #include "events/clock.hpp"
+#include "json/json_writer.hpp"
 #include "commands/testing.hpp"
 #include "projections/apply.hpp"
 #include "projections/rules.hpp"
@@ -48,9 +50,9 @@
 #include "probe/assign_race.hpp"
 #include "probe/fleet.hpp"
 #include "storage/backend.hpp"
-#include "storage/combine_area.hpp"
+#include "storage/sqlite/combine_area.hpp"
 #include "storage/open.hpp"
-#include "storage/sqlite_backend.hpp"
+#include "storage/sqlite/sqlite_backend.hpp"
 
 namespace cplane::probe {
 namespace {
@@ -447,37 +449,45 @@ class Report {
  public:
   template <class T>
   void count(const std::string& name, T value) {
-    values_.emplace_back(name, fmt::format("{}", value));
+    values_.push_back({name, fmt::format("{}", value), std::is_arithmetic_v<T>});
   }
   void fixed(const std::string& name, double value, int digits = 3) {
-    values_.emplace_back(name, fmt::format("{:.{}f}", value, digits));
+    values_.push_back({name, fmt::format("{:.{}f}", value, digits), std::isfinite(value)});
   }
   void check(bool ok, const std::string& what) {
     if (!ok) failed_.push_back(what);
   }
   bool pass() const { return failed_.empty(); }
 
-  void print(bool json, const std::string& scenario) const {
+  // --json: one object, every string escaped (json/json_writer.hpp); the
+  // store as redacted_url shows it.
+  void print(bool json, const std::string& scenario, const std::string& store) const {
     if (json) {
-      std::string out = fmt::format(R"({{"scenario":"{}")", scenario);
-      for (const auto& [name, value] : values_) {
-        const bool numeric = !value.empty() && value.find_first_not_of("-0123456789.") == std::string::npos;
-        out += fmt::format(R"(,"{}":{})", name, numeric ? value : "\"" + value + "\"");
+      JsonObject out;
+      out.str("scenario", scenario).str("store", redacted_url(store));
+      for (const auto& v : values_) {
+        if (v.numeric) {
+          out.raw(v.name, v.text);
+        } else {
+          out.str(v.name, v.text);
+        }
       }
-      out += fmt::format(R"(,"pass":{},"failed_checks":[)", pass() ? "true" : "false");
-      for (std::size_t i = 0; i < failed_.size(); ++i) {
-        out += fmt::format(R"({}"{}")", i ? "," : "", failed_[i]);
-      }
-      std::cout << out << "]}" << std::endl;
+      out.boolean("pass", pass()).raw("failed_checks", json_strings(failed_));
+      std::cout << out.done() << std::endl;
     } else {
-      for (const auto& [name, value] : values_) std::cout << name << '=' << value << '\n';
+      for (const auto& v : values_) std::cout << v.name << '=' << v.text << '\n';
       std::cout << (pass() ? "PASS" : "FAIL") << std::endl;
     }
     for (const auto& f : failed_) std::cerr << "cplane-probe: check failed: " << f << '\n';
   }
 
  private:
-  std::vector<std::pair<std::string, std::string>> values_;
+  struct Value {
+    std::string name;
+    std::string text;
+    bool numeric;  // a finite number, written as it is; else a JSON string
+  };
+  std::vector<Value> values_;
   std::vector<std::string> failed_;
 };
 
@@ -517,7 +527,7 @@ class Probe {
                    "combiner-kill, assign-race or allocate-race\n";
       return 2;
     }
-    report.print(config_.json, config_.scenario);
+    report.print(config_.json, config_.scenario, config_.store);
     return report.pass() ? 0 : 1;
   }
 
@@ -606,7 +616,7 @@ class Probe {
   }
 
   // ---- the combiner (SQLite group commit) --------------------------------------
-  // The store's group-commit area (storage/combine_area.hpp), or nullptr:
+  // The store's group-commit area (storage/sqlite/combine_area.hpp), or nullptr:
   // PostgreSQL, or SQLite with group commit off or unavailable.
   static storage::CombineArea* combine_area(ControlStore& store) {
     return testing::backend(store).combine_area();

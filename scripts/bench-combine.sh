@@ -1,5 +1,5 @@
 #!/bin/bash
-# Group commit (issue 12): the ratios in the README, measured in one session,
+# Group commit (issue 12): the ratios in docs/benchmarks.md, measured in one session,
 # three interleaved rounds. Usage: BUILD=build scripts/bench-combine.sh (about
 # 15 minutes on two cores); each line: [items/s, claim p99 ms, longest wait
 # ms, fewest claims, fair].

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A throwaway PostgreSQL 15 cluster for tests and benchmarks.
+# A throwaway PostgreSQL cluster for tests and benchmarks.
 #
 #   scripts/postgres.sh start [DIR]   initdb into DIR (default /tmp/cplane-pg),
 #                                     start a server there on a free port,
@@ -10,12 +10,15 @@
 #   scripts/postgres.sh url [DIR]     print the URL of the running server
 #
 # The server refuses to run as root, so it runs as the `postgres` user (as
-# the caller when that is not root). Binaries: /usr/lib/postgresql/15/bin;
-# if missing, `start` installs postgresql-15 from Debian's packages.
+# the caller when that is not root). Binaries: those of the newest server
+# installed in /usr/lib/postgresql/*/bin; if there is none, `start` installs
+# postgresql-15 from Debian's packages.
 set -euo pipefail
 cmd=${1:-}
 dir=${2:-/tmp/cplane-pg}
-bin=/usr/lib/postgresql/15/bin
+bin=$(ls /usr/lib/postgresql/*/bin/postgres 2>/dev/null | sort -V | tail -n 1)
+bin=${bin%/postgres}
+bin=${bin:-/usr/lib/postgresql/15/bin}
 
 as_owner() {
   if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi

@@ -13,7 +13,7 @@
 
 #include <cplane/cplane.hpp>
 
-#include "storage/sqlite_backend.hpp"
+#include "storage/sqlite/sqlite_backend.hpp"
 #include "tests/cli_checks.hpp"
 #include "tests/support.hpp"
 

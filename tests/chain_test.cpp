@@ -11,7 +11,7 @@
 #include <cplane/cplane.hpp>
 
 #include "events/codec.hpp"
-#include "storage/sqlite_backend.hpp"
+#include "storage/sqlite/sqlite_backend.hpp"
 #include "tests/cli_checks.hpp"
 #include "tests/support.hpp"
 
@@ -311,7 +311,7 @@ TEST_CASE("a version-3 database is chained once by its migration", "[chain][migr
   const Log log = seed(dir);
   sql(log.db, std::string(test::kBackToVersion3) + "PRAGMA wal_checkpoint(TRUNCATE);");
   // An edit made before the migration: the chain is computed over it, so
-  // it cannot be seen by the chain (the README says so).
+  // it cannot be seen by the chain (docs/recovery.md says so).
   sql(log.db, "UPDATE events SET at = at WHERE seq = 1");
   {
     ControlStore writer{log.db};  // a writer migrates

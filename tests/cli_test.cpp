@@ -1,6 +1,6 @@
 // The cplane CLI, end to end: each test runs the built binary against a fresh
 // database and checks exit statuses, stdout/stderr and --json output against
-// the contract in README.md.
+// the contract in docs/cli.md.
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "storage/postgres/postgres_backend.hpp"
-#include "storage/sqlite_backend.hpp"
+#include "storage/sqlite/sqlite_backend.hpp"
 #include "tests/cli_checks.hpp"
 #include "tests/support.hpp"
 
@@ -1041,7 +1041,7 @@ TEST_CASE("the --now option is the command's clock: event times, lease expiry an
 // string (an unescaped tab, newline or U+0001), and bytes that are not UTF-8;
 // and a lone surrogate escape such as "\ud800". enqueue exits 0
 // instead of 2, and claim/item/events --json then splice the payload in raw
-// (cli/json_writer.cpp json_raw_or_string), so their output is not valid JSON.
+// (json/json_writer.cpp json_raw_or_string), so their output is not valid JSON.
 TEST_CASE("a payload that only a lenient parser accepts is refused with exit 2, never echoed "
           "as invalid JSON",
           "[cli]") {

@@ -23,9 +23,9 @@
 #include "commands/testing.hpp"
 #include "commands/combine.hpp"
 #include "storage/backend_wrapper.hpp"
-#include "storage/combine_area.hpp"
+#include "storage/sqlite/combine_area.hpp"
 #include "storage/open.hpp"
-#include "storage/sqlite_backend.hpp"
+#include "storage/sqlite/sqlite_backend.hpp"
 #include "tests/support.hpp"
 
 namespace {

@@ -14,7 +14,7 @@
 
 #include <cplane/cplane.hpp>
 
-#include "storage/sqlite_backend.hpp"
+#include "storage/sqlite/sqlite_backend.hpp"
 #include "commands/testing.hpp"
 #include "commands/command.hpp"
 #include "storage/backend_wrapper.hpp"

@@ -7,7 +7,7 @@
 #include <cplane/cplane.hpp>
 
 #include "commands/testing.hpp"
-#include "storage/sqlite_backend.hpp"
+#include "storage/sqlite/sqlite_backend.hpp"
 #include "tests/fault_backend.hpp"
 #include "tests/support.hpp"
 

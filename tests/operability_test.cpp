@@ -29,10 +29,11 @@
 #include <cplane/cplane.hpp>
 
 #include "storage/backend_wrapper.hpp"
-#include "storage/sqlite_backend.hpp"
+#include "storage/sqlite/sqlite_backend.hpp"
 #include "commands/testing.hpp"
 #include "tests/cli_checks.hpp"
 #include "tests/support.hpp"
+#include "events/errors.hpp"
 
 namespace {
 

@@ -31,15 +31,6 @@ std::string source_file(const std::string& relative) {
   return text.str();
 }
 
-// The part of a markdown text from the line `heading` up to the next
-// heading of the same level.
-std::string section(const std::string& text, const std::string& heading) {
-  const auto start = text.find("\n" + heading + "\n");
-  REQUIRE(start != std::string::npos);
-  const auto end = text.find("\n## ", start + heading.size() + 1);
-  return text.substr(start, end == std::string::npos ? std::string::npos : end - start);
-}
-
 // The rows "| `name` | meaning |" of the tables in `text`: name -> meaning.
 std::map<std::string, std::string> kind_rows(const std::string& text) {
   std::map<std::string, std::string> rows;
@@ -58,7 +49,7 @@ std::map<std::string, std::string> kind_rows(const std::string& text) {
   return rows;
 }
 
-std::string readme_row(const ProblemKindInfo& info) {
+std::string doc_row(const ProblemKindInfo& info) {
   return "| `" + std::string(info.name) + "` | " + std::string(info.meaning) + " |";
 }
 
@@ -113,24 +104,24 @@ TEST_CASE("the stored names of problem kinds never change", "[verify][kinds]") {
 }
 
 // A kind a user meets in `cplane verify` and cannot look up is a silence;
-// so is a README row for a kind that no longer exists.
-TEST_CASE("every problem kind is documented in ledger.hpp and in the README's table",
+// so is a docs row for a kind that no longer exists.
+TEST_CASE("every problem kind is documented in ledger.hpp and in docs/verify.md's tables",
           "[verify][kinds]") {
   const std::string header = source_file("include/cplane/ledger.hpp");
-  const auto readme = kind_rows(section(source_file("README.md"), "## Verify and rebuild"));
+  const auto documented = kind_rows(source_file("docs/verify.md"));
   for (const auto& info : kProblemKinds) {
     CAPTURE(info.name);
     CHECK(header.find("X(" + std::string(info.name) + ",") != std::string::npos);
-    // The README gives the meaning as ledger.hpp does: the row to paste.
-    const auto row = readme.find(std::string(info.name));
-    if (row == readme.end()) {
-      FAIL_CHECK("README.md, \"Verify and rebuild\", has no row " << readme_row(info));
+    // docs/verify.md gives the meaning as ledger.hpp does: the row to paste.
+    const auto row = documented.find(std::string(info.name));
+    if (row == documented.end()) {
+      FAIL_CHECK("docs/verify.md has no row " << doc_row(info));
       continue;
     }
-    INFO("README.md, \"Verify and rebuild\", needs the row " << readme_row(info));
+    INFO("docs/verify.md needs the row " << doc_row(info));
     CHECK(row->second == info.meaning);
   }
-  for (const auto& [name, meaning] : readme) {
+  for (const auto& [name, meaning] : documented) {
     CAPTURE(name);
     CHECK(parse_problem_kind(name).has_value());
   }

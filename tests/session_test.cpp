@@ -18,7 +18,7 @@
 
 #include "commands/testing.hpp"
 #include "events/codec.hpp"
-#include "storage/sqlite_backend.hpp"
+#include "storage/sqlite/sqlite_backend.hpp"
 #include "tests/cli_checks.hpp"
 #include "tests/support.hpp"
 
@@ -806,7 +806,9 @@ TEST_CASE("sessions in separate processes never both hold an item (R2)", "[assig
   CHECK(verify_ledger(store).empty());
 }
 
-TEST_CASE("the README's agent loop in C++ runs as written", "[session][readme]") {
+// The loop of docs/sessions.md (examples/agent_loop.cpp, which ctest also runs),
+// here against every backend's store.
+TEST_CASE("the agent loop of docs/sessions.md runs as written", "[session][docs]") {
   TempDir dir;
   Forge f(dir);
   const std::string pr = f.pr;

@@ -12,7 +12,7 @@
 #include <cplane/cplane.hpp>
 
 #include "events/names.hpp"
-#include "storage/sqlite_backend.hpp"
+#include "storage/sqlite/sqlite_backend.hpp"
 #include "commands/testing.hpp"
 #include "tests/support.hpp"
 

@@ -18,6 +18,7 @@
 #include <regex>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 namespace cplane::test {
 
@@ -208,7 +209,7 @@ std::string hex_bytes(const char* p, int n) {
 }  // namespace
 
 // The PostgreSQL backend's context: each store is a schema of its own in the
-// server $CPLANE_TEST_PG_URL names (scripts/postgres.sh starts one), named
+// server postgres_test_url() names, named
 // in the store's URL (options=-csearch_path=...).
 class PostgresContext final : public TestContext {
  public:
@@ -331,14 +332,63 @@ const TestContext& test_context() {
   throw std::runtime_error(std::string("no test context for backend ") + wanted);
 }
 
-std::optional<std::string> postgres_test_url() {
+namespace {
+
+// The file the ctest fixture writes the URL of the server it started to
+// (scripts/ctest-postgres.sh): $CPLANE_TEST_PG_URL_FILE, else this build's.
+std::string postgres_url_file() {
+  const char* file = std::getenv("CPLANE_TEST_PG_URL_FILE");
+  if (file != nullptr && *file != '\0') return file;
+#ifdef CPLANE_TEST_PG_URL_FILE
+  return CPLANE_TEST_PG_URL_FILE;
+#else
+  return "";
+#endif
+}
+
+std::string first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// The URL the postgres entries are to use ("" if none is named), and the
+// words that say where it came from.
+std::pair<std::string, std::string> postgres_named_url() {
   const char* url = std::getenv("CPLANE_TEST_PG_URL");
-  if (url == nullptr || *url == '\0') return std::nullopt;
-  PGconn* conn = PQconnectdb(url);
+  if (url != nullptr && *url != '\0') {
+    return {url, std::string("at $CPLANE_TEST_PG_URL (") + url + ")"};
+  }
+  const std::string file = postgres_url_file();
+  if (file.empty()) return {"", ""};
+  const std::string started = first_line(file);
+  return {started, "at " + started + ", the server the ctest fixture started"};
+}
+
+bool postgres_answers(const std::string& url) {
+  PGconn* conn = PQconnectdb(url.c_str());
   const bool ok = PQstatus(conn) == CONNECTION_OK;
   PQfinish(conn);
-  if (!ok) return std::nullopt;
-  return std::string(url);
+  return ok;
+}
+
+}  // namespace
+
+std::optional<std::string> postgres_test_url() {
+  const auto [url, where] = postgres_named_url();
+  if (url.empty() || !postgres_answers(url)) return std::nullopt;
+  return url;
+}
+
+std::string postgres_test_skip_reason() {
+  const auto [url, where] = postgres_named_url();
+  if (!url.empty()) return "no PostgreSQL server answers " + where;
+  const std::string file = postgres_url_file();
+  const std::string why = file.empty() ? "" : first_line(file + ".skip");
+  if (!why.empty()) return "$CPLANE_TEST_PG_URL is unset and ctest could start no server: " + why;
+  return "$CPLANE_TEST_PG_URL is unset and no ctest fixture started a server (run this entry "
+         "through ctest, or export CPLANE_TEST_PG_URL=$(scripts/postgres.sh start))";
 }
 
 void sql(const std::string& db, const std::string& statements) { test_context().exec(db, statements); }

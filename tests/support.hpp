@@ -66,9 +66,13 @@ class TestContext {
 // the default, or postgres).
 const TestContext& test_context();
 
-// The PostgreSQL server the postgres context uses ($CPLANE_TEST_PG_URL), if
-// it names one that answers.
+// The PostgreSQL server the postgres context uses, if one answers there:
+// $CPLANE_TEST_PG_URL, else the one the ctest fixture started (its URL in
+// $CPLANE_TEST_PG_URL_FILE, else in this build's file;
+// scripts/ctest-postgres.sh).
 std::optional<std::string> postgres_test_url();
+// Why postgres_test_url() has none, in one line.
+std::string postgres_test_skip_reason();
 
 // Shorthands for test_context().exec and .column.
 void sql(const std::string& db, const std::string& statements);

@@ -558,7 +558,7 @@ TEST_CASE("rebuild rewrites tampered rows from the log and verify is clean after
   CHECK(report.changes.size() == 3);
   CHECK(report.kept_total == 1);  // the ghost: a row with no history is never destroyed
 
-  sql(db, "DELETE FROM items WHERE item_id = 'ghost'");  // by hand, as the README says
+  sql(db, "DELETE FROM items WHERE item_id = 'ghost'");  // by hand, as docs/verify.md says
   CHECK(rows(db) == original);  // byte for byte what the commands wrote
   const auto problems = verify_ledger(store);
   INFO(details(problems));
