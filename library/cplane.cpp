@@ -4,8 +4,8 @@
 #include <cplane/verify.hpp>
 
 #include "commands/backend_access.hpp"
-#include "verify/export.hpp"
-#include "verify/recover.hpp"
+#include "recovery/export.hpp"
+#include "recovery/recover.hpp"
 #include "verify/verify.hpp"
 
 namespace cplane {

@@ -1,4 +1,4 @@
-#include "verify/recover.hpp"
+#include "recovery/recover.hpp"
 
 #include "storage/sqlite/sqlite_salvage.hpp"
 #include "verify/verify.hpp"

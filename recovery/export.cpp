@@ -1,4 +1,4 @@
-#include "verify/export.hpp"
+#include "recovery/export.hpp"
 
 #include <cerrno>
 #include <cstring>
