@@ -29,7 +29,12 @@ std::string_view to_string(AllocateOutcome outcome) {
 }
 
 std::string_view to_string(SkipReason reason) {
-  return reason == SkipReason::routed_to_author ? "routed_to_author" : "foreign_lease";
+  switch (reason) {
+    case SkipReason::routed_to_author: return "routed_to_author";
+    case SkipReason::foreign_lease: return "foreign_lease";
+    case SkipReason::project_paused: return "project_paused";
+  }
+  return "unknown";
 }
 
 bool ranks_before(const ItemRow& a, const ItemRow& b) {
@@ -41,6 +46,11 @@ bool ranks_before(const ItemRow& a, const ItemRow& b) {
 }
 
 CandidateFate judge_candidate(const ItemRow& row, std::string_view session, Micros now) {
+  // Scheduled for later, or lapsed with no attempts left: nothing to take
+  // (a claim or the sweep fails the exhausted), and nothing to wait for.
+  if ((row.status == ItemStatus::scheduled && row.run_at > now) || lapsed_exhausted(row, now)) {
+    return CandidateFate::unavailable;
+  }
   const bool live = lease_live(row, now);
   // What the session holds is not a candidate at all, whatever its routing.
   if (live && row.session == session) return CandidateFate::own;
@@ -67,7 +77,7 @@ AllocationPlan plan_allocation(std::vector<Candidate> candidates, std::size_t ma
   AllocationPlan plan;
   for (auto& row : candidates) {
     const CandidateFate fate = row.fate;
-    if (fate == CandidateFate::own) continue;
+    if (fate == CandidateFate::own || fate == CandidateFate::unavailable) continue;
     if (fate == CandidateFate::take) {
       plan.chosen = std::move(row);
       break;
@@ -80,6 +90,8 @@ AllocationPlan plan_allocation(std::vector<Candidate> candidates, std::size_t ma
     if (plan.skipped.size() < max_listed) {
       plan.skipped.push_back({row.item_id, fate == CandidateFate::routed_to_author
                                                ? SkipReason::routed_to_author
+                                           : fate == CandidateFate::project_paused
+                                               ? SkipReason::project_paused
                                                : SkipReason::foreign_lease});
     }
   }
@@ -113,13 +125,17 @@ Allocation ControlStore::Impl::allocate_next(const std::string& session, Allocat
     std::vector<Candidate> candidates;
     for (const auto& project :
          backend_->project_ids(holder.actor.empty() ? nullptr : &holder.actor)) {
+      const auto project_row = backend_->find_project(project);
+      const bool paused = project_row && project_row->paused;
       auto cursor = backend_->scan_allocatable(project);
       ItemRow row;
       while (cursor->next(row)) {
-        const CandidateFate fate = judge_candidate(row, session, at);
-        if (fate == CandidateFate::own) continue;
+        CandidateFate fate = judge_candidate(row, session, at);
+        if (fate == CandidateFate::own || fate == CandidateFate::unavailable) continue;
+        // A paused project's first item it would take is listed, once.
+        if (paused && fate == CandidateFate::take) fate = CandidateFate::project_paused;
         candidates.push_back(candidate_of(row, fate));
-        if (fate == CandidateFate::take) break;
+        if (fate == CandidateFate::take || fate == CandidateFate::project_paused) break;
       }
     }
     AllocationPlan plan = plan_allocation(std::move(candidates), kMaxSkippedListed);

@@ -22,6 +22,8 @@ enum class CandidateFate {
   routed_to_author,  // changes_requested, and `session` is not its author
   foreign_lease,     // another's live lease
   own,               // `session` holds it: not a candidate
+  unavailable,       // scheduled for later, or lapsed with no attempts left
+  project_paused,    // eligible, but its project is paused
 };
 CandidateFate judge_candidate(const ItemRow& row, std::string_view session, Micros now);
 

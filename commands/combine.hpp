@@ -36,6 +36,9 @@ struct CommandRunner {
   static GateVerdict exec(ControlStore::Impl& s, const detail::cmd::RecordMutation& c);
   static Micros exec(ControlStore::Impl& s, const detail::cmd::ExpireLeases& c);
   static bool exec(ControlStore::Impl& s, const detail::cmd::LinkIncident& c);
+  static bool exec(ControlStore::Impl& s, const detail::cmd::ProjectChange& c);
+  static void exec(ControlStore::Impl& s, const detail::cmd::ItemChange& c);
+  static std::vector<std::string> exec(ControlStore::Impl& s, const detail::cmd::BulkBatch& c);
 
   // Runs the command and returns (or throws) what the public call does:
   // through the group-commit area when the store has one and the command

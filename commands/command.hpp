@@ -39,9 +39,13 @@ struct Enqueue {
   std::string key;
   std::optional<std::string> actor;
   std::optional<Micros> now;
+  std::uint32_t max_attempts = 0;  // the item's own policy (0: the project's)
+  std::string backoff;
+  std::optional<Micros> run_at, delay;  // checked: at most one
   template <class S> static auto fields(S& s) {
     return std::tie(s.sync, s.project_id, s.payload, s.forge, s.kind, s.ref, s.head, s.author,
-                    s.priority, s.key, s.actor, s.now);
+                    s.priority, s.key, s.actor, s.now, s.max_attempts, s.backoff, s.run_at,
+                    s.delay);
   }
 };
 
@@ -87,8 +91,9 @@ struct Finish {
   std::string detail;
   std::optional<std::string> actor;
   std::optional<Micros> now;
+  bool no_retry = false;
   template <class S> static auto fields(S& s) {
-    return std::tie(s.sync, s.item_id, s.fence, s.outcome, s.detail, s.actor, s.now);
+    return std::tie(s.sync, s.item_id, s.fence, s.outcome, s.detail, s.actor, s.now, s.no_retry);
   }
 };
 
@@ -154,7 +159,64 @@ struct CreateProject {
   Sync sync = Sync::full;
   std::string id, title, status;
   std::optional<Micros> now;
-  template <class S> static auto fields(S& s) { return std::tie(s.sync, s.id, s.title, s.status, s.now); }
+  std::uint32_t max_attempts = 0;
+  std::string backoff;
+  template <class S> static auto fields(S& s) {
+    return std::tie(s.sync, s.id, s.title, s.status, s.now, s.max_attempts, s.backoff);
+  }
+};
+
+// set_retry_policy, pause_project, resume_project: one fact about a project.
+struct ProjectChange {
+  enum Kind : std::uint8_t { policy, pause, resume };
+  Sync sync = Sync::full;
+  Kind kind = policy;
+  std::string project_id;
+  std::uint32_t max_attempts = 0;
+  std::string text;  // the backoff SPEC, or the pause's reason
+  std::optional<std::string> actor;
+  std::optional<Micros> now;
+  template <class S> static auto fields(S& s) {
+    return std::tie(s.sync, s.kind, s.project_id, s.max_attempts, s.text, s.actor, s.now);
+  }
+};
+
+// retry, reschedule, cancel of one item; `operation` names a bulk action.
+struct ItemChange {
+  enum Kind : std::uint8_t { retry, reschedule, cancel };
+  Sync sync = Sync::full;
+  Kind kind = retry;
+  std::string item_id;
+  std::optional<std::uint32_t> attempts;  // retry's
+  Micros run_at = 0;                      // reschedule's
+  Micros delay = 0;                       // reschedule_in's (then run_at is unused)
+  std::string reason;                     // cancel's
+  std::string operation;
+  std::optional<std::string> actor;
+  std::optional<Micros> now;
+  template <class S> static auto fields(S& s) {
+    return std::tie(s.sync, s.kind, s.item_id, s.attempts, s.run_at, s.delay, s.reason,
+                    s.operation, s.actor, s.now);
+  }
+};
+
+// One batch of a bulk cancel or retry: the first `limit` items of
+// `project_id` in `status`; answers the ids it changed (each leaves `status`).
+struct BulkBatch {
+  Sync sync = Sync::full;
+  ItemChange::Kind kind = ItemChange::cancel;
+  std::string project_id;
+  ItemStatus status = ItemStatus::ready;
+  std::uint64_t limit = 0;
+  std::optional<std::uint32_t> attempts;
+  std::string reason;
+  std::string operation;
+  std::optional<std::string> actor;
+  std::optional<Micros> now;
+  template <class S> static auto fields(S& s) {
+    return std::tie(s.sync, s.kind, s.project_id, s.status, s.limit, s.attempts,
+                    s.reason, s.operation, s.actor, s.now);
+  }
 };
 
 struct Grant {
@@ -254,7 +316,8 @@ using Command = std::variant<cmd::Enqueue, cmd::EnqueueBatch, cmd::Claim, cmd::C
                              cmd::Release, cmd::CreateProject, cmd::Grant, cmd::OpenSession,
                              cmd::SessionHeartbeat, cmd::CloseSession, cmd::Observe,
                              cmd::AssignAndLease, cmd::RecordMutation, cmd::ExpireLeases,
-                             cmd::LinkIncident>;
+                             cmd::LinkIncident, cmd::ProjectChange, cmd::ItemChange,
+                             cmd::BulkBatch>;
 
 // A refusal or failure as a value: thrown again, as the same type with the
 // same reason, in the process that asked.

@@ -58,11 +58,6 @@ Durability parse_durability(std::string_view text) {
       fmt::format("unknown durability '{}': expected full, fenced or normal", text));
 }
 
-namespace {
-// Every text stored in an event: bounded, so that a body always decodes.
-constexpr std::size_t kMaxTextBytes = 64 << 10;
-}  // namespace
-
 Micros require_lease(Seconds lease) {
   const double s = lease.count();
   if (!std::isfinite(s) || s <= 0) {
@@ -476,10 +471,14 @@ void ControlStore::Impl::create_project(const std::string& id, const std::string
 
 void CommandRunner::exec(ControlStore::Impl& s, const cmd::CreateProject& c) {
   const auto& [id, title, status, now] = std::tie(c.id, c.title, c.status, c.now);
-  const Event event =
-      decide_create_project(s.backend_->find_project(id), id, title, status, s.clock(now));
+  const Micros at = s.clock(now);
+  const Event event = decide_create_project(s.backend_->find_project(id), id, title, status, at);
   const Seq seq = s.backend_->append(event);
-  s.backend_->put_project(apply(ProjectRow{}, StoredEvent{seq, event}));
+  ProjectRow row = apply(ProjectRow{}, StoredEvent{seq, event});
+  if (auto policy = decide_set_policy(row, RetryPolicy{c.max_attempts, c.backoff}, at)) {
+    row = apply(std::move(row), StoredEvent{s.backend_->append(*policy), *policy});
+  }
+  s.backend_->put_project(row);
 }
 
 void ControlStore::Impl::grant(const std::string& project_id, const std::string& actor,
@@ -532,6 +531,16 @@ std::string ControlStore::Impl::enqueue_in_tx(const ProjectRow& project, const s
   std::string id = new_item_id(at);
   while (backend_->find_item(id)) id = new_item_id(at);  // never reuse an id, however unlikely
   Event event = decide_enqueue(project, id, payload_json, actor.value_or(kControlPlane), at);
+  {
+    auto& queued = std::get<ItemQueued>(event.body);
+    std::optional<RetryPolicy> own;
+    if (forge != nullptr) own = RetryPolicy{forge->max_attempts, forge->backoff};
+    const RetryPolicy policy = resolve_policy(project, own);
+    queued.max_attempts = policy.max_attempts;
+    queued.backoff = policy.max_attempts > 0 ? policy.backoff : "";
+    if (forge != nullptr && forge->run_at) queued.run_at = *forge->run_at;
+    if (forge != nullptr && forge->delay) queued.run_at = std::min(at + *forge->delay, kMaxNow);
+  }
   if (forge != nullptr) {
     auto& queued = std::get<ItemQueued>(event.body);
     queued.kind = forge->kind;
@@ -573,7 +582,9 @@ std::string CommandRunner::exec(ControlStore::Impl& s, const cmd::Enqueue& c) {
   if (auto earlier = decide_keyed_enqueue(project, c.key, first)) return *earlier;
   const ControlStore::EnqueueOptions forge{.kind = c.kind, .ref = c.ref, .head = c.head,
                                            .author = c.author, .priority = c.priority,
-                                           .key = c.key, .actor = c.actor, .now = c.now};
+                                           .key = c.key, .actor = c.actor, .now = c.now,
+                                           .max_attempts = c.max_attempts, .backoff = c.backoff,
+                                           .run_at = c.run_at, .delay = c.delay};
   return s.enqueue_in_tx(project, c.payload, c.actor, at, &forge);
 }
 
@@ -602,6 +613,16 @@ std::string ControlStore::Impl::enqueue(const std::string& project_id, const std
   }
   if (!options.key.empty()) require_name(options.key, "key");
   if (options.now) require_now(*options.now);
+  require_backoff(options.backoff);
+  if (options.run_at && options.delay) {
+    throw InvalidArgument(InvalidArgument::Reason::conflict,
+                          "an enqueue takes a run_at or a delay, not both");
+  }
+  if (options.run_at) require_now(*options.run_at);
+  if (options.delay && (*options.delay <= 0 || *options.delay > kMaxNow)) {
+    throw InvalidArgument(fmt::format("a delay must be a positive number of microseconds, not {}",
+                                      *options.delay));
+  }
   return CommandRunner::run(*this, cmd::Enqueue{.sync = sync_for_claims(),
                                                 .project_id = project_id,
                                                 .payload = payload_json,
@@ -613,7 +634,11 @@ std::string ControlStore::Impl::enqueue(const std::string& project_id, const std
                                                 .priority = options.priority,
                                                 .key = options.key,
                                                 .actor = options.actor,
-                                                .now = options.now});
+                                                .now = options.now,
+                                                .max_attempts = options.max_attempts,
+                                                .backoff = options.backoff,
+                                                .run_at = options.run_at,
+                                                .delay = options.delay});
 }
 
 std::vector<std::string> ControlStore::Impl::enqueue_batch(const std::string& project_id,
@@ -654,15 +679,20 @@ std::optional<ClaimedItem> ControlStore::Impl::claim_in_tx(const std::string& ow
                                                            const ClaimOptions& options, Micros lease,
                                                            Micros at) {
   std::optional<ItemRow> best;
-  auto consider = [&](std::optional<ItemRow> candidate) {
-    if (candidate && (!best || candidate->queued_seq < best->queued_seq)) best = std::move(candidate);
-  };
-  // Two index seeks per project in scope: the cost grows with the number of
-  // projects, never with the number of items.
-  for (auto& list : backend_->claim_candidates(at, options.actor ? &*options.actor : nullptr, 1)) {
-    if (!list.rows.empty()) consider(std::move(list.rows.front()));
+  for (;;) {
+    best.reset();
+    // Three index seeks per project in scope: the cost grows with the
+    // number of projects, never with the number of items.
+    for (auto& list :
+         backend_->claim_candidates(at, options.actor ? &*options.actor : nullptr, 1)) {
+      if (list.rows.empty()) continue;
+      if (!best || available_before(list.rows.front(), *best)) best = std::move(list.rows.front());
+    }
+    if (!best) return std::nullopt;
+    if (!lapsed_exhausted(*best, at)) break;
+    // A poison item is never handed out again: failed, and look again.
+    exhaust_in_tx(*best, at);
   }
-  if (!best) return std::nullopt;
 
   const Event event = decide_claim(*best, owner, options.actor.value_or(owner), lease, at);
   const Seq seq = backend_->append(event);
@@ -741,6 +771,7 @@ std::vector<ClaimedItem> CommandRunner::exec(ControlStore::Impl& s, const cmd::C
       auto lists = backend_->claim_candidates(at, options.actor ? &*options.actor : nullptr, want);
       std::vector<std::size_t> next(lists.size(), 0);
       std::vector<ItemRow> chosen;
+      bool exhausted_any = false;
       while (chosen.size() < want) {
         std::optional<std::size_t> best;
         bool ran_out = false;
@@ -749,14 +780,23 @@ std::vector<ClaimedItem> CommandRunner::exec(ControlStore::Impl& s, const cmd::C
             ran_out = ran_out || lists[l].more;
             continue;
           }
-          if (!best || lists[l].rows[next[l]].queued_seq < lists[*best].rows[next[*best]].queued_seq) {
+          if (!best || available_before(lists[l].rows[next[l]], lists[*best].rows[next[*best]])) {
             best = l;
           }
         }
         if (ran_out || !best) break;
-        chosen.push_back(std::move(lists[*best].rows[next[*best]++]));
+        ItemRow row = std::move(lists[*best].rows[next[*best]++]);
+        if (lapsed_exhausted(row, at)) {
+          s.exhaust_in_tx(row, at);  // never handed out again
+          exhausted_any = true;
+          continue;
+        }
+        chosen.push_back(std::move(row));
       }
-      if (chosen.empty()) break;
+      if (chosen.empty()) {
+        if (exhausted_any) continue;  // the lists held only the exhausted: ask again
+        break;
+      }
       std::vector<Event> events;
       for (const auto& row : chosen) {
         events.push_back(decide_claim(row, owner, options.actor.value_or(owner), lease, at));
@@ -790,10 +830,18 @@ ItemRow ControlStore::Impl::report_in_tx(const std::string& item_id,
 
 void ControlStore::Impl::finish_in_tx(const std::string& item_id, Fence fence, Outcome outcome,
                                       const std::string& detail, Micros at,
-                                      const std::optional<std::string>& actor) {
+                                      const std::optional<std::string>& actor, bool no_retry) {
   report_in_tx(item_id, actor, [&](const std::optional<ItemRow>& row) {
-    return decide_finish(row, item_id, fence, outcome, detail, kControlPlane, at);
+    return decide_finish(row, item_id, fence, outcome, detail, kControlPlane, at, no_retry);
   });
+}
+
+void ControlStore::Impl::exhaust_in_tx(const ItemRow& row, Micros at) {
+  const Event event = decide_exhaust(row, at);
+  const Seq seq = backend_->append(event);
+  const ItemRow next = apply(row, StoredEvent{seq, event});
+  backend_->put_item(next);
+  sync_terminal_lock(row, next);
 }
 
 namespace {
@@ -818,12 +866,13 @@ void ControlStore::Impl::finish(const std::string& item_id, Fence fence, Outcome
                                         .outcome = outcome,
                                         .detail = options.detail,
                                         .actor = options.actor,
-                                        .now = options.now});
+                                        .now = options.now,
+                                        .no_retry = options.no_retry});
 }
 
 void CommandRunner::exec(ControlStore::Impl& s, const cmd::Finish& c) {
   // Read once the write lock is held: the decision is made at this time.
-  s.finish_in_tx(c.item_id, c.fence, c.outcome, c.detail, s.clock(c.now), c.actor);
+  s.finish_in_tx(c.item_id, c.fence, c.outcome, c.detail, s.clock(c.now), c.actor, c.no_retry);
 }
 
 Micros ControlStore::Impl::heartbeat(const std::string& item_id, Fence fence,
@@ -871,7 +920,9 @@ Micros CommandRunner::exec(ControlStore::Impl& s, const cmd::ExpireLeases& c) {
       const auto event = decide_expire_lease(row, last, at);
       if (!event) continue;  // this claim's expiry is recorded already
       const Seq seq = s.backend_->append(*event);
-      s.backend_->put_item(apply(std::move(row), StoredEvent{seq, *event}));
+      const ItemRow next = apply(row, StoredEvent{seq, *event});
+      s.backend_->put_item(next);
+      s.sync_terminal_lock(row, next);  // an exhausted item leaves the terminal path
       ++expired;
     }
   }
@@ -1125,8 +1176,13 @@ Assignment CommandRunner::exec(ControlStore::Impl& s, const cmd::AssignAndLease&
   auto row = s.backend_->find_item(item_id);
   const bool visible =
       row && (holder.actor.empty() || s.backend_->is_assigned(row->project_id, holder.actor));
+  bool paused = false;
+  if (visible) {
+    const auto project = s.backend_->find_project(row->project_id);
+    paused = project && project->paused;
+  }
   AssignDecision decision =
-      decide_assign(row, visible, session, actions, lease_us, acting_for(holder), at);
+      decide_assign(row, visible, session, actions, lease_us, acting_for(holder), at, paused);
   decision.answer.item_id = item_id;
   if (decision.event) {
     const Seq seq = s.backend_->append(*decision.event);
@@ -1307,7 +1363,7 @@ ControlStore::StatusCounts ControlStore::Impl::status_counts(const std::optional
   auto tx = Transaction::read(*backend_);
   const auto c = backend_->status_counts(project_id ? &*project_id : nullptr);
   tx.commit();
-  return StatusCounts{c[0], c[1], c[2], c[3], c[4], c[5]};
+  return StatusCounts{c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]};
 }
 
 Item ControlStore::Impl::item(const std::string& item_id, const std::optional<std::string>& actor) {

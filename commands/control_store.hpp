@@ -19,6 +19,7 @@
 
 #include <cplane/store.hpp>
 
+#include "commands/command.hpp"
 #include "projections/rows.hpp"
 #include "storage/backend.hpp"
 
@@ -121,6 +122,15 @@ class ControlStore::Impl {
                                   const std::optional<std::string>& actor);
   StatusCounts status_counts(const std::optional<std::string>& project_id);
   int schema_version();
+  void create_project(const std::string& id, const std::string& title,
+                      const ProjectOptions& options);
+  bool set_retry_policy(const std::string& project_id, std::uint32_t max_attempts,
+                        const std::string& backoff, std::optional<Micros> now);
+  bool pause_project(const std::string& project_id, bool pause, const std::string& reason,
+                     const LifecycleOptions& options);
+  void change_item(detail::cmd::ItemChange change);
+  BulkResult bulk(std::uint8_t kind, const std::string& project_id, const BulkOptions& options);
+  ProjectRow project(const std::string& project_id, const std::optional<std::string>& actor);
 
   // ---- what the calls share ---------------------------------------------------
   // Runs f(tx) in a write transaction, and runs it again, whole (re-reading
@@ -142,7 +152,8 @@ class ControlStore::Impl {
   ItemRow report_in_tx(const std::string& item_id, const std::optional<std::string>& actor,
                        Decide&& decide);
   void finish_in_tx(const std::string& item_id, Fence fence, Outcome outcome,
-                    const std::string& detail, Micros at, const std::optional<std::string>& actor);
+                    const std::string& detail, Micros at, const std::optional<std::string>& actor,
+                    bool no_retry = false);
   std::string enqueue_in_tx(const ProjectRow& project, const std::string& payload_json,
                             const std::optional<std::string>& actor, Micros at,
                             const EnqueueOptions* forge = nullptr);
@@ -161,6 +172,9 @@ class ControlStore::Impl {
   storage::Sync sync_for_claims() const;
   storage::Sync sync_for_finish() const;
   Micros check_claim(const std::string& owner, const ClaimOptions& options) const;
+  // A lapsed item with no attempts left, found by a claim or the sweep:
+  // failed, by the control plane (the terminal path's lock goes with it).
+  void exhaust_in_tx(const ItemRow& row, Micros at);
 
   std::unique_ptr<storage::Backend> backend_;
   StoreOptions options_;

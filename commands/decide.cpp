@@ -77,10 +77,16 @@ FenceVerdict judge_fence(const ItemRow* item, std::string_view item_id, Fence fe
 
 Event decide_finish(const std::optional<ItemRow>& item, std::string_view item_id, Fence fence,
                     Outcome outcome, const std::string& detail, const std::string& actor,
-                    Micros now) {
+                    Micros now, bool no_retry) {
   require(judge_fence(item ? &*item : nullptr, item_id, fence));
-  return Event{now, actor.empty() ? item->owner : actor, item->project_id, item->item_id,
-               ItemFinished{outcome, fence, detail}};
+  const std::string& by = actor.empty() ? item->owner : actor;
+  // Under a policy, a failed attempt with attempts left waits its backoff.
+  if (outcome == Outcome::failed && !no_retry && item->attempt_limit != 0 &&
+      attempts_left(*item)) {
+    return Event{now, by, item->project_id, item->item_id,
+                 AttemptFailed{fence, detail, retry_at(*item, now)}};
+  }
+  return Event{now, by, item->project_id, item->item_id, ItemFinished{outcome, fence, detail}};
 }
 
 Event decide_heartbeat(const std::optional<ItemRow>& item, std::string_view item_id, Fence fence,
@@ -148,13 +154,19 @@ GateVerdict judge_gate(const ItemRow* row, bool session_open, std::string_view s
 
 AssignDecision decide_assign(const std::optional<ItemRow>& row, bool visible,
                              const std::string& session, const std::vector<std::string>& actions,
-                             Micros lease, const std::string& actor, Micros now) {
+                             Micros lease, const std::string& actor, Micros now, bool paused) {
   AssignDecision out;
   out.answer.item_id = row ? row->item_id : std::string();
   // R3: terminal, invisible and missing are one answer, and an invisible
-  // item never makes a scoped session wait.
-  if (!row || !visible || is_terminal(row->status)) {
+  // item never makes a scoped session wait. A paused project's item, and a
+  // lapsed one with no attempts left, are no work to take either.
+  if (!row || !visible || is_terminal(row->status) || paused || lapsed_exhausted(*row, now)) {
     out.answer.outcome = AssignOutcome::no_safe_work;
+    return out;
+  }
+  if (row->status == ItemStatus::scheduled && row->run_at > now) {
+    out.answer.outcome = AssignOutcome::wait;  // not due yet: it will be at run_at
+    out.answer.until = row->run_at;
     return out;
   }
   if (lease_live(*row, now)) {
@@ -189,6 +201,8 @@ std::optional<Event> decide_expire_lease(const ItemRow& row, const std::optional
                                     "not lapsed",
                                     quote_id(row.item_id)));
   }
+  // Under a policy, a lapsed lease with no attempts left ends the item.
+  if (lapsed_exhausted(row, now)) return decide_exhaust(row, now);
   if (last) {
     const auto* expired = std::get_if<LeaseExpired>(&last->body);
     if (expired != nullptr && expired->fence == row.fence) return std::nullopt;

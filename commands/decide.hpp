@@ -46,10 +46,13 @@ Event decide_release(const std::optional<ItemRow>& item, std::string_view item_i
 FenceVerdict judge_fence(const ItemRow* item, std::string_view item_id, Fence fence);
 
 // Finishing an item. Throws FenceRejected unless the item exists, is claimed
-// and `fence` is its current fence.
+// and `fence` is its current fence. A failed finish of an item under a retry
+// policy with attempts left is attempt_failed (scheduled until its backoff
+// ends), unless `no_retry` (a permanent error): then, and with no attempts
+// left, the terminal failed.
 Event decide_finish(const std::optional<ItemRow>& item, std::string_view item_id, Fence fence,
                     Outcome outcome, const std::string& detail, const std::string& actor,
-                    Micros now);
+                    Micros now, bool no_retry = false);
 
 // The mutation gate (see ControlStore::require_valid_assignment): the
 // verdict with a sentence naming what failed.
@@ -65,9 +68,12 @@ struct AssignDecision {
   Assignment answer;
   std::optional<Event> event;
 };
+// `paused`: the item's project is paused (no_safe_work). A scheduled item
+// not yet due is wait, until its run_at.
 AssignDecision decide_assign(const std::optional<ItemRow>& row, bool visible,
                              const std::string& session, const std::vector<std::string>& actions,
-                             Micros lease, const std::string& actor, Micros now);
+                             Micros lease, const std::string& actor, Micros now,
+                             bool paused = false);
 
 // A candidate may be claimed at `now`: ready, or claimed with lease lapsed.
 bool is_claimable(const ItemRow& row, Micros now);
@@ -82,6 +88,65 @@ bool is_claimable(const ItemRow& row, Micros now);
 // lapsed lease: the sweep was handed a row it must not have been.
 std::optional<Event> decide_expire_lease(const ItemRow& row, const std::optional<Event>& last,
                                          Micros now);
+
+// ---- the lifecycle (commands/lifecycle.cpp) ---------------------------------------
+
+// A backoff SPEC as given: "none", "fixed:DURATION", "exponential:BASE[:CAP]"
+// (CAP 1h when left out). InvalidArgument when it does not parse; "" is
+// "none".
+struct Backoff {
+  enum Kind : std::uint8_t { none, fixed, exponential };
+  Kind kind = none;
+  Micros base = 0;
+  Micros cap = 0;
+};
+Backoff parse_backoff(std::string_view spec);
+// How long the attempt-th failed attempt of `item_id` waits: none 0; fixed
+// the duration; exponential min(BASE x 2^(attempt-1), CAP), then a jitter of
+// at most +-10% derived from the item id and the attempt (the same answer
+// for the same item and attempt, spreading a fleet's retries apart).
+Micros backoff_wait(const Backoff& backoff, std::string_view item_id, std::uint32_t attempt);
+// When a failed attempt of `row` (its attempts count: the attempt that
+// failed) may run again: now + backoff_wait, at most kMaxNow.
+Micros retry_at(const ItemRow& row, Micros now);
+
+// The retry policy an item is queued under: its own when given (attempts
+// > 0), else its project's.
+struct RetryPolicy {
+  std::uint32_t max_attempts = 0;
+  std::string backoff;
+};
+RetryPolicy resolve_policy(const ProjectRow& project, const std::optional<RetryPolicy>& own);
+
+// A lapsed lease with no attempts left: the terminal failed, by the control
+// plane, detail "lease lapsed, attempts exhausted".
+Event decide_exhaust(const ItemRow& row, Micros now);
+inline constexpr std::string_view kExhaustedDetail = "lease lapsed, attempts exhausted";
+
+// Setting a project's retry policy: nullopt when it is the policy already.
+std::optional<Event> decide_set_policy(const ProjectRow& project, const RetryPolicy& policy,
+                                       Micros now);
+// Pausing (nullopt when paused already) and resuming (nullopt when not paused).
+std::optional<Event> decide_pause(const ProjectRow& project, const std::string& reason,
+                                  const std::string& actor, Micros now);
+std::optional<Event> decide_resume(const ProjectRow& project, const std::string& actor,
+                                   Micros now);
+
+// Redriving a failed or cancelled item: ready at the back of the queue with
+// `attempts` more (nullopt: its policy's, max_attempts; 0 there: without
+// limit). NotFound for no row; InvalidArgument (conflict) for any other status.
+Event decide_retry(const std::optional<ItemRow>& row, std::string_view item_id,
+                   std::optional<std::uint32_t> attempts, const std::string& actor,
+                   const std::string& operation, Micros now);
+// Running a ready or scheduled item at `run_at` instead. InvalidArgument
+// (conflict) for a claimed or terminal item; NotFound for none.
+Event decide_reschedule(const std::optional<ItemRow>& row, std::string_view item_id,
+                        Micros run_at, const std::string& actor, Micros now);
+// Cancelling a ready, scheduled or claimed item (the claim's fence ends).
+// InvalidArgument (conflict) for a terminal one; NotFound for none.
+Event decide_cancel(const std::optional<ItemRow>& row, std::string_view item_id,
+                    const std::string& reason, const std::string& actor,
+                    const std::string& operation, Micros now);
 
 // ---- sessions -------------------------------------------------------------------
 

@@ -24,6 +24,8 @@ namespace cplane::detail {
 // A scoped actor's name, when one is given.
 void require_actor(const std::optional<std::string>& actor);
 void require_size(const std::string& text, std::size_t limit, const char* what);
+// The longest detail, reason or title a command takes.
+inline constexpr std::size_t kMaxTextBytes = 64 << 10;
 
 // The actor of events the control plane makes itself: "".
 extern const std::string kControlPlane;

@@ -14,6 +14,7 @@ const char* to_string(FenceRejected::Reason reason) noexcept {
     case FenceRejected::Reason::terminal: return "terminal";
     case FenceRejected::Reason::not_claimed: return "not_claimed";
     case FenceRejected::Reason::stale_fence: return "stale_fence";
+    case FenceRejected::Reason::cancelled: return "cancelled";
   }
   return "unknown";
 }

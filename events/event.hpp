@@ -103,7 +103,72 @@ struct EventTraits<ItemQueued> : OnItemStream, Unfenced {
     f("author", e.author);
     f("priority", e.priority);
     f("key", e.key);
+    f("max_attempts", e.max_attempts);
+    f("backoff", e.backoff);
+    f("run_at", e.run_at);
   }
+};
+template <>
+struct EventTraits<AttemptFailed> : OnItemStream, Fenced {
+  static std::string_view name(const AttemptFailed&) { return "attempt_failed"; }
+  template <class F>
+  static void fields(const AttemptFailed& e, F&& f) {
+    f("detail", e.detail);
+    f("retry_at", e.retry_at);
+  }
+};
+template <>
+struct EventTraits<ItemRetried> : OnItemStream, Unfenced {
+  static std::string_view name(const ItemRetried&) { return "retried"; }
+  template <class F>
+  static void fields(const ItemRetried& e, F&& f) {
+    f("attempts", e.attempts);
+    f("operation", e.operation);
+  }
+};
+template <>
+struct EventTraits<ItemRescheduled> : OnItemStream, Unfenced {
+  static std::string_view name(const ItemRescheduled&) { return "rescheduled"; }
+  template <class F>
+  static void fields(const ItemRescheduled& e, F&& f) {
+    f("run_at", e.run_at);
+  }
+};
+template <>
+struct EventTraits<ItemCancelled> : OnItemStream {
+  static std::string_view name(const ItemCancelled&) { return "cancelled"; }
+  // The fence of the claim it ended; none when nobody held the item.
+  static std::optional<Fence> fence(const ItemCancelled& e) {
+    return e.fence == 0 ? std::nullopt : std::optional<Fence>(e.fence);
+  }
+  template <class F>
+  static void fields(const ItemCancelled& e, F&& f) {
+    f("reason", e.reason);
+    f("operation", e.operation);
+  }
+};
+template <>
+struct EventTraits<RetryPolicySet> : OnProjectStream, Unfenced {
+  static std::string_view name(const RetryPolicySet&) { return "retry_policy_set"; }
+  template <class F>
+  static void fields(const RetryPolicySet& e, F&& f) {
+    f("max_attempts", e.max_attempts);
+    f("backoff", e.backoff);
+  }
+};
+template <>
+struct EventTraits<ProjectPaused> : OnProjectStream, Unfenced {
+  static std::string_view name(const ProjectPaused&) { return "project_paused"; }
+  template <class F>
+  static void fields(const ProjectPaused& e, F&& f) {
+    f("reason", e.reason);
+  }
+};
+template <>
+struct EventTraits<ProjectResumed> : OnProjectStream, Unfenced {
+  static std::string_view name(const ProjectResumed&) { return "project_resumed"; }
+  template <class F>
+  static void fields(const ProjectResumed&, F&&) {}
 };
 template <>
 struct EventTraits<ItemClaimed> : OnItemStream, Fenced {

@@ -56,7 +56,42 @@ struct ItemQueued {
   author @4 :Text;     # a pr's author (a session id)
   priority @5 :Int32;  # the allocator's: higher first (0 before priorities existed)
   key @6 :Text;        # the caller's idempotency key, or empty
+  maxAttempts @7 :UInt32;  # 0: no retry policy (every item before policies)
+  backoff @8 :Text;        # the policy's wait between attempts: "", "none", "fixed:30s", ...
+  runAt @9 :Int64;         # not claimable before this time; 0: at once
 }
+
+struct AttemptFailed {
+  fence @0 :UInt64;
+  detail @1 :Text;
+  retryAt @2 :Int64;
+}
+
+struct ItemRetried {
+  attempts @0 :UInt32;  # more attempts; 0: without limit
+  operation @1 :Text;
+}
+
+struct ItemRescheduled {
+  runAt @0 :Int64;
+}
+
+struct ItemCancelled {
+  fence @0 :UInt64;     # the claim it ended; 0 when nobody held the item
+  reason @1 :Text;
+  operation @2 :Text;
+}
+
+struct RetryPolicySet {
+  maxAttempts @0 :UInt32;
+  backoff @1 :Text;
+}
+
+struct ProjectPaused {
+  reason @0 :Text;
+}
+
+struct ProjectResumed {}
 
 struct ItemClaimed {
   owner @0 :Text;             # the worker that holds the item
@@ -200,6 +235,13 @@ struct Event {
     terminalPathEntered @22 :TerminalPathEntered;
     terminalPathLeft @23 :TerminalPathLeft;
     incidentLinked @24 :IncidentLinked;
+    attemptFailed @26 :AttemptFailed;
+    itemRetried @27 :ItemRetried;
+    itemRescheduled @28 :ItemRescheduled;
+    itemCancelled @29 :ItemCancelled;
+    retryPolicySet @30 :RetryPolicySet;
+    projectPaused @31 :ProjectPaused;
+    projectResumed @32 :ProjectResumed;
   }
 
   streamKind @9 :StreamKind;  # the stream this event belongs to

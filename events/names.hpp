@@ -54,7 +54,8 @@ struct EnumNames<ItemStatus> {
   static constexpr std::pair<ItemStatus, std::string_view> table[] = {
       {ItemStatus::ready, "ready"},   {ItemStatus::claimed, "claimed"},
       {ItemStatus::done, "done"},     {ItemStatus::failed, "failed"},
-      {ItemStatus::closed, "closed"}};
+      {ItemStatus::closed, "closed"}, {ItemStatus::scheduled, "scheduled"},
+      {ItemStatus::cancelled, "cancelled"}};
 };
 
 // Every table lists its values in order 0, 1, 2, ... with no gap: a value
@@ -77,7 +78,7 @@ static_assert(std::size(EnumNames<ReviewState>::table) ==
               1 + static_cast<int>(ReviewState::changes_requested));
 static_assert(std::size(EnumNames<CloseReason>::table) == 1 + static_cast<int>(CloseReason::closed));
 static_assert(std::size(EnumNames<StreamKind>::table) == 1 + static_cast<int>(StreamKind::incident));
-static_assert(std::size(EnumNames<ItemStatus>::table) == 1 + static_cast<int>(ItemStatus::closed));
+static_assert(std::size(EnumNames<ItemStatus>::table) == 1 + static_cast<int>(ItemStatus::cancelled));
 
 template <class Enum>
 constexpr std::string_view name_of(Enum value) {

@@ -122,12 +122,96 @@ struct WireCodec<ItemQueued> {
     b.setAuthor(text(e.author));
     b.setPriority(e.priority);
     b.setKey(text(e.key));
+    b.setMaxAttempts(e.max_attempts);
+    b.setBackoff(text(e.backoff));
+    b.setRunAt(e.run_at);
   }
   static ItemQueued decode(Body::Reader body) {
     auto b = body.getItemQueued();
     return {str(b.getPayload()), from_wire(b.getKind()), str(b.getRef()), str(b.getHead()),
-            str(b.getAuthor()),  b.getPriority(),        str(b.getKey())};
+            str(b.getAuthor()),  b.getPriority(),        str(b.getKey()), b.getMaxAttempts(),
+            str(b.getBackoff()), b.getRunAt()};
   }
+};
+template <>
+struct WireCodec<AttemptFailed> {
+  static constexpr Body::Which tag = Body::ATTEMPT_FAILED;
+  static void encode(Body::Builder body, const AttemptFailed& e) {
+    auto b = body.initAttemptFailed();
+    b.setFence(e.fence);
+    b.setDetail(text(e.detail));
+    b.setRetryAt(e.retry_at);
+  }
+  static AttemptFailed decode(Body::Reader body) {
+    auto b = body.getAttemptFailed();
+    return {b.getFence(), str(b.getDetail()), b.getRetryAt()};
+  }
+};
+template <>
+struct WireCodec<ItemRetried> {
+  static constexpr Body::Which tag = Body::ITEM_RETRIED;
+  static void encode(Body::Builder body, const ItemRetried& e) {
+    auto b = body.initItemRetried();
+    b.setAttempts(e.attempts);
+    b.setOperation(text(e.operation));
+  }
+  static ItemRetried decode(Body::Reader body) {
+    auto b = body.getItemRetried();
+    return {b.getAttempts(), str(b.getOperation())};
+  }
+};
+template <>
+struct WireCodec<ItemRescheduled> {
+  static constexpr Body::Which tag = Body::ITEM_RESCHEDULED;
+  static void encode(Body::Builder body, const ItemRescheduled& e) {
+    body.initItemRescheduled().setRunAt(e.run_at);
+  }
+  static ItemRescheduled decode(Body::Reader body) {
+    return {body.getItemRescheduled().getRunAt()};
+  }
+};
+template <>
+struct WireCodec<ItemCancelled> {
+  static constexpr Body::Which tag = Body::ITEM_CANCELLED;
+  static void encode(Body::Builder body, const ItemCancelled& e) {
+    auto b = body.initItemCancelled();
+    b.setFence(e.fence);
+    b.setReason(text(e.reason));
+    b.setOperation(text(e.operation));
+  }
+  static ItemCancelled decode(Body::Reader body) {
+    auto b = body.getItemCancelled();
+    return {b.getFence(), str(b.getReason()), str(b.getOperation())};
+  }
+};
+template <>
+struct WireCodec<RetryPolicySet> {
+  static constexpr Body::Which tag = Body::RETRY_POLICY_SET;
+  static void encode(Body::Builder body, const RetryPolicySet& e) {
+    auto b = body.initRetryPolicySet();
+    b.setMaxAttempts(e.max_attempts);
+    b.setBackoff(text(e.backoff));
+  }
+  static RetryPolicySet decode(Body::Reader body) {
+    auto b = body.getRetryPolicySet();
+    return {b.getMaxAttempts(), str(b.getBackoff())};
+  }
+};
+template <>
+struct WireCodec<ProjectPaused> {
+  static constexpr Body::Which tag = Body::PROJECT_PAUSED;
+  static void encode(Body::Builder body, const ProjectPaused& e) {
+    body.initProjectPaused().setReason(text(e.reason));
+  }
+  static ProjectPaused decode(Body::Reader body) {
+    return {str(body.getProjectPaused().getReason())};
+  }
+};
+template <>
+struct WireCodec<ProjectResumed> {
+  static constexpr Body::Which tag = Body::PROJECT_RESUMED;
+  static void encode(Body::Builder body, const ProjectResumed&) { body.initProjectResumed(); }
+  static ProjectResumed decode(Body::Reader) { return {}; }
 };
 template <>
 struct WireCodec<TerminalPathEntered> {

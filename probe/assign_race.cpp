@@ -252,6 +252,13 @@ Findings judge(const std::vector<Journal>& journals,
               [&](const TerminalPathEntered&) { ++f.foreign_events; },
               [&](const TerminalPathLeft&) { ++f.foreign_events; },
               [&](const IncidentLinked&) { ++f.foreign_events; },
+              [&](const AttemptFailed&) { ++f.foreign_events; },
+              [&](const ItemRetried&) { ++f.foreign_events; },
+              [&](const ItemRescheduled&) { ++f.foreign_events; },
+              [&](const ItemCancelled&) { ++f.foreign_events; },
+              [&](const RetryPolicySet&) { ++f.foreign_events; },
+              [&](const ProjectPaused&) { ++f.foreign_events; },
+              [&](const ProjectResumed&) { ++f.foreign_events; },
           },
           e.body);
       row = apply(std::move(row), stored);

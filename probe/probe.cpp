@@ -537,9 +537,16 @@ class Probe {
     ControlStore store{config_.store};
     store.create_project(project_, "cplane probe " + config_.scenario);
     store.grant(project_, project_);
+    return enqueue_more(store, 0, items);
+  }
+
+  // Queues items first .. first + count - 1 (payload {"n": i}).
+  std::vector<std::string> enqueue_more(ControlStore& store, std::int64_t first,
+                                        std::int64_t count) {
     std::vector<std::string> ids;
     std::vector<std::string> payloads;
-    for (std::int64_t i = 0; i < items;) {
+    const std::int64_t items = first + count;
+    for (std::int64_t i = first; i < items;) {
       const auto n = std::min<std::int64_t>(1000, items - i);
       payloads.clear();
       for (std::int64_t k = 0; k < n; ++k) payloads.push_back(fmt::format(R"({{"n":{}}})", i + k));
@@ -832,7 +839,10 @@ class Probe {
     const int workers = workers_or(4);
     const std::int64_t items = items_or(500);
     const double lease = 1.0;
-    const auto ids = setup(items);
+    // Two items at first (the victim's and the competitor's); the rest are
+    // queued once the victim's lease has lapsed, so that the lapsed item is
+    // the one available earliest (a claim takes that one first).
+    auto ids = setup(std::min<std::int64_t>(items, 2));
     const pid_t victim = spawn("hold", 999, nullptr, lease);
     while (!std::filesystem::exists(record_path(999))) {
       if (seconds_now() > deadline()) throw std::runtime_error("the victim never claimed");
@@ -862,9 +872,15 @@ class Probe {
       report.check(store.item(item).owner == "probe-worker-999", "the item stays with the victim");
     }
     sleep_for(lease + 0.1);
+    if (items > 2) {
+      ControlStore store{config_.store};
+      const auto more = enqueue_more(store, 2, items - 2);
+      ids.insert(ids.end(), more.begin(), more.end());
+    }
 
-    // The survivor reclaims the lapsed item (queued first, it wins over every
-    // ready item) and holds it while the dead worker's late report arrives:
+    // The survivor reclaims the lapsed item (available since its lease
+    // lapsed, before every item queued since) and holds it while the dead
+    // worker's late report arrives:
     // the item is claimed and live, so only the fence can refuse that report.
     std::int64_t survivor_claims = 0;
     bool refused = false;

@@ -31,10 +31,64 @@ ItemRow apply(ItemRow row, const StoredEvent& stored) {
             row.author = queued.author;
             row.priority = queued.priority;
             row.key = queued.key;
+            row.max_attempts = queued.max_attempts;
+            row.backoff = queued.backoff;
+            row.attempt_limit = queued.max_attempts;
+            // Delayed: scheduled until run_at; a run_at already past is no delay.
+            if (queued.run_at > e.at) {
+              row.status = ItemStatus::scheduled;
+              row.run_at = queued.run_at;
+            }
+            return true;
+          },
+          [&](const AttemptFailed& failed) {
+            // The attempt ended; the item waits its backoff, then a claim
+            // takes it under a higher fence. Nobody holds it meanwhile.
+            row.status = ItemStatus::scheduled;
+            row.run_at = failed.retry_at;
+            row.lease_expires_at = 0;
+            row.detail = failed.detail;
+            row.session.clear();
+            row.actions.clear();
+            row.expected_head.clear();
+            row.head_moved = false;
+            return true;
+          },
+          [&](const ItemRetried& retried) {
+            // Redriven: ready at the back of the queue, with more attempts.
+            row.status = ItemStatus::ready;
+            row.queued_seq = stored.seq;
+            row.queued_at = e.at;
+            row.run_at = 0;
+            row.attempt_limit = retried.attempts == 0 ? 0 : row.attempts + retried.attempts;
+            row.detail.clear();
+            row.close_reason.clear();
+            row.session.clear();
+            row.actions.clear();
+            row.expected_head.clear();
+            row.head_moved = false;
+            return true;
+          },
+          [&](const ItemRescheduled& rescheduled) {
+            const bool later = rescheduled.run_at > e.at;
+            row.status = later ? ItemStatus::scheduled : ItemStatus::ready;
+            row.run_at = later ? rescheduled.run_at : 0;
+            return true;
+          },
+          [&](const ItemCancelled& cancelled) {
+            // Terminal; who held it (owner, session, fence) stays on record,
+            // so that its holder is told why its reports are refused.
+            row.status = ItemStatus::cancelled;
+            row.lease_expires_at = 0;
+            row.run_at = 0;
+            row.detail = cancelled.reason;
+            row.terminal_since = 0;
+            row.terminal_reason.clear();
             return true;
           },
           [&](const ItemClaimed& claimed) {
             row.status = ItemStatus::claimed;
+            row.run_at = 0;
             row.owner = claimed.owner;
             row.fence = claimed.fence;
             row.attempts = claimed.attempt;
@@ -50,6 +104,7 @@ ItemRow apply(ItemRow row, const StoredEvent& stored) {
             // A claim by a session: the same fence counter, plus what it
             // may do and the head it was given.
             row.status = ItemStatus::claimed;
+            row.run_at = 0;
             row.owner = assigned.session;
             row.session = assigned.session;
             row.fence = assigned.fence;
@@ -75,6 +130,7 @@ ItemRow apply(ItemRow row, const StoredEvent& stored) {
             row.status = ItemStatus::closed;
             row.close_reason = std::string(to_string(closed.reason));
             row.lease_expires_at = 0;
+            row.run_at = 0;
             row.terminal_since = 0;
             row.terminal_reason.clear();
             return true;
@@ -96,6 +152,7 @@ ItemRow apply(ItemRow row, const StoredEvent& stored) {
           [&](const ItemFinished& finished) {
             row.status = finished.outcome == Outcome::done ? ItemStatus::done : ItemStatus::failed;
             row.lease_expires_at = 0;
+            row.run_at = 0;
             row.terminal_since = 0;  // off the terminal path: the work ended
             row.terminal_reason.clear();
             row.detail = finished.detail;
@@ -141,6 +198,21 @@ ProjectRow apply(ProjectRow row, const StoredEvent& stored) {
                    row.created_at = e.at;
                    row.last_seq = stored.seq;
                  },
+                 [&](const RetryPolicySet& policy) {
+                   row.max_attempts = policy.max_attempts;
+                   row.backoff = policy.backoff;
+                   row.last_seq = stored.seq;
+                 },
+                 [&](const ProjectPaused& paused) {
+                   row.paused = true;
+                   row.pause_reason = paused.reason;
+                   row.last_seq = stored.seq;
+                 },
+                 [&](const ProjectResumed&) {
+                   row.paused = false;
+                   row.pause_reason.clear();
+                   row.last_seq = stored.seq;
+                 },
                  [](const ActorAssigned&) {},  // an assignment row's, not the project's
                  OfOtherStreams<StreamKind::project>{},
              },
@@ -158,6 +230,9 @@ ProjectActorRow apply(ProjectActorRow row, const StoredEvent& stored) {
                    row.last_seq = stored.seq;
                  },
                  [](const ProjectCreated&) {},  // the project's row, not an assignment
+                 [](const RetryPolicySet&) {},
+                 [](const ProjectPaused&) {},
+                 [](const ProjectResumed&) {},
                  OfOtherStreams<StreamKind::project>{},
              },
              e.body);

@@ -14,12 +14,48 @@
 
 namespace cplane {
 
-// A claim made at `at` may take the item: it is ready, or it is claimed and
-// its lease lapsed at or before `at` (reclaimable exactly at expiry, not a
-// microsecond before). Terminal items are never claimable.
+// Attempts remain: the item has no attempt limit (no retry policy, the
+// seed's semantics), or fewer attempts (claims) than its limit.
+inline bool attempts_left(const ItemRow& row) {
+  return row.attempt_limit == 0 || row.attempts < row.attempt_limit;
+}
+
+// The item is claimed and its lease lapsed at or before `at` (exactly at
+// expiry, not a microsecond before).
+inline bool lease_lapsed(const ItemRow& row, Micros at) {
+  return row.status == ItemStatus::claimed && row.lease_expires_at <= at;
+}
+
+// A claim made at `at` may take the item: it is ready; or scheduled and due
+// (run_at at or before `at`); or its lease lapsed and attempts remain.
+// Terminal items are never claimable.
 inline bool claimable(const ItemRow& row, Micros at) {
   return row.status == ItemStatus::ready ||
-         (row.status == ItemStatus::claimed && row.lease_expires_at <= at);
+         (row.status == ItemStatus::scheduled && row.run_at <= at) ||
+         (lease_lapsed(row, at) && attempts_left(row));
+}
+
+// Under a policy, a lapsed lease counts as an attempt: with none left, the
+// item is never handed out again, and the next claim or sweep fails it.
+inline bool lapsed_exhausted(const ItemRow& row, Micros at) {
+  return lease_lapsed(row, at) && !attempts_left(row);
+}
+
+// When an available item became available: a ready one when queued (or
+// retried), a scheduled one at run_at, a lapsed one when its lease ended.
+inline Micros available_since(const ItemRow& row) {
+  switch (row.status) {
+    case ItemStatus::scheduled: return row.run_at;
+    case ItemStatus::claimed: return row.lease_expires_at;
+    default: return row.queued_at;
+  }
+}
+
+// Which of two available items a claim takes first: the one available
+// earliest, ties in queue order.
+inline bool available_before(const ItemRow& a, const ItemRow& b) {
+  const Micros x = available_since(a), y = available_since(b);
+  return x != y ? x < y : a.queued_seq < b.queued_seq;
 }
 
 // A claim's fence must be strictly above every earlier fence of the item.
@@ -32,6 +68,7 @@ inline bool fence_rises(Fence before, Fence claimed) { return claimed > before; 
 inline std::optional<FenceRejected::Reason> fence_refusal(const ItemRow* row, Fence fence) {
   using Reason = FenceRejected::Reason;
   if (row == nullptr) return Reason::unknown_item;
+  if (row->status == ItemStatus::cancelled) return Reason::cancelled;
   if (is_terminal(row->status)) return Reason::terminal;
   if (row->status != ItemStatus::claimed) return Reason::not_claimed;
   if (fence != row->fence) return Reason::stale_fence;

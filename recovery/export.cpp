@@ -557,6 +557,10 @@ class ExportLog final : public storage::Backend {
   void wait_for_work(std::chrono::steady_clock::time_point) override { read_only(); }
   std::optional<ItemRow> oldest_ready(const std::string&) override { read_only(); }
   std::optional<ItemRow> earliest_lapsed(Micros, const std::string&) override { read_only(); }
+  std::optional<ItemRow> earliest_due(Micros, const std::string&) override { read_only(); }
+  std::vector<ItemRow> items_in_status(const std::string&, ItemStatus, std::size_t) override {
+    read_only();
+  }
   std::vector<ItemRow> lapsed_items(Micros, const std::string&) override { read_only(); }
   std::optional<SessionRow> find_session(std::string_view) override { read_only(); }
   std::unique_ptr<storage::Cursor<ItemRow>> scan_allocatable(const std::string&) override {

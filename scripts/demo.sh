@@ -9,16 +9,19 @@ export CPLANE_DB="$DB"
 T=1800000000000000  # a fixed clock (microseconds), so the run is repeatable
 
 "$CPLANE" project create alpha "Project Alpha" --now $T
-for task in "summarise the report" "translate the abstract" "file the results"; do
-  "$CPLANE" enqueue alpha "{\"task\": \"$task\"}" --now $T >/dev/null
-done
-echo "queued 3 items in project alpha"
+"$CPLANE" enqueue alpha '{"task": "summarise the report"}' --now $T >/dev/null
+echo "queued 1 item in project alpha"
 
-# worker-1 claims with a 10 s lease, then stalls past it.
+# worker-1 claims with a 10 s lease, then stalls past it (it lapses at T + 11 s).
 first=$("$CPLANE" claim --owner worker-1 --lease 10 --json --now $((T + 1000000)))
 item=$(echo "$first" | sed -E 's/.*"item_id":"([^"]+)".*/\1/')
 echo "worker-1 claimed $item under fence 1"
-# worker-2 finds the lease lapsed and reclaims the same item under fence 2.
+for task in "translate the abstract" "file the results"; do
+  "$CPLANE" enqueue alpha "{\"task\": \"$task\"}" --now $((T + 12000000)) >/dev/null
+done
+echo "queued 2 more items after its lease lapsed"
+# worker-2 finds the lease lapsed and reclaims the same item under fence 2:
+# a claim takes the item available earliest (this one, since T + 11 s).
 "$CPLANE" claim --owner worker-2 --json --now $((T + 20000000)) >/dev/null
 echo "worker-2 reclaimed it under fence 2 after the lease lapsed"
 set +e

@@ -131,6 +131,21 @@ class Cursor {
   virtual bool next(Row& row) = 0;
 };
 
+// The ORDER BY of items_in_status for `status`: the order of its index.
+// InternalError for a status that has none.
+inline const char* status_order(ItemStatus status) {
+  switch (status) {
+    case ItemStatus::ready: return "queued_seq";
+    case ItemStatus::scheduled: return "run_at, queued_seq";
+    case ItemStatus::claimed: return "lease_expires_at, queued_seq";
+    case ItemStatus::failed:
+    case ItemStatus::cancelled: return "item_id";
+    default: break;
+  }
+  throw InternalError("items are listed by status only when ready, scheduled, claimed, failed "
+                      "or cancelled");
+}
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -213,12 +228,25 @@ class Backend {
   // The claimed item of a project whose lease lapsed first, at or before
   // `now`: an index seek.
   virtual std::optional<ItemRow> earliest_lapsed(Micros now, const std::string& project_id) = 0;
-  // A claim's candidates in the projects `actor` may claim from (all, if
-  // null): per project, the ready items in queue order and the lapsed ones
-  // in lapse order, each list the first `limit` or fewer. `more` is set on
-  // a list that may go on past its rows (a batch claim that took them all
-  // asks again). The default answers one of each (oldest_ready,
-  // earliest_lapsed); a server backend answers all in one round trip.
+  // The scheduled item of a project due first (run_at at or before `now`):
+  // an index seek, however many are scheduled for later.
+  virtual std::optional<ItemRow> earliest_due(Micros now, const std::string& project_id) = 0;
+  // The projects a claim may take from: as project_ids(actor), less the paused.
+  virtual std::vector<std::string> claimable_project_ids(const std::string* actor) {
+    std::vector<std::string> out;
+    for (auto& id : project_ids(actor)) {
+      const auto project = find_project(id);
+      if (project && !project->paused) out.push_back(std::move(id));
+    }
+    return out;
+  }
+  // A claim's candidates in the unpaused projects `actor` may claim from
+  // (all, if null): per project, the ready items in queue order, the lapsed
+  // ones in lapse order and the due scheduled ones in run_at order, each
+  // list the first `limit` or fewer. `more` is set on a list that may go on
+  // past its rows (a batch claim that took them all asks again). The
+  // default answers one of each (oldest_ready, earliest_lapsed,
+  // earliest_due); a server backend answers all in one round trip.
   struct CandidateList {
     std::vector<ItemRow> rows;
     bool more = false;
@@ -227,28 +255,38 @@ class Backend {
                                                       std::size_t limit) {
     (void)limit;
     std::vector<CandidateList> out;
-    for (const auto& project : project_ids(actor)) {
-      for (auto row : {oldest_ready(project), earliest_lapsed(now, project)}) {
+    for (const auto& project : claimable_project_ids(actor)) {
+      for (auto row :
+           {oldest_ready(project), earliest_lapsed(now, project), earliest_due(now, project)}) {
         if (row) out.push_back({{std::move(*row)}, true});
       }
     }
     return out;
   }
+  // The first `limit` items of a project in `status` (ready, scheduled,
+  // claimed, failed or cancelled), in that status's index order: queue
+  // order, run_at, lease end, item id. Bulk cancel and retry take a batch
+  // at a time, each batch moving its items out of the status. An index
+  // range; InternalError for another status.
+  virtual std::vector<ItemRow> items_in_status(const std::string& project_id, ItemStatus status,
+                                               std::size_t limit) = 0;
   // Every claimed item of a project whose lease lapsed at or before `now`,
   // lapsed first (the sweep, expire_leases): an index range.
   virtual std::vector<ItemRow> lapsed_items(Micros now, const std::string& project_id) = 0;
-  // The earliest lease end of a project's claimed items (when one lapses,
-  // a claim can take it), or nullopt when none is claimed.
+  // When the next of a project's items becomes claimable by time alone: the
+  // earliest lease end of its claimed items or run_at of its scheduled ones;
+  // nullopt when there is none.
   virtual std::optional<Micros> next_lapse(const std::string& project_id) = 0;
   // Every item row, ordered by item_id (bytewise).
   virtual std::unique_ptr<Cursor<ScannedItem>> scan_items() = 0;
 
-  // The open items (ready or claimed) of a project in the allocator's order:
+  // The open items (ready, claimed or scheduled) of a project in the allocator's order:
   // on the terminal path first, then higher priority, then queued first. An
   // index walk: the caller stops at the first it can take. Rows carry only
   // what the allocator ranks and judges by (item and project id, status,
   // session, lease end, review, author, terminal_since, priority,
-  // queued_seq): read the chosen one whole with find_item. One walk at a
+  // queued_seq, run_at, attempts, attempt_limit): read the chosen one whole
+  // with find_item. One walk at a
   // time per connection.
   virtual std::unique_ptr<Cursor<ItemRow>> scan_allocatable(const std::string& project_id) = 0;
 

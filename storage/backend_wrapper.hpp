@@ -67,6 +67,16 @@ class BackendWrapper : public Backend {
                                               std::size_t limit) override {
     return inner_->claim_candidates(now, actor, limit);
   }
+  std::optional<ItemRow> earliest_due(Micros now, const std::string& project_id) override {
+    return inner_->earliest_due(now, project_id);
+  }
+  std::vector<std::string> claimable_project_ids(const std::string* actor) override {
+    return inner_->claimable_project_ids(actor);
+  }
+  std::vector<ItemRow> items_in_status(const std::string& project_id, ItemStatus status,
+                                       std::size_t limit) override {
+    return inner_->items_in_status(project_id, status, limit);
+  }
   std::vector<Seq> append_batch(const std::vector<Event>& events) override {
     return inner_->append_batch(events);
   }

@@ -44,7 +44,9 @@ Log seed(const TempDir& dir) {
   store.create_project("alpha", "A", "open", T0);
   log.held = store.enqueue("alpha", R"({"n": 1})", {}, T0 + 1);
   log.done = store.enqueue("alpha", R"({"n": 2})", {}, T0 + 2);
-  log.ready = store.enqueue("alpha", R"({"n": 3})", {}, T0 + 3);
+  // Queued after held's first lease lapses (T0 + 1 s + 10 us), so that b's
+  // claim, which takes the item available earliest, takes held.
+  log.ready = store.enqueue("alpha", R"({"n": 3})", {}, T0 + 1'500'000);
   REQUIRE(store.claim("a", {.lease = Seconds{1}, .now = T0 + 10})->item_id == log.held);
   REQUIRE(store.claim("d", {.lease = Seconds{100}, .now = T0 + 11})->item_id == log.done);
   store.finish(log.done, 1, Outcome::done, "ok", T0 + 12);
@@ -341,8 +343,10 @@ TEST_CASE("a row value edited behind the engine's back and laundered into the ne
     kind = "fence_skipped";
   }
   {
-    // b's lease lapses; the next claim takes what the edited row says.
+    // b's lease lapses; the next claim but one (ready waited longer) takes
+    // what the edited row says.
     ControlStore store{log.db};
+    REQUIRE(store.claim("x", {.now = T0 + 200 * kSecond})->item_id == log.ready);
     const auto next = store.claim("c", {.now = T0 + 200 * kSecond});
     REQUIRE(next);
     REQUIRE(next->item_id == log.held);

@@ -122,17 +122,26 @@ TEST_CASE("a lapsed lease is reclaimed with a higher fence and the old fence is 
   CHECK(verify_ledger(store).empty());
 }
 
-TEST_CASE("an older lapsed item is claimed before a newer ready one", "[commands][claim]") {
+TEST_CASE("a claim takes the item available earliest: a lapsed lease ranks by when it lapsed",
+          "[commands][claim]") {
   TempDir dir;
   ControlStore store{test_context().fresh_store(dir, "c.db")};
   store.create_project("alpha", "A");
   auto old_id = store.enqueue("alpha", "{}", {}, kT0);
   auto new_id = store.enqueue("alpha", "{}", {}, kT0 + 1);
   REQUIRE(store.claim("w1", {.lease = Seconds{1}, .now = kT0 + 2})->item_id == old_id);
+  // old_id lapsed at kT0 + 1 s + 2 us; new_id has waited since kT0 + 1 us.
   auto next = store.claim("w2", {.now = kT0 + 5 * kSecond});
   REQUIRE(next);
-  CHECK(next->item_id == old_id);
-  CHECK(store.claim("w3", {.now = kT0 + 5 * kSecond})->item_id == new_id);
+  CHECK(next->item_id == new_id);
+  CHECK(store.claim("w3", {.now = kT0 + 5 * kSecond})->item_id == old_id);
+  // A lapse before an item was queued ranks first, as the lapsed item became
+  // available first.
+  auto held = store.enqueue("alpha", "{}", {}, kT0 + 6 * kSecond);
+  REQUIRE(store.claim("w4", {.lease = Seconds{1}, .now = kT0 + 6 * kSecond + 1})->item_id == held);
+  auto later = store.enqueue("alpha", "{}", {}, kT0 + 8 * kSecond);
+  CHECK(store.claim("w5", {.now = kT0 + 9 * kSecond})->item_id == held);
+  CHECK(store.claim("w6", {.now = kT0 + 9 * kSecond})->item_id == later);
 }
 
 TEST_CASE("finish refuses every fence that is not current and changes nothing",

@@ -41,8 +41,37 @@ struct Sample<ActorAssigned> {
 template <>
 struct Sample<ItemQueued> {
   static ItemQueued make() {
-    return {R"({"task":"x"})", WorkKind::pr, "o/r#1", "abc123", "agent-2", 5, "key-1"};
+    return {R"({"task":"x"})", WorkKind::pr, "o/r#1", "abc123", "agent-2", 5, "key-1",
+            3, "exponential:1s:1h", 1'700'000'000'000'000};
   }
+};
+template <>
+struct Sample<AttemptFailed> {
+  static AttemptFailed make() { return {7, "timeout", 900'000'123}; }
+};
+template <>
+struct Sample<ItemRetried> {
+  static ItemRetried make() { return {2, "op-00000000000000ab"}; }
+};
+template <>
+struct Sample<ItemRescheduled> {
+  static ItemRescheduled make() { return {900'000'555}; }
+};
+template <>
+struct Sample<ItemCancelled> {
+  static ItemCancelled make() { return {7, "not wanted", "op-1"}; }
+};
+template <>
+struct Sample<RetryPolicySet> {
+  static RetryPolicySet make() { return {5, "fixed:30s"}; }
+};
+template <>
+struct Sample<ProjectPaused> {
+  static ProjectPaused make() { return {"deploy freeze"}; }
+};
+template <>
+struct Sample<ProjectResumed> {
+  static ProjectResumed make() { return {}; }
 };
 template <>
 struct Sample<ItemClaimed> {

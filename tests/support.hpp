@@ -81,12 +81,21 @@ void sql(const std::string& db, const std::string& statements);
 void forged_sql(const std::string& db, const std::string& statements);
 std::vector<std::string> sql_column(const std::string& db, const std::string& query);
 
-// SQL that takes a database of the current schema back to what version 4
+// SQL that takes a database of the current schema back to what version 6
+// was (before the job lifecycle), 4
 // was (before sessions and forge items), 3 (before the hash chain), and 1
 // (before streams, with the lease index without queued_seq): migration
 // tests start from them. (Version 4's items had no 'closed' in its CHECK;
 // a copy that keeps it migrates the same.)
+#define CPLANE_BACK_TO_6                                                                     \
+  "DROP INDEX items_due; DROP INDEX items_failed; DROP INDEX items_cancelled; "              \
+  "ALTER TABLE items DROP COLUMN max_attempts; ALTER TABLE items DROP COLUMN backoff; "     \
+  "ALTER TABLE items DROP COLUMN attempt_limit; ALTER TABLE items DROP COLUMN run_at; "     \
+  "ALTER TABLE projects DROP COLUMN max_attempts; ALTER TABLE projects DROP COLUMN backoff; " \
+  "ALTER TABLE projects DROP COLUMN paused; ALTER TABLE projects DROP COLUMN pause_reason; "
+inline constexpr const char* kBackToVersion6 = CPLANE_BACK_TO_6 "PRAGMA user_version = 6; ";
 #define CPLANE_BACK_TO_4                                                                     \
+  CPLANE_BACK_TO_6                                                                           \
   "DROP TABLE sessions; DROP INDEX items_by_session; DROP INDEX items_alloc; "             \
   "DROP TABLE terminal_locks; DROP TABLE incident_links; "                                  \
   "ALTER TABLE items DROP COLUMN priority; ALTER TABLE items DROP COLUMN terminal_since; "  \

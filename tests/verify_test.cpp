@@ -736,7 +736,7 @@ TEST_CASE("project and assignment rows that disagree with the log are reported",
     kind = ProblemKind::project_row_missing, project = "beta", mentions = "beta";
   }
   SECTION("a project row with no project_created event") {
-    tamper = "INSERT INTO projects VALUES ('gamma', 'Gamma', 'open', 1, 1)";
+    tamper = "INSERT INTO projects (project_id, title, status, created_at, last_seq) VALUES ('gamma', 'Gamma', 'open', 1, 1)";
     kind = ProblemKind::project_row_without_event, project = "gamma", mentions = "gamma";
   }
   SECTION("a changed project title") {
@@ -824,7 +824,7 @@ const std::vector<RowTamper> kRowTampers = {
      "DELETE FROM projects WHERE project_id = 'alpha'", ProblemKind::project_row_missing, "alpha",
      "projects", "alpha", "insert"},
     {"a project row inserted with no project_created event",
-     "INSERT INTO projects VALUES ('gamma', 'Gamma', 'open', 1, 1)",
+     "INSERT INTO projects (project_id, title, status, created_at, last_seq) VALUES ('gamma', 'Gamma', 'open', 1, 1)",
      ProblemKind::project_row_without_event, "gamma", "projects", "gamma", "keep"},
     {"a deleted assignment row", "DELETE FROM project_actors WHERE actor = 'bob'",
      ProblemKind::assignment_missing, "alpha", "project_actors", "alpha/bob", "insert"},

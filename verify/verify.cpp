@@ -265,7 +265,16 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
     if (a.unreadable) return;
     // Exactly one worker at a time: a claim takes a ready item or
     // one whose lease had lapsed when the claim was made.
-    if (a.item.status == ItemStatus::claimed && !claimable(a.item, e.at)) {
+    if (a.item.status == ItemStatus::scheduled && !claimable(a.item, e.at)) {
+      problem(ProblemKind::lifecycle_not_allowed,
+              fmt::format("claim seq {} by {} at {} took the item before its run_at {}", seq,
+                          owner, e.at, a.item.run_at));
+    }
+    if (lapsed_exhausted(a.item, e.at)) {
+      problem(ProblemKind::lifecycle_not_allowed,
+              fmt::format("claim seq {} by {} took the item after its {} attempt(s) ran out", seq,
+                          owner, a.item.attempts));
+    } else if (a.item.status == ItemStatus::claimed && !claimable(a.item, e.at)) {
       problem(ProblemKind::claim_while_leased,
               fmt::format("claim seq {} by {} at {} took the item while {}'s lease ran "
                           "until {}",
@@ -306,6 +315,14 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
       problem(ProblemKind::event_after_terminal,
               fmt::format("event seq {} ({}) follows the close of session {}", seq,
                           type_name(e.body), quoted(a.stream.id)));
+    }
+  };
+  auto project_created_first = [&] {
+    if (!a.project && !a.reported_no_creation) {
+      a.reported_no_creation = true;
+      problem(ProblemKind::no_creation_event,
+              fmt::format("project {} has a {} event (seq {}) before project_created",
+                          a.stream.id, type_name(e.body), seq));
     }
   };
   if (stream_of(e) != a.stream) return;  // filed here by its columns only
@@ -522,6 +539,70 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
                                   seq, released.fence, to_string(a.item.status), a.item.fence));
             }
           },
+          [&](const AttemptFailed& failed) {
+            item_created_first();
+            if (a.unreadable) return;
+            if (fence_refusal(&a.item, failed.fence)) {
+              problem(ProblemKind::stale_fence_accepted,
+                      fmt::format("attempt_failed at seq {} carries fence {} while the item was {} "
+                                  "under fence {}",
+                                  seq, failed.fence, to_string(a.item.status), a.item.fence));
+            } else if (a.item.attempt_limit == 0 || !attempts_left(a.item)) {
+              problem(ProblemKind::lifecycle_not_allowed,
+                      fmt::format("attempt_failed at seq {} retries attempt {} of an item {}", seq,
+                                  a.item.attempts,
+                                  a.item.attempt_limit == 0
+                                      ? std::string("with no retry policy")
+                                      : fmt::format("whose {} attempts ran out",
+                                                    a.item.attempt_limit)));
+            }
+          },
+          [&](const ItemRetried&) {
+            // The one event that may follow a terminal one: it reopens the item.
+            if (!a.created && !a.reported_no_creation) {
+              a.reported_no_creation = true;
+              problem(ProblemKind::no_creation_event,
+                      fmt::format("item {} has a retried event (seq {}) before any queued event",
+                                  a.stream.id, seq));
+            }
+            if (a.unreadable) return;
+            if (a.item.status != ItemStatus::failed && a.item.status != ItemStatus::cancelled) {
+              problem(ProblemKind::lifecycle_not_allowed,
+                      fmt::format("retried at seq {} redrove item {} while it was {}: only a "
+                                  "failed or cancelled item is retried",
+                                  seq, a.stream.id, to_string(a.item.status)));
+            }
+            a.terminals = 0;
+          },
+          [&](const ItemRescheduled&) {
+            item_created_first();
+            if (!a.unreadable && a.item.status != ItemStatus::ready &&
+                a.item.status != ItemStatus::scheduled) {
+              problem(ProblemKind::lifecycle_not_allowed,
+                      fmt::format("rescheduled at seq {} moved item {} while it was {}", seq,
+                                  a.stream.id, to_string(a.item.status)));
+            }
+          },
+          [&](const ItemCancelled& cancelled) {
+            item_created_first();
+            ++a.terminals;
+            if (a.terminals == 2) {
+              problem(ProblemKind::two_terminal_events,
+                      fmt::format("item {} has a second terminal event (cancelled at seq {})",
+                                  a.stream.id, seq));
+            }
+            if (a.unreadable) return;
+            const Fence held = a.item.status == ItemStatus::claimed ? a.item.fence : 0;
+            if (cancelled.fence != held) {
+              problem(ProblemKind::stale_fence_accepted,
+                      fmt::format("cancelled at seq {} names fence {} while the item was {} under "
+                                  "fence {}",
+                                  seq, cancelled.fence, to_string(a.item.status), a.item.fence));
+            }
+          },
+          [&](const RetryPolicySet&) { project_created_first(); },
+          [&](const ProjectPaused&) { project_created_first(); },
+          [&](const ProjectResumed&) { project_created_first(); },
           [&](const ProjectCreated&) {
             if (a.project) {
               problem(ProblemKind::duplicate_creation_event,
@@ -557,6 +638,8 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
       } else if (auto* granted = std::get_if<ActorAssigned>(&e.body)) {
         auto& row = a.grants[granted->actor];
         row = apply(std::move(row), stored);
+      } else if (a.project) {
+        a.project = apply(std::move(*a.project), stored);  // its policy, its pause
       }
       break;
   }
@@ -718,6 +801,11 @@ struct ItemsProjection {
     d.text("terminal_reason", stored.terminal_reason, folded.terminal_reason);
     d.as(ProblemKind::forge_disagrees)
         .text("close_reason", stored.close_reason, folded.close_reason);
+    d.as(ProblemKind::schedule_disagrees)
+        .add("run_at", stored.run_at, folded.run_at)
+        .add("max_attempts", stored.max_attempts, folded.max_attempts)
+        .text("backoff", stored.backoff, folded.backoff)
+        .add("attempt_limit", stored.attempt_limit, folded.attempt_limit);
     return d.done();
   }
 
@@ -838,6 +926,10 @@ struct ProjectsProjection : ProjectStreamProjection {
         .text("status", stored.status, folded.status)
         .add("created_at", stored.created_at, folded.created_at)
         .add("last_seq", stored.last_seq, folded.last_seq)
+        .add("max_attempts", stored.max_attempts, folded.max_attempts)
+        .text("backoff", stored.backoff, folded.backoff)
+        .add("paused", stored.paused, folded.paused)
+        .text("pause_reason", stored.pause_reason, folded.pause_reason)
         .done();
   }
   static std::vector<LedgerProblem> disagree(const Stored& stored, const Row& folded,

@@ -31,6 +31,7 @@ class FenceRejected : public Error {
     terminal,      // the item is already done or failed
     not_claimed,   // the item is ready: nobody holds it
     stale_fence,   // the fence is not the item's current one (older, or never issued)
+    cancelled,     // a person cancelled the item: its work is no longer wanted
   };
 
   FenceRejected(Reason reason, const std::string& message) : Error(message), reason_(reason) {}
@@ -41,7 +42,7 @@ class FenceRejected : public Error {
   Reason reason_;
 };
 
-// "unknown_item", "terminal", "not_claimed", "stale_fence".
+// "unknown_item", "terminal", "not_claimed", "stale_fence", "cancelled".
 const char* to_string(FenceRejected::Reason reason) noexcept;
 
 // A scoped actor asked for a project or item outside its scope, or one that

@@ -61,7 +61,63 @@ struct ItemQueued {
   // The caller's idempotency key (enqueue --key), or "": a second enqueue
   // with the same key in the same project returns this item and appends nothing.
   std::string key;
+  // The retry policy it runs under, resolved when it was queued (the item's
+  // own, else its project's): at most `max_attempts` attempts (0: no
+  // policy, the seed's semantics), waiting `backoff` between them ("" or
+  // "none", "fixed:30s", "exponential:1s:1h").
+  std::uint32_t max_attempts = 0;
+  std::string backoff;
+  // Not claimable before this time (enqueue --run-at / --delay); 0: at once.
+  Micros run_at = 0;
   bool operator==(const ItemQueued&) const = default;
+};
+
+// An attempt failed while attempts remain: the item waits until `retry_at`
+// (status scheduled), then a claim takes it under a higher fence.
+struct AttemptFailed {
+  Fence fence = 0;
+  std::string detail;
+  Micros retry_at = 0;
+  bool operator==(const AttemptFailed&) const = default;
+};
+
+// A person redrove a failed or cancelled item: ready again at the back of
+// the queue, with `attempts` more attempts (0: without limit).
+struct ItemRetried {
+  std::uint32_t attempts = 0;
+  std::string operation;  // the bulk operation's id, or "" for one item
+  bool operator==(const ItemRetried&) const = default;
+};
+
+// A ready or scheduled item runs at another time.
+struct ItemRescheduled {
+  Micros run_at = 0;  // at or before the event's time: ready at once
+  bool operator==(const ItemRescheduled&) const = default;
+};
+
+// The item will not run (again): terminal. A claimed item's holder loses
+// it under `fence` (0 when nobody held it).
+struct ItemCancelled {
+  Fence fence = 0;
+  std::string reason;
+  std::string operation;  // the bulk operation's id, or "" for one item
+  bool operator==(const ItemCancelled&) const = default;
+};
+
+// A project's retry policy for the items queued from now on (project
+// create / project set): max_attempts 0 is no policy.
+struct RetryPolicySet {
+  std::uint32_t max_attempts = 0;
+  std::string backoff;
+  bool operator==(const RetryPolicySet&) const = default;
+};
+// No claim, assign or allocate takes the project's items until it resumes.
+struct ProjectPaused {
+  std::string reason;
+  bool operator==(const ProjectPaused&) const = default;
+};
+struct ProjectResumed {
+  bool operator==(const ProjectResumed&) const = default;
 };
 
 struct ItemClaimed {
@@ -203,7 +259,9 @@ using EventBody = std::variant<ProjectCreated, ActorAssigned, ItemQueued, ItemCl
                                ItemFinished, LeaseExtended, ItemReleased, LeaseExpired,
                                ItemAssigned, HeadMoved, ReviewChanged, ItemClosed,
                                MutationRecorded, SessionOpened, SessionSeen, SessionClosed,
-                               TerminalPathEntered, TerminalPathLeft, IncidentLinked>;
+                               TerminalPathEntered, TerminalPathLeft, IncidentLinked,
+                               AttemptFailed, ItemRetried, ItemRescheduled, ItemCancelled,
+                               RetryPolicySet, ProjectPaused, ProjectResumed>;
 
 // ---- streams ----------------------------------------------------------------
 // Every event belongs to exactly one stream: a kind and an id. Replays,

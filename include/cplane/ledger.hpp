@@ -90,6 +90,10 @@ namespace cplane {
   X(assignment_not_allowed, "an assigned event assign_and_lease would not have made")              \
   X(forge_fact_invalid, "a head, review or author on an item that is not a pr")                    \
   X(session_closed_while_holding, "a session closed while an item was still assigned to it")       \
+  X(schedule_disagrees, "the row's run_at, retry policy or attempt limit is not the log's")       \
+  X(lifecycle_not_allowed,                                                                         \
+    "an attempt_failed, retried, rescheduled or cancelled the item's state did not allow, or a "   \
+    "claim of an item not due yet or with no attempts left")                                       \
   /* The hash chain: each names the stream and the seq. */                                         \
   X(event_edited, "an event whose body, seq, stream or revision is not what was hashed")           \
   X(event_missing, "revisions missing inside a stream: events deleted")                            \

@@ -15,13 +15,16 @@ namespace cplane {
 
 // closed: the forge closed the item (merged or closed): terminal, like done
 // and failed, but the world's fact rather than a worker's report.
-enum class ItemStatus { ready, claimed, done, failed, closed };
-inline constexpr std::size_t kItemStatuses = 5;
+// scheduled: waiting until run_at (a delay, or a retry's backoff), then
+// claimable. cancelled: a person ended it; terminal.
+enum class ItemStatus { ready, claimed, done, failed, closed, scheduled, cancelled };
+inline constexpr std::size_t kItemStatuses = 7;
 
 std::string_view to_string(ItemStatus status);
 std::optional<ItemStatus> parse_item_status(std::string_view text);
 inline bool is_terminal(ItemStatus s) {
-  return s == ItemStatus::done || s == ItemStatus::failed || s == ItemStatus::closed;
+  return s == ItemStatus::done || s == ItemStatus::failed || s == ItemStatus::closed ||
+         s == ItemStatus::cancelled;
 }
 
 struct ItemRow {
@@ -61,6 +64,14 @@ struct ItemRow {
   Micros terminal_since = 0;
   std::string terminal_reason;
   std::string key;                // the enqueue's idempotency key, or ""
+  // The retry policy (queued with it): at most max_attempts attempts (0: no
+  // policy), `backoff` between them. attempt_limit is the attempts count at
+  // which it stops (0: never): max_attempts when queued, raised by a retry.
+  std::uint32_t max_attempts = 0;
+  std::string backoff;
+  std::uint32_t attempt_limit = 0;
+  // While scheduled: the time it becomes claimable (run_at or retry_at); 0 otherwise.
+  Micros run_at = 0;
   bool operator==(const ItemRow&) const = default;
 };
 
@@ -128,6 +139,12 @@ struct ProjectRow {
   std::string status;
   Micros created_at = 0;
   Seq last_seq = 0;
+  // The retry policy of items queued from now on (0: none), and whether
+  // claims pass over its items (project pause / resume).
+  std::uint32_t max_attempts = 0;
+  std::string backoff;
+  bool paused = false;
+  std::string pause_reason;
   bool operator==(const ProjectRow&) const = default;
 };
 

@@ -86,6 +86,13 @@ void require_outcome(Outcome outcome);  // done or failed
 // quoting the text cut to 80 characters.
 inline constexpr std::size_t kMaxNameBytes = 256;
 void require_name(std::string_view text, const char* what);
+// A duration as people write it: a positive whole number and a unit, ms, s,
+// m, h or d ("500ms", "30s", "10m", "2h"), at most 100 years; in
+// microseconds. InvalidArgument otherwise.
+Micros parse_duration(std::string_view text);
+// A backoff SPEC: "none", "fixed:DURATION" or "exponential:BASE[:CAP]" (CAP
+// 1h when left out, at least BASE). InvalidArgument naming what is wrong.
+void require_backoff(std::string_view spec);
 
 
 using Item = ItemRow;
@@ -143,8 +150,9 @@ std::string_view to_string(AllocateOutcome outcome);
 enum class SkipReason {
   routed_to_author,  // changes_requested: it goes back to its author session only
   foreign_lease,     // under another session's (or a plain claim's) live lease
+  project_paused,    // its project is paused: the first such item of each is listed
 };
-// "routed_to_author", "foreign_lease".
+// "routed_to_author", "foreign_lease", "project_paused".
 std::string_view to_string(SkipReason reason);
 
 struct SkippedCandidate {
@@ -261,6 +269,76 @@ class ControlStore {
   // (already_exists).
   void create_project(const std::string& id, const std::string& title,
                       const std::string& status = "open", std::optional<Micros> now = {});
+  // The same with a retry policy, in one transaction (project_created, then
+  // retry_policy_set when max_attempts > 0).
+  struct ProjectOptions {
+    std::string status = "open";
+    std::uint32_t max_attempts = 0;  // 0: no policy
+    std::string backoff;             // a SPEC (require_backoff); "" is none
+    std::optional<Micros> now;
+  };
+  void create_project(const std::string& id, const std::string& title,
+                      const ProjectOptions& options);
+
+  // ---- the job lifecycle ------------------------------------------------------
+  // Sets the retry policy of the items queued into the project from now on
+  // (appends retry_policy_set; nothing, and false, when it is the policy
+  // already). max_attempts 0 removes the policy. NotFound for no project.
+  bool set_retry_policy(const std::string& project_id, std::uint32_t max_attempts,
+                        const std::string& backoff = "none", std::optional<Micros> now = {});
+  // Pauses the project (project_paused): no claim, assign or allocate takes
+  // its items until it resumes (project_resumed); claimed work runs on and
+  // enqueue still queues. False when it was paused (resumed) already.
+  struct LifecycleOptions {
+    std::optional<std::string> actor;  // who asked: recorded, and scoped as for finish
+    std::optional<Micros> now;
+  };
+  bool pause_project(const std::string& project_id, const std::string& reason = "",
+                     const LifecycleOptions& options = {});
+  bool resume_project(const std::string& project_id, const LifecycleOptions& options = {});
+  // Redrives a failed or cancelled item (appends retried): ready again at
+  // the back of the queue with `attempts` more attempts (nullopt: its
+  // policy's max_attempts; without a policy, no limit). InvalidArgument
+  // (conflict) for any other status; NotFound for no item.
+  void retry(const std::string& item_id, std::optional<std::uint32_t> attempts = {},
+             const LifecycleOptions& options = {});
+  // Runs a ready or scheduled item at `run_at` instead (appends rescheduled;
+  // a time already past makes it ready). InvalidArgument (conflict) for a
+  // claimed or terminal item.
+  void reschedule(const std::string& item_id, Micros run_at, const LifecycleOptions& options = {});
+  // The same at the command's time + `delay` (microseconds, > 0).
+  void reschedule_in(const std::string& item_id, Micros delay,
+                     const LifecycleOptions& options = {});
+  // Cancels a ready, scheduled or claimed item (appends cancelled, with the
+  // fence of the claim it ends): terminal. The holder's next finish,
+  // heartbeat or release is FenceRejected (cancelled); the gate says
+  // work_terminal. InvalidArgument (conflict) for a terminal item.
+  void cancel(const std::string& item_id, const std::string& reason = "",
+              const LifecycleOptions& options = {});
+  // cancel or retry of every item of a project in the given statuses, in
+  // transactions of at most kBulkBatch items (a claim never waits long
+  // behind one); every event names the operation's id. A dry run writes
+  // nothing and answers the count and the first ids.
+  struct BulkOptions {
+    std::vector<ItemStatus> statuses;  // empty: cancel ready, scheduled, claimed; retry failed
+    std::string reason;                // cancel's
+    std::optional<std::uint32_t> attempts;  // retry's
+    bool dry_run = false;
+    std::optional<std::string> actor;
+    std::optional<Micros> now;
+  };
+  struct BulkResult {
+    std::string operation;  // "" for a dry run
+    std::int64_t count = 0;
+    std::vector<std::string> first_ids;  // at most kBulkListed, in item id order
+  };
+  static constexpr std::size_t kBulkBatch = 500;
+  static constexpr std::size_t kBulkListed = 10;
+  BulkResult cancel_matching(const std::string& project_id, const BulkOptions& options);
+  BulkResult retry_matching(const std::string& project_id, const BulkOptions& options);
+  // The project's row: title, status, retry policy, pause. NotFound (or
+  // ScopeDenied for a scoped actor), as enqueue.
+  ProjectRow project(const std::string& project_id, const std::optional<std::string>& actor = {});
 
   // Grants a scoped actor the project: it may then see it, enqueue into it
   // and claim from it (appends actor_assigned; nothing if already granted).
@@ -292,6 +370,14 @@ class ControlStore {
     std::string key;
     std::optional<std::string> actor;
     std::optional<Micros> now;
+    // Its own retry policy, overriding the project's (max_attempts 0: the
+    // project's).
+    std::uint32_t max_attempts = 0;
+    std::string backoff;
+    // Not claimable before run_at, or before now + delay (status scheduled);
+    // at most one of the two.
+    std::optional<Micros> run_at;
+    std::optional<Micros> delay;
   };
 
   // Appends queued and returns the new item id. InvalidArgument for a payload
@@ -307,10 +393,13 @@ class ControlStore {
                       const EnqueueOptions& options);
 
   // Claims an available item for `owner` and appends claimed with a fence
-  // one above the item's last. Per project in scope the candidates are the
-  // oldest ready item (queue order) and the item whose lease lapsed first;
-  // of all candidates the one queued first wins, so a lapsed item is not
-  // starved behind a deep queue. nullopt when nothing is available.
+  // one above the item's last. Per unpaused project in scope the candidates
+  // are the oldest ready item (queue order), the item whose lease lapsed
+  // first (attempts left) and the scheduled item due first; of all
+  // candidates the one available earliest wins (queued_at, run_at or
+  // retry_at, lease end), ties in queue order. A lapsed item with no
+  // attempts left is failed on the way ("lease lapsed, attempts
+  // exhausted"), never handed out. nullopt when nothing is available.
   // Every `now` is a non-negative number of microseconds since the epoch.
   // InvalidArgument for an empty owner or a lease that is not a positive,
   // finite number of seconds.
@@ -327,10 +416,14 @@ class ControlStore {
   // With an actor, an item outside its projects (or missing) is ScopeDenied,
   // checked in the same transaction, before the fence: a scoped actor learns
   // nothing, not even a fence, about other projects' items.
+  // Under a retry policy a failed finish with attempts left is
+  // attempt_failed (the item is scheduled until its backoff ends), unless
+  // no_retry: a permanent error ends it at once.
   struct FinishOptions {
     std::string detail;
     std::optional<std::string> actor;
     std::optional<Micros> now;
+    bool no_retry = false;
   };
   void finish(const std::string& item_id, Fence fence, Outcome outcome) {
     finish(item_id, fence, outcome, FinishOptions{});
@@ -591,7 +684,8 @@ class ControlStore {
   // status. Reads every such row: a report for operators and probes.
   struct StatusCounts {
     std::int64_t ready = 0, claimed = 0, done = 0, failed = 0, closed = 0;
-    std::int64_t invalid = 0;  // rows whose status is none of the five (verify names them)
+    std::int64_t scheduled = 0, cancelled = 0;
+    std::int64_t invalid = 0;  // rows whose status is none of the seven (verify names them)
   };
   StatusCounts status_counts(const std::optional<std::string>& project_id = {});
 

@@ -113,7 +113,11 @@ CREATE TABLE projects (
   title      text NOT NULL,
   status     text NOT NULL,
   created_at bigint NOT NULL,
-  last_seq   bigint NOT NULL
+  last_seq   bigint NOT NULL,
+  max_attempts bigint NOT NULL DEFAULT 0,
+  backoff      text NOT NULL DEFAULT '',
+  paused       boolean NOT NULL DEFAULT false,
+  pause_reason text NOT NULL DEFAULT ''
 );
 CREATE TABLE project_actors (
   project_id  text COLLATE "C" NOT NULL,
@@ -127,7 +131,9 @@ CREATE TABLE items (
   item_id          text COLLATE "C" PRIMARY KEY,
   project_id       text COLLATE "C" NOT NULL,
   payload          text NOT NULL,
-  status           text NOT NULL CHECK (status IN ('ready', 'claimed', 'done', 'failed', 'closed')),
+  status           text NOT NULL CONSTRAINT items_status_check
+                   CHECK (status IN ('ready', 'claimed', 'done', 'failed', 'closed', 'scheduled',
+                                     'cancelled')),
   owner            text,
   fence            bigint NOT NULL,
   attempts         bigint NOT NULL,
@@ -150,7 +156,11 @@ CREATE TABLE items (
   priority         integer NOT NULL DEFAULT 0,
   terminal_since   bigint,
   terminal_reason  text,
-  idem_key         text COLLATE "C"
+  idem_key         text COLLATE "C",
+  max_attempts     bigint NOT NULL DEFAULT 0,
+  backoff          text,
+  attempt_limit    bigint NOT NULL DEFAULT 0,
+  run_at           bigint
 );
 CREATE INDEX items_ready ON items (project_id, queued_seq) WHERE status = 'ready';
 CREATE INDEX items_lease ON items (project_id, lease_expires_at, queued_seq)
@@ -159,8 +169,11 @@ CREATE INDEX items_by_session ON items (session, item_id)
   WHERE status = 'claimed' AND session IS NOT NULL;
 CREATE INDEX items_alloc ON items (project_id, (terminal_since IS NOT NULL) DESC, priority DESC,
                                    queued_seq)
-  WHERE status IN ('ready', 'claimed');
+  WHERE status IN ('ready', 'claimed', 'scheduled');
 CREATE UNIQUE INDEX items_by_key ON items (project_id, idem_key) WHERE idem_key IS NOT NULL;
+CREATE INDEX items_due ON items (project_id, run_at, queued_seq) WHERE status = 'scheduled';
+CREATE INDEX items_failed ON items (project_id, item_id) WHERE status = 'failed';
+CREATE INDEX items_cancelled ON items (project_id, item_id) WHERE status = 'cancelled';
 CREATE TABLE sessions (
   session_id   text COLLATE "C" PRIMARY KEY,
   actor        text,
@@ -197,14 +210,35 @@ CREATE TABLE incident_links (
 CREATE INDEX incident_links_by_target ON incident_links (target, incident_id);
 )sql";
 
+// Version 2: the job lifecycle (the statuses scheduled and cancelled, retry
+// policies, run_at, pause), as the schema above creates it whole.
+const char* const kMigration2 = R"sql(
+ALTER TABLE projects ADD COLUMN max_attempts bigint NOT NULL DEFAULT 0,
+  ADD COLUMN backoff text NOT NULL DEFAULT '', ADD COLUMN paused boolean NOT NULL DEFAULT false,
+  ADD COLUMN pause_reason text NOT NULL DEFAULT '';
+ALTER TABLE items DROP CONSTRAINT items_status_check,
+  ADD CONSTRAINT items_status_check CHECK (status IN ('ready', 'claimed', 'done', 'failed',
+                                                      'closed', 'scheduled', 'cancelled')),
+  ADD COLUMN max_attempts bigint NOT NULL DEFAULT 0, ADD COLUMN backoff text,
+  ADD COLUMN attempt_limit bigint NOT NULL DEFAULT 0, ADD COLUMN run_at bigint;
+DROP INDEX items_alloc;
+CREATE INDEX items_alloc ON items (project_id, (terminal_since IS NOT NULL) DESC, priority DESC,
+                                   queued_seq)
+  WHERE status IN ('ready', 'claimed', 'scheduled');
+CREATE INDEX items_due ON items (project_id, run_at, queued_seq) WHERE status = 'scheduled';
+CREATE INDEX items_failed ON items (project_id, item_id) WHERE status = 'failed';
+CREATE INDEX items_cancelled ON items (project_id, item_id) WHERE status = 'cancelled';
+UPDATE store_info SET value = '2' WHERE key = 'schema_version';
+)sql";
+
 const char* const kItemColumns =
     "item_id, project_id, payload, status, owner, fence, attempts, lease_expires_at, detail, "
     "queued_seq, queued_at, updated_at, last_seq, kind, ref, head, review, author, session, "
     "actions, expected_head, close_reason, head_moved, priority, terminal_since, "
-    "terminal_reason, idem_key";
+    "terminal_reason, idem_key, max_attempts, backoff, attempt_limit, run_at";
 const char* const kItemValues =
     "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, "
-    "$21, $22, $23, $24, $25, $26, $27";
+    "$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31";
 const char* const kItemUpdate =
     "project_id = EXCLUDED.project_id, payload = EXCLUDED.payload, status = EXCLUDED.status, "
     "owner = EXCLUDED.owner, fence = EXCLUDED.fence, attempts = EXCLUDED.attempts, "
@@ -216,13 +250,16 @@ const char* const kItemUpdate =
     "expected_head = EXCLUDED.expected_head, close_reason = EXCLUDED.close_reason, "
     "head_moved = EXCLUDED.head_moved, priority = EXCLUDED.priority, "
     "terminal_since = EXCLUDED.terminal_since, terminal_reason = EXCLUDED.terminal_reason, "
-    "idem_key = EXCLUDED.idem_key";
+    "idem_key = EXCLUDED.idem_key, max_attempts = EXCLUDED.max_attempts, "
+    "backoff = EXCLUDED.backoff, attempt_limit = EXCLUDED.attempt_limit, run_at = EXCLUDED.run_at";
 const char* const kIncidentColumns =
     "provider, fingerprint, org, repo, environment, target, status, event_count, permalink, "
     "first_seen, last_seen, linked_prs, incident_id, linked_at, updated_at, last_seq";
 const char* const kAllocationColumns =
     "item_id, project_id, status, session, lease_expires_at, review, author, terminal_since, "
-    "priority, queued_seq";
+    "priority, queued_seq, run_at, attempts, attempt_limit";
+const char* const kProjectColumns =
+    "project_id, title, status, created_at, last_seq, max_attempts, backoff, paused, pause_reason";
 const char* const kSessionColumns =
     "session_id, actor, opened_at, last_seen_at, closed_at, last_seq";
 const char* const kEventColumns =
@@ -362,6 +399,10 @@ void fill_item(const Result& r, int i, ScannedItem& scanned) {
   if (!r.null(i, 24) && row.terminal_since == 0) scanned.invalid_routing = "terminal_since '0'";
   row.terminal_reason = r.text(i, 25);
   row.key = r.text(i, 26);
+  row.max_attempts = static_cast<std::uint32_t>(r.i64(i, 27));
+  row.backoff = r.text(i, 28);
+  row.attempt_limit = static_cast<std::uint32_t>(r.i64(i, 29));
+  row.run_at = r.i64(i, 30);
 }
 
 ItemRow read_item(const Result& r, int i) {
@@ -422,7 +463,9 @@ SessionRow read_session(const Result& r, int i) {
 }
 
 ProjectRow read_project(const Result& r, int i) {
-  return ProjectRow{r.text(i, 0), r.text(i, 1), r.text(i, 2), r.i64(i, 3), r.i64(i, 4)};
+  return ProjectRow{r.text(i, 0), r.text(i, 1), r.text(i, 2),
+                    r.i64(i, 3),  r.i64(i, 4),  static_cast<std::uint32_t>(r.i64(i, 5)),
+                    r.text(i, 6), r.text(i, 7) == "t", r.text(i, 8)};
 }
 
 // The 32 bytes of a hash as four big-endian 64-bit integers (log_digest's
@@ -723,12 +766,29 @@ class PostgresBackend final : public Backend {
                                      "creates one)",
                                      quote_id(schema_), redacted_url(url_)));
     }
+    if (version < kPostgresSchemaVersion && !options_.read_only) migrate(version);
     if (version > kPostgresSchemaVersion) {
       throw StorageError(Category::incompatible,
                          fmt::format("the store in schema {} has schema version {}, newer than "
                                      "this cplane understands ({}): upgrade cplane",
                                      quote_id(schema_), version, kPostgresSchemaVersion));
     }
+  }
+
+  // Takes an older store to this build's version, one step at a time, under
+  // the creators' lock (a second process finds it done and does nothing).
+  void migrate(int& version) {
+    simple("BEGIN", "cannot migrate the schema");
+    try {
+      run("SELECT pg_advisory_xact_lock(hashtext('cplane:' || current_schema()))");
+      version = read_version();
+      if (version == 1) simple(kMigration2, "cannot migrate the schema from version 1 to 2");
+      simple("COMMIT", "cannot commit the schema's migration");
+    } catch (...) {
+      PQclear(PQexec(conn_, "ROLLBACK"));
+      throw;
+    }
+    version = read_version();
   }
 
   // 0 when the schema holds no cplane store (and nothing else of the names
@@ -1227,7 +1287,11 @@ class PostgresBackend final : public Backend {
         .i64(r.priority)
         .i64_or_null(r.terminal_since)
         .text_or_null(r.terminal_reason)
-        .text_or_null(r.key);
+        .text_or_null(r.key)
+        .i64(r.max_attempts)
+        .text_or_null(r.backoff)
+        .i64(r.attempt_limit)
+        .i64_or_null(r.run_at);
     return p;
   }
 
@@ -1267,7 +1331,38 @@ class PostgresBackend final : public Backend {
                         Params().text(project_id).i64(now)));
   }
 
-  // Both lists of every project in scope, in one statement; each candidate
+  std::optional<ItemRow> earliest_due(Micros now, const std::string& project_id) override {
+    return one_item(run(fmt::format("SELECT {} FROM items WHERE status = 'scheduled' AND "
+                                    "project_id = $1 AND run_at <= $2 ORDER BY run_at, "
+                                    "queued_seq LIMIT 1{}",
+                                    kItemColumns, claim_lock()),
+                        Params().text(project_id).i64(now)));
+  }
+
+  std::vector<std::string> claimable_project_ids(const std::string* actor) override {
+    Result r = actor == nullptr
+                   ? run("SELECT project_id FROM projects WHERE NOT paused ORDER BY project_id")
+                   : run("SELECT a.project_id FROM project_actors a JOIN projects p ON "
+                         "p.project_id = a.project_id WHERE a.actor = $1 AND NOT p.paused "
+                         "ORDER BY a.project_id",
+                         Params().text(*actor));
+    std::vector<std::string> out;
+    for (int i = 0; i < r.rows(); ++i) out.push_back(r.text(i, 0));
+    return out;
+  }
+
+  std::vector<ItemRow> items_in_status(const std::string& project_id, ItemStatus status,
+                                       std::size_t limit) override {
+    Result r = run(fmt::format("SELECT {} FROM items WHERE project_id = $1 AND status = '{}' "
+                               "ORDER BY {} LIMIT $2{}",
+                               kItemColumns, to_string(status), status_order(status), lock()),
+                   Params().text(project_id).i64(static_cast<std::int64_t>(limit)));
+    std::vector<ItemRow> out;
+    for (int i = 0; i < r.rows(); ++i) out.push_back(read_item(r, i));
+    return out;
+  }
+
+  // Every list of every project in scope, in one statement; each candidate
   // locked, skipping rows another claim holds.
   std::vector<CandidateList> claim_candidates(Micros now, const std::string* actor,
                                               std::size_t limit) override {
@@ -1282,12 +1377,18 @@ class PostgresBackend final : public Backend {
           "lease_expires_at <= $1 ORDER BY lease_expires_at, queued_seq LIMIT $3 FOR UPDATE "
           "SKIP LOCKED",
           kItemColumns);
+      const std::string due = fmt::format(
+          "SELECT {} FROM items WHERE status = 'scheduled' AND project_id = p.project_id AND "
+          "run_at <= $1 ORDER BY run_at, queued_seq LIMIT $3 FOR UPDATE SKIP LOCKED",
+          kItemColumns);
       return fmt::format(
-          "WITH p AS (SELECT project_id FROM projects WHERE $2::text IS NULL UNION ALL "
-          "SELECT project_id FROM project_actors WHERE actor = $2::text) "
+          "WITH p AS (SELECT project_id FROM projects WHERE $2::text IS NULL AND NOT paused "
+          "UNION ALL SELECT a.project_id FROM project_actors a JOIN projects j ON j.project_id = "
+          "a.project_id WHERE a.actor = $2::text AND NOT j.paused) "
           "SELECT r.*, 'r' || p.project_id FROM p CROSS JOIN LATERAL ({}) r UNION ALL "
-          "SELECT l.*, 'l' || p.project_id FROM p CROSS JOIN LATERAL ({}) l",
-          ready, lapsed);
+          "SELECT l.*, 'l' || p.project_id FROM p CROSS JOIN LATERAL ({}) l UNION ALL "
+          "SELECT d.*, 'd' || p.project_id FROM p CROSS JOIN LATERAL ({}) d",
+          ready, lapsed, due);
     }();
     Params params;
     params.i64(now);
@@ -1301,7 +1402,7 @@ class PostgresBackend final : public Backend {
     std::vector<CandidateList> out;
     std::string list;
     for (int i = 0; i < r.rows(); ++i) {
-      std::string key = r.text(i, 27);
+      std::string key = r.text(i, 31);
       if (out.empty() || key != list) {
         out.emplace_back();
         list = std::move(key);
@@ -1323,8 +1424,9 @@ class PostgresBackend final : public Backend {
   }
 
   std::optional<Micros> next_lapse(const std::string& project_id) override {
-    Result r = run("SELECT min(lease_expires_at) FROM items WHERE status = 'claimed' AND "
-                   "project_id = $1",
+    Result r = run("SELECT least((SELECT min(lease_expires_at) FROM items WHERE status = "
+                   "'claimed' AND project_id = $1), (SELECT min(run_at) FROM items WHERE status "
+                   "= 'scheduled' AND project_id = $1))",
                    Params().text(project_id));
     if (r.null(0, 0)) return std::nullopt;
     return r.i64(0, 0);
@@ -1338,7 +1440,7 @@ class PostgresBackend final : public Backend {
   std::unique_ptr<Cursor<ItemRow>> scan_allocatable(const std::string& project_id) override {
     return cursor<ItemRow>(
         fmt::format("SELECT {} FROM items WHERE project_id = $1 AND status IN ('ready', "
-                    "'claimed') ORDER BY (terminal_since IS NOT NULL) DESC, priority DESC, "
+                    "'claimed', 'scheduled') ORDER BY (terminal_since IS NOT NULL) DESC, priority DESC, "
                     "queued_seq",
                     kAllocationColumns),
         Params().text(project_id), [](const Result& r, int i, ItemRow& row) {
@@ -1360,6 +1462,9 @@ class PostgresBackend final : public Backend {
           row.terminal_since = r.i64(i, 7);
           row.priority = static_cast<std::int32_t>(r.i64(i, 8));
           row.queued_seq = r.i64(i, 9);
+          row.run_at = r.i64(i, 10);
+          row.attempts = static_cast<std::uint32_t>(r.i64(i, 11));
+          row.attempt_limit = static_cast<std::uint32_t>(r.i64(i, 12));
         });
   }
 
@@ -1484,17 +1589,29 @@ class PostgresBackend final : public Backend {
   // ---- projects and scope ----------------------------------------------------
 
   std::optional<ProjectRow> find_project(std::string_view project_id) override {
-    Result r = run("SELECT project_id, title, status, created_at, last_seq FROM projects WHERE "
-                   "project_id = $1",
+    Result r = run(fmt::format("SELECT {} FROM projects WHERE project_id = $1", kProjectColumns),
                    Params().text(project_id));
     if (r.rows() == 0) return std::nullopt;
     return read_project(r, 0);
   }
   void put_project(const ProjectRow& r) override {
-    run("INSERT INTO projects (project_id, title, status, created_at, last_seq) VALUES "
-        "($1, $2, $3, $4, $5) ON CONFLICT (project_id) DO UPDATE SET title = EXCLUDED.title, "
-        "status = EXCLUDED.status, created_at = EXCLUDED.created_at, last_seq = EXCLUDED.last_seq",
-        Params().text(r.project_id).text(r.title).text(r.status).i64(r.created_at).i64(r.last_seq));
+    run(fmt::format("INSERT INTO projects ({}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON "
+                    "CONFLICT (project_id) DO UPDATE SET title = EXCLUDED.title, status = "
+                    "EXCLUDED.status, created_at = EXCLUDED.created_at, last_seq = "
+                    "EXCLUDED.last_seq, max_attempts = EXCLUDED.max_attempts, backoff = "
+                    "EXCLUDED.backoff, paused = EXCLUDED.paused, pause_reason = "
+                    "EXCLUDED.pause_reason",
+                    kProjectColumns),
+        Params()
+            .text(r.project_id)
+            .text(r.title)
+            .text(r.status)
+            .i64(r.created_at)
+            .i64(r.last_seq)
+            .i64(r.max_attempts)
+            .text(r.backoff)
+            .text(r.paused ? "true" : "false")
+            .text(r.pause_reason));
   }
   void delete_project(std::string_view project_id) override {
     run("DELETE FROM projects WHERE project_id = $1", Params().text(project_id));
@@ -1524,8 +1641,7 @@ class PostgresBackend final : public Backend {
     return out;
   }
   std::vector<ProjectRow> all_projects() override {
-    Result r = run("SELECT project_id, title, status, created_at, last_seq FROM projects "
-                   "ORDER BY project_id");
+    Result r = run(fmt::format("SELECT {} FROM projects ORDER BY project_id", kProjectColumns));
     std::vector<ProjectRow> out;
     for (int i = 0; i < r.rows(); ++i) out.push_back(read_project(r, i));
     return out;

@@ -184,7 +184,7 @@ CREATE INDEX events_by_stream ON events(stream_kind, stream_id, seq);
 // Items and sessions as of version 5 (forge fields, the assignment, the
 // closed status; sessions), created whole by a new database and by the
 // migration from 4, which copies the version-4 rows in.
-const char* const kItemsTable = R"sql(
+const char* const kItemsTableV5 = R"sql(
 CREATE TABLE items (
   item_id          TEXT PRIMARY KEY,
   project_id       TEXT NOT NULL,
@@ -221,6 +221,9 @@ CREATE INDEX items_by_session ON items(session, item_id)
 CREATE INDEX items_alloc ON items(project_id, (terminal_since IS NOT NULL) DESC, priority DESC,
                                   queued_seq)
   WHERE status IN ('ready', 'claimed');
+)sql";
+// The terminal path and incident links, as of version 5 (unchanged since).
+const char* const kSideTables = R"sql(
 CREATE TABLE terminal_locks (
   item_id TEXT PRIMARY KEY,
   since   INTEGER NOT NULL,
@@ -262,7 +265,7 @@ const std::string kMigration5 = std::string(R"sql(
 ALTER TABLE items RENAME TO items_v4;
 DROP INDEX items_ready;
 DROP INDEX items_lease;
-)sql") + kItemsTable + R"sql(
+)sql") + kItemsTableV5 + kSideTables + R"sql(
 INSERT INTO items (item_id, project_id, payload, status, owner, fence, attempts,
                    lease_expires_at, detail, queued_seq, queued_at, updated_at, last_seq)
   SELECT item_id, project_id, payload, status, owner, fence, attempts, lease_expires_at, detail,
@@ -275,6 +278,92 @@ const char* const kMigration6 = R"sql(
 ALTER TABLE items ADD COLUMN idem_key TEXT;
 CREATE UNIQUE INDEX items_by_key ON items(project_id, idem_key) WHERE idem_key IS NOT NULL;
 )sql";
+
+// Version 7: the job lifecycle. items gains the scheduled and cancelled
+// statuses (the table is copied: SQLite cannot change a CHECK), the retry
+// policy (max_attempts, backoff, attempt_limit) and run_at; projects gain
+// their retry policy and pause. Indexes, each with the query it serves:
+//   items_ready    a claim's ready candidate: (project, queue order)
+//   items_lease    a claim's lapsed candidate and the sweep: (project, lease end)
+//   items_due      a claim's scheduled candidate: (project, run_at), so that
+//                  10^6 items scheduled for later cost one seek, not a scan
+//   items_by_session  a session's leases
+//   items_alloc    the allocator's ranking (open items)
+//   items_by_key   enqueue --key, unique per project
+//   items_failed, items_cancelled   bulk retry (and the dead end's listing):
+//                  (project, item id), partial, so that they cost nothing for
+//                  the open items
+const char* const kItemsTable = R"sql(
+CREATE TABLE items (
+  item_id          TEXT PRIMARY KEY,
+  project_id       TEXT NOT NULL,
+  payload          TEXT NOT NULL,
+  status           TEXT NOT NULL CHECK (status IN ('ready', 'claimed', 'done', 'failed', 'closed', 'scheduled', 'cancelled')),
+  owner            TEXT,
+  fence            INTEGER NOT NULL,
+  attempts         INTEGER NOT NULL,
+  lease_expires_at INTEGER,
+  detail           TEXT,
+  queued_seq       INTEGER NOT NULL,
+  queued_at        INTEGER NOT NULL,
+  updated_at       INTEGER NOT NULL,
+  last_seq         INTEGER NOT NULL,
+  kind             TEXT NOT NULL DEFAULT 'task',
+  ref              TEXT,
+  head             TEXT,
+  review           TEXT NOT NULL DEFAULT 'none',
+  author           TEXT,
+  session          TEXT,
+  actions          TEXT,
+  expected_head    TEXT,
+  close_reason     TEXT,
+  head_moved       INTEGER NOT NULL DEFAULT 0,
+  priority         INTEGER NOT NULL DEFAULT 0,
+  terminal_since   INTEGER,
+  terminal_reason  TEXT,
+  idem_key         TEXT,
+  max_attempts     INTEGER NOT NULL DEFAULT 0,
+  backoff          TEXT,
+  attempt_limit    INTEGER NOT NULL DEFAULT 0,
+  run_at           INTEGER
+) WITHOUT ROWID;
+CREATE INDEX items_ready ON items(project_id, queued_seq) WHERE status = 'ready';
+CREATE INDEX items_lease ON items(project_id, lease_expires_at, queued_seq)
+  WHERE status = 'claimed';
+CREATE INDEX items_due ON items(project_id, run_at, queued_seq) WHERE status = 'scheduled';
+CREATE INDEX items_by_session ON items(session, item_id)
+  WHERE status = 'claimed' AND session IS NOT NULL;
+CREATE INDEX items_alloc ON items(project_id, (terminal_since IS NOT NULL) DESC, priority DESC,
+                                  queued_seq)
+  WHERE status IN ('ready', 'claimed', 'scheduled');
+CREATE UNIQUE INDEX items_by_key ON items(project_id, idem_key) WHERE idem_key IS NOT NULL;
+CREATE INDEX items_failed ON items(project_id, item_id) WHERE status = 'failed';
+CREATE INDEX items_cancelled ON items(project_id, item_id) WHERE status = 'cancelled';
+)sql";
+const char* const kProjectLifecycle = R"sql(
+ALTER TABLE projects ADD COLUMN max_attempts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE projects ADD COLUMN backoff TEXT NOT NULL DEFAULT '';
+ALTER TABLE projects ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE projects ADD COLUMN pause_reason TEXT NOT NULL DEFAULT '';
+)sql";
+const std::string kMigration7 = std::string(R"sql(
+ALTER TABLE items RENAME TO items_v6;
+DROP INDEX items_ready;
+DROP INDEX items_lease;
+DROP INDEX items_by_session;
+DROP INDEX items_alloc;
+DROP INDEX items_by_key;
+)sql") + kItemsTable + R"sql(
+INSERT INTO items (item_id, project_id, payload, status, owner, fence, attempts,
+                   lease_expires_at, detail, queued_seq, queued_at, updated_at, last_seq, kind,
+                   ref, head, review, author, session, actions, expected_head, close_reason,
+                   head_moved, priority, terminal_since, terminal_reason, idem_key)
+  SELECT item_id, project_id, payload, status, owner, fence, attempts, lease_expires_at, detail,
+         queued_seq, queued_at, updated_at, last_seq, kind, ref, head, review, author, session,
+         actions, expected_head, close_reason, head_moved, priority, terminal_since,
+         terminal_reason, idem_key FROM items_v6;
+DROP TABLE items_v6;
+)sql" + kProjectLifecycle;
 
 const std::string kSchemaRest = R"sql(
 CREATE TABLE projects (
@@ -294,7 +383,7 @@ CREATE TABLE project_actors (
 ) WITHOUT ROWID;
 CREATE INDEX project_actors_by_actor ON project_actors(actor, project_id);
 
-)sql" + std::string(kItemsTable) + kSessionsTable + kMigration6;
+)sql" + std::string(kItemsTable) + kSideTables + kSessionsTable + kProjectLifecycle;
 const std::string kSchema =
     std::string(kSchemaTables) + kChainTables +
     "INSERT INTO log_digest (shard, events, last_seq, digest) VALUES (0, 0, 0, zeroblob(32));\n" +
@@ -318,6 +407,9 @@ ALTER TABLE events ADD COLUMN hash BLOB;
 //           and the closed status (the table is copied, as SQLite cannot
 //           change a CHECK); the sessions table.
 //   5 -> 6  items.idem_key (enqueue --key) and its unique index.
+//   6 -> 7  the job lifecycle (kMigration7): statuses scheduled and
+//           cancelled, retry policies, run_at, pause; items_due,
+//           items_failed and items_cancelled.
 const char* const kMigrations[] = {
     nullptr,
     nullptr,
@@ -337,16 +429,17 @@ CREATE INDEX events_by_stream ON events(stream_kind, stream_id, seq);
     kMigration4.c_str(),
     kMigration5.c_str(),
     kMigration6,
+    kMigration7.c_str(),
 };
 
 const char* const kItemColumns =
     "item_id, project_id, payload, status, owner, fence, attempts, lease_expires_at, detail, "
     "queued_seq, queued_at, updated_at, last_seq, kind, ref, head, review, author, session, "
     "actions, expected_head, close_reason, head_moved, priority, terminal_since, terminal_reason, "
-    "idem_key";
+    "idem_key, max_attempts, backoff, attempt_limit, run_at";
 const char* const kItemValues =
     "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, "
-    "?21, ?22, ?23, ?24, ?25, ?26, ?27";
+    "?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31";
 const char* const kIncidentColumns =
     "provider, fingerprint, org, repo, environment, target, status, event_count, permalink, "
     "first_seen, last_seen, linked_prs, incident_id, linked_at, updated_at, last_seq";
@@ -354,7 +447,9 @@ const char* const kIncidentColumns =
 // many candidates reads little.
 const char* const kAllocationColumns =
     "item_id, project_id, status, session, lease_expires_at, review, author, terminal_since, "
-    "priority, queued_seq";
+    "priority, queued_seq, run_at, attempts, attempt_limit";
+const char* const kProjectColumns =
+    "project_id, title, status, created_at, last_seq, max_attempts, backoff, paused, pause_reason";
 const char* const kSessionColumns =
     "session_id, actor, opened_at, last_seen_at, closed_at, last_seq";
 
@@ -457,6 +552,10 @@ void fill_item(const Statement& s, ScannedItem& scanned) {
   }
   s.text_into(25, row.terminal_reason);
   s.text_into(26, row.key);
+  row.max_attempts = static_cast<std::uint32_t>(s.i64(27));
+  s.text_into(28, row.backoff);
+  row.attempt_limit = static_cast<std::uint32_t>(s.i64(29));
+  row.run_at = s.i64(30);
 }
 
 // An item row a command decides on: one with an invalid status, kind or
@@ -643,6 +742,9 @@ class AllocationCursor final : public Cursor<ItemRow> {
     row.terminal_since = stmt_.i64(7);
     row.priority = static_cast<std::int32_t>(priority);
     row.queued_seq = stmt_.i64(9);
+    row.run_at = stmt_.i64(10);
+    row.attempts = static_cast<std::uint32_t>(stmt_.i64(11));
+    row.attempt_limit = static_cast<std::uint32_t>(stmt_.i64(12));
     return true;
   }
 
@@ -1354,8 +1456,9 @@ class SqliteBackend final : public Backend {
   }
 
   std::optional<Micros> next_lapse(const std::string& project_id) override {
-    Statement s(db_, "SELECT min(lease_expires_at) FROM items WHERE status = 'claimed' AND "
-                     "project_id = ?1");
+    Statement s(db_, "SELECT min(t) FROM (SELECT min(lease_expires_at) AS t FROM items WHERE "
+                     "status = 'claimed' AND project_id = ?1 UNION ALL SELECT min(run_at) FROM "
+                     "items WHERE status = 'scheduled' AND project_id = ?1)");
     s.bind(project_id);
     if (!s.step() || s.type(0) == SQLITE_NULL) return std::nullopt;
     return s.i64(0);
@@ -1386,7 +1489,9 @@ class SqliteBackend final : public Backend {
                   NullIfEmpty{r.expected_head}, NullIfEmpty{r.close_reason},
                   static_cast<std::int64_t>(r.head_moved ? 1 : 0),
                   static_cast<std::int64_t>(r.priority), NullIfZero{r.terminal_since},
-                  NullIfEmpty{r.terminal_reason}, NullIfEmpty{r.key});
+                  NullIfEmpty{r.terminal_reason}, NullIfEmpty{r.key},
+                  static_cast<std::int64_t>(r.max_attempts), NullIfEmpty{r.backoff},
+                  static_cast<std::int64_t>(r.attempt_limit), NullIfZero{r.run_at});
   }
 
   void delete_item(std::string_view item_id) override { stmts_.delete_item.bind(item_id).run(); }
@@ -1409,6 +1514,31 @@ class SqliteBackend final : public Backend {
 
   std::optional<ItemRow> earliest_lapsed(Micros now, const std::string& project_id) override {
     return one_item(stmts_.earliest_lapsed.bind(project_id, now));
+  }
+
+  std::optional<ItemRow> earliest_due(Micros now, const std::string& project_id) override {
+    return one_item(stmts_.earliest_due.bind(project_id, now));
+  }
+
+  std::vector<std::string> claimable_project_ids(const std::string* actor) override {
+    auto& s = actor == nullptr ? stmts_.all_unpaused_ids.bind()
+                               : stmts_.actor_unpaused_ids.bind(*actor);
+    std::vector<std::string> out;
+    while (s.step()) out.push_back(s.text(0));
+    s.reset();
+    return out;
+  }
+
+  std::vector<ItemRow> items_in_status(const std::string& project_id, ItemStatus status,
+                                       std::size_t limit) override {
+    Statement s(db_, fmt::format("SELECT {} FROM items WHERE project_id = ?1 AND status = '{}' "
+                                 "ORDER BY {} LIMIT ?2",
+                                 kItemColumns, to_string(status), status_order(status))
+                         .c_str());
+    s.bind(project_id, static_cast<std::int64_t>(limit));
+    std::vector<ItemRow> out;
+    while (s.step()) out.push_back(read_item(s));
+    return out;
   }
 
   std::unique_ptr<Cursor<ScannedItem>> scan_items() override {
@@ -1518,7 +1648,11 @@ class SqliteBackend final : public Backend {
   }
 
   void put_project(const ProjectRow& r) override {
-    stmts_.put_project.bind(r.project_id, r.title, r.status, r.created_at, r.last_seq).run();
+    stmts_.put_project
+        .bind(r.project_id, r.title, r.status, r.created_at, r.last_seq,
+              static_cast<std::int64_t>(r.max_attempts), r.backoff,
+              static_cast<std::int64_t>(r.paused ? 1 : 0), r.pause_reason)
+        .run();
   }
 
   void delete_project(std::string_view project_id) override {
@@ -1551,8 +1685,7 @@ class SqliteBackend final : public Backend {
 
   std::vector<ProjectRow> all_projects() override {
     Statement s(db_,
-                "SELECT project_id, title, status, created_at, last_seq FROM projects "
-                "ORDER BY project_id");
+                fmt::format("SELECT {} FROM projects ORDER BY project_id", kProjectColumns).c_str());
     s.bind();
     std::vector<ProjectRow> out;
     while (s.step()) out.push_back(read_project(s));
@@ -1622,14 +1755,15 @@ class SqliteBackend final : public Backend {
     Statement find_session, put_session, delete_session, session_items;
     Statement put_terminal_lock, delete_terminal_lock, allocation;
     Statement find_incident, put_incident, delete_incident;
-    Statement oldest_ready, earliest_lapsed;
+    Statement oldest_ready, earliest_lapsed, earliest_due, all_unpaused_ids, actor_unpaused_ids;
     Statement find_project, put_project, delete_project;
     Statement is_assigned, put_assignment, delete_assignment;
     Statement all_project_ids, actor_project_ids;
   };
 
   static ProjectRow read_project(const Statement& s) {
-    return ProjectRow{s.text(0), s.text(1), s.text(2), s.i64(3), s.i64(4)};
+    return ProjectRow{s.text(0), s.text(1), s.text(2), s.i64(3), s.i64(4),
+                      static_cast<std::uint32_t>(s.i64(5)), s.text(6), s.i64(7) != 0, s.text(8)};
   }
 
   std::optional<ItemRow> one_item(Statement& s) {
@@ -1969,11 +2103,17 @@ class SqliteBackend final : public Backend {
     const auto claim = claim_queries();
     stmts_.oldest_ready = p(claim[0]);
     stmts_.earliest_lapsed = p(claim[1]);
-    stmts_.find_project = p(
-        "SELECT project_id, title, status, created_at, last_seq FROM projects WHERE project_id = ?1");
-    stmts_.put_project = p(
-        "INSERT OR REPLACE INTO projects (project_id, title, status, created_at, last_seq) "
-        "VALUES (?1, ?2, ?3, ?4, ?5)");
+    stmts_.earliest_due = p(claim[2]);
+    stmts_.find_project =
+        p(fmt::format("SELECT {} FROM projects WHERE project_id = ?1", kProjectColumns));
+    stmts_.put_project = p(fmt::format(
+        "INSERT OR REPLACE INTO projects ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        kProjectColumns));
+    stmts_.all_unpaused_ids =
+        p("SELECT project_id FROM projects WHERE paused = 0 ORDER BY project_id");
+    stmts_.actor_unpaused_ids = p(
+        "SELECT a.project_id FROM project_actors a JOIN projects p ON p.project_id = a.project_id "
+        "WHERE a.actor = ?1 AND p.paused = 0 ORDER BY a.project_id");
     stmts_.delete_project = p("DELETE FROM projects WHERE project_id = ?1");
     stmts_.is_assigned = p("SELECT 1 FROM project_actors WHERE project_id = ?1 AND actor = ?2");
     stmts_.put_assignment = p(
@@ -2014,12 +2154,15 @@ std::vector<std::string> claim_queries() {
       fmt::format("SELECT {} FROM items WHERE status = 'claimed' AND project_id = ?1 "
                   "AND lease_expires_at <= ?2 ORDER BY lease_expires_at, queued_seq LIMIT 1",
                   kItemColumns),
+      fmt::format("SELECT {} FROM items WHERE status = 'scheduled' AND project_id = ?1 "
+                  "AND run_at <= ?2 ORDER BY run_at, queued_seq LIMIT 1",
+                  kItemColumns),
   };
 }
 
 std::string allocation_query() {
   return fmt::format("SELECT {} FROM items WHERE project_id = ?1 AND status IN ('ready', "
-                     "'claimed') ORDER BY (terminal_since IS NOT NULL) DESC, priority DESC, "
+                     "'claimed', 'scheduled') ORDER BY (terminal_since IS NOT NULL) DESC, priority DESC, "
                      "queued_seq",
                      kAllocationColumns);
 }

@@ -24,6 +24,13 @@ int main() {
                         [](const cplane::TerminalPathLeft&) { return 0; },
                         [](const cplane::IncidentLinked&) { return 0; },
                         [](const cplane::ItemFinished&) { return 0; },
+                        [](const cplane::AttemptFailed&) { return 0; },
+                        [](const cplane::ItemRetried&) { return 0; },
+                        [](const cplane::ItemRescheduled&) { return 0; },
+                        [](const cplane::ItemCancelled&) { return 0; },
+                        [](const cplane::RetryPolicySet&) { return 0; },
+                        [](const cplane::ProjectPaused&) { return 0; },
+                        [](const cplane::ProjectResumed&) { return 0; },
                     },
                     body) == 1 ? 0 : 1;
 }
