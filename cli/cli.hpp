@@ -231,6 +231,30 @@ class Cli {
   kj::MainFunc project_grant_command();
   Validity run_project_grant();
 
+  // ---- the job lifecycle (cli/lifecycle.cpp) ----------------------------------
+  kj::MainFunc project_set_command();
+  Validity run_project_set();
+  kj::MainFunc project_pause_command();
+  kj::MainFunc project_resume_command();
+  Validity run_project_pause();
+  Validity run_project_resume();
+  kj::MainFunc project_show_command();
+  Validity run_project_show();
+  kj::MainFunc retry_command();
+  Validity run_retry();
+  kj::MainFunc cancel_command();
+  Validity run_cancel();
+  kj::MainFunc reschedule_command();
+  Validity run_reschedule();
+  void print_bulk(const char* verb, const ControlStore::BulkResult& result);
+  Validity set_max_attempts(kj::StringPtr text);
+  Validity set_attempts(kj::StringPtr text);
+  Validity set_backoff(kj::StringPtr text);
+  Validity set_run_at(kj::StringPtr text);
+  Validity set_delay(kj::StringPtr text);
+  Validity set_no_retry();
+  Validity set_statuses(kj::StringPtr text);
+
   // ---- projects -------------------------------------------------------------
   kj::MainFunc projects_command();
   Validity run_projects();
@@ -481,6 +505,14 @@ class Cli {
   std::optional<std::vector<std::string>> incident_prs_;
   std::optional<std::string> from_;
   bool dry_run_ = false;
+  // The lifecycle's options.
+  std::optional<std::uint32_t> max_attempts_;
+  std::optional<std::uint32_t> attempts_;
+  std::optional<std::string> backoff_;
+  std::optional<Micros> run_at_;
+  std::optional<Micros> delay_;
+  bool no_retry_ = false;
+  std::vector<ItemStatus> statuses_;
   // rebuild, restore, recover: one transaction over the whole database,
   // with a larger page cache (SqliteOptions::cache_mib).
   bool bulk_ = false;

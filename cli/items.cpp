@@ -28,6 +28,14 @@ kj::MainFunc Cli::enqueue_command() {
       .addOptionWithArg({"key"}, KJ_BIND_METHOD(*this, set_key), "<key>",
                         "an idempotency key: the same key twice in a project prints the first "
                         "item's id and queues nothing")
+      .addOptionWithArg({"max-attempts"}, KJ_BIND_METHOD(*this, set_max_attempts), "<n>",
+                        "its own retry policy: at most N attempts (default: the project's)")
+      .addOptionWithArg({"backoff"}, KJ_BIND_METHOD(*this, set_backoff), "<spec>",
+                        "with --max-attempts: none, fixed:DURATION or exponential:BASE[:CAP]")
+      .addOptionWithArg({"run-at"}, KJ_BIND_METHOD(*this, set_run_at), "<micros>",
+                        "scheduled: not claimable before this time (microseconds)")
+      .addOptionWithArg({"delay"}, KJ_BIND_METHOD(*this, set_delay), "<duration>",
+                        "scheduled: not claimable before now + DURATION (30s, 10m, 2h, ...)")
       .expectArg("PROJECT", KJ_BIND_METHOD(*this, set_positional))
       .expectOptionalArg("PAYLOAD_JSON", KJ_BIND_METHOD(*this, set_positional))
       .callAfterParsing(KJ_BIND_METHOD(*this, run_enqueue))
@@ -91,10 +99,12 @@ Validity Cli::run_enqueue() {
   if (!batch_ && args_.size() < 2) {
     return "enqueue needs PAYLOAD_JSON (JSON text, - for standard input, @FILE), or --batch";
   }
-  if (batch_ && (kind_ || ref_ || head_ || author_ || priority_ || key_)) {
-    return "enqueue --batch queues plain tasks: --kind, --ref, --head, --author, --priority "
-           "and --key are for one item";
+  if (batch_ && (kind_ || ref_ || head_ || author_ || priority_ || key_ || max_attempts_ ||
+                 backoff_ || run_at_ || delay_)) {
+    return "enqueue --batch queues plain tasks: --kind, --ref, --head, --author, --priority, "
+           "--key, --max-attempts, --backoff, --run-at and --delay are for one item";
   }
+  if (backoff_ && !max_attempts_) return "--backoff needs --max-attempts N";
   return run([&] {
     require_name(args_[0], "project id");
     if (batch_) {
@@ -120,7 +130,11 @@ Validity Cli::run_enqueue() {
                                                .priority = priority_.value_or(0),
                                                .key = key_.value_or(""),
                                                .actor = actor_,
-                                               .now = now_};
+                                               .now = now_,
+                                               .max_attempts = max_attempts_.value_or(0),
+                                               .backoff = backoff_.value_or(""),
+                                               .run_at = run_at_,
+                                               .delay = delay_};
     if (options.kind != WorkKind::pr && (head_ || author_)) {
       throw InvalidArgument(fmt::format("only a pr has a {}: add --kind pr",
                                         head_ ? "head" : "author"));
@@ -267,6 +281,9 @@ kj::MainFunc Cli::finish_command() {
                         "the outcome (required)")
       .addOptionWithArg({"detail"}, KJ_BIND_METHOD(*this, set_detail), "<text>",
                         "a note kept with the outcome")
+      .addOption({"no-retry"}, KJ_BIND_METHOD(*this, set_no_retry),
+                 "with --status failed: a permanent error, failed at once whatever attempts "
+                 "its retry policy leaves")
       .addOption({"next"}, KJ_BIND_METHOD(*this, set_next),
                  "also claim the next item for --owner, in the same transaction")
       .addOptionWithArg({"owner"}, KJ_BIND_METHOD(*this, set_owner), "<owner>",
@@ -307,6 +324,8 @@ Validity Cli::run_finish() {
   if (!status_set_) return "finish needs --status done|failed";
   if (next_ && !owner_) return "finish --next needs --owner OWNER";
   if (next_ && args_.size() != 1) return "finish --next takes one ITEM";
+  if (no_retry_ && status_ != "failed") return "--no-retry goes with --status failed";
+  if (no_retry_ && (next_ || args_.size() != 1)) return "--no-retry takes one ITEM, without --next";
   return run([&] {
     const Outcome outcome = parse_outcome(status_);
     for (const auto& id : args_) require_name(id, "item id");
@@ -327,7 +346,7 @@ Validity Cli::run_finish() {
     // (exit 5), whether or not the item exists.
     if (args_.size() == 1) {
       store.finish(args_[0], fences_[0], outcome,
-                   {.detail = detail_, .actor = actor_, .now = now_});
+                   {.detail = detail_, .actor = actor_, .now = now_, .no_retry = no_retry_});
     } else {
       std::vector<ControlStore::Report> reports;
       for (std::size_t i = 0; i < args_.size(); ++i) {
@@ -391,6 +410,10 @@ Validity Cli::run_item() {
                 .num("priority", row.priority)
                 .num_or_null("terminal_since", row.terminal_since)
                 .str_or_null("terminal_reason", row.terminal_reason)
+                .num_or_null("run_at", row.run_at)
+                .num("max_attempts", row.max_attempts)
+                .str_or_null("backoff", row.backoff)
+                .num("attempt_limit", row.attempt_limit)
                 .done());
     } else {
       std::string actions;
@@ -400,6 +423,11 @@ Validity Cli::run_item() {
                         row.item_id, row.project_id, to_string(row.status), row.owner,
                         row.fence, row.attempts, row.lease_expires_at, row.payload,
                         row.detail));
+      if (row.status == ItemStatus::scheduled) print(fmt::format("run_at: {}", row.run_at));
+      if (row.attempt_limit != 0 || row.max_attempts != 0) {
+        print(fmt::format("max_attempts: {}\nbackoff: {}\nattempt_limit: {}", row.max_attempts,
+                          row.backoff.empty() ? "none" : row.backoff, row.attempt_limit));
+      }
       if (row.kind != WorkKind::task || !row.session.empty()) {
         print(fmt::format("kind: {}\nref: {}\nhead: {}\nreview: {}\nauthor: {}\nsession: {}\n"
                           "expected_head: {}\nactions: {}\nclose_reason: {}",

@@ -53,6 +53,12 @@ kj::MainFunc Cli::main() {
                      "link monitoring incidents to the issues that track them")
       .addSubCommand("migrate-incidents", KJ_BIND_METHOD(*this, migrate_incidents_command),
                      "import an older control plane's incident links")
+      .addSubCommand("retry", KJ_BIND_METHOD(*this, retry_command),
+                     "redrive a failed or cancelled item (or a project's, in bulk)")
+      .addSubCommand("cancel", KJ_BIND_METHOD(*this, cancel_command),
+                     "cancel an item (or a project's, in bulk)")
+      .addSubCommand("reschedule", KJ_BIND_METHOD(*this, reschedule_command),
+                     "run a ready or scheduled item at another time")
       .addSubCommand("item", KJ_BIND_METHOD(*this, item_command), "show an item's row")
       .addSubCommand("events", KJ_BIND_METHOD(*this, events_command),
                      "show an item's events, oldest first")

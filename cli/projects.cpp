@@ -9,6 +9,14 @@ kj::MainFunc Cli::project_command() {
                      "create a project")
       .addSubCommand("grant", KJ_BIND_METHOD(*this, project_grant_command),
                      "let a scoped actor see a project")
+      .addSubCommand("set", KJ_BIND_METHOD(*this, project_set_command),
+                     "set a project's retry policy")
+      .addSubCommand("pause", KJ_BIND_METHOD(*this, project_pause_command),
+                     "hold back a project's items from every claim")
+      .addSubCommand("resume", KJ_BIND_METHOD(*this, project_resume_command),
+                     "let claims take a paused project's items again")
+      .addSubCommand("show", KJ_BIND_METHOD(*this, project_show_command),
+                     "show a project's row: its retry policy and pause")
       .addSubCommand("assign", KJ_BIND_METHOD(*this, project_grant_command),
                      "the old name of grant, kept for one release")
       .build();
@@ -18,6 +26,11 @@ kj::MainFunc Cli::project_create_command() {
   return globals(kj::MainBuilder(context_, kVersionLine, "Create project ID with TITLE. Refused (exit 2) if ID is taken."))
       .addOptionWithArg({"status"}, KJ_BIND_METHOD(*this, set_status), "<status>",
                         "the project's status (default: open)")
+      .addOptionWithArg({"max-attempts"}, KJ_BIND_METHOD(*this, set_max_attempts), "<n>",
+                        "a retry policy: at most N attempts per item (default: no policy)")
+      .addOptionWithArg({"backoff"}, KJ_BIND_METHOD(*this, set_backoff), "<spec>",
+                        "with --max-attempts: none, fixed:DURATION or "
+                        "exponential:BASE[:CAP] (default none)")
       .expectArg("ID", KJ_BIND_METHOD(*this, set_positional))
       .expectArg("TITLE", KJ_BIND_METHOD(*this, set_positional))
       .callAfterParsing(KJ_BIND_METHOD(*this, run_project_create))
@@ -34,8 +47,17 @@ Validity Cli::run_project_create() {
   return run([&] {
     require_name(args_[0], "project id");
     if (status_.empty()) throw InvalidArgument("a project status must not be empty");
+    if (backoff_ && !max_attempts_) {
+      throw InvalidArgument(InvalidArgument::Reason::conflict,
+                            "--backoff needs --max-attempts N: a backoff is part of a retry "
+                            "policy");
+    }
     auto store = open();
-    store.create_project(args_[0], args_[1], status_, now_);
+    store.create_project(args_[0], args_[1],
+                         ControlStore::ProjectOptions{.status = status_,
+                                                      .max_attempts = max_attempts_.value_or(0),
+                                                      .backoff = backoff_.value_or(""),
+                                                      .now = now_});
     changed_ = true;
     print(json_ ? JsonObject().str("project_id", args_[0]).str("title", args_[1])
                       .str("status", status_).done()
@@ -88,7 +110,7 @@ Validity Cli::run_projects() {
 
 kj::MainFunc Cli::stats_command() {
   return globals(kj::MainBuilder(context_, kVersionLine,
-                                 "Count items by status: ready, claimed, done, failed. Reads "
+                                 "Count items by status: ready, scheduled, claimed, done, failed, cancelled, closed. Reads "
                                  "every item row of the scope: for operators, not hot loops."))
       .addOptionWithArg({"project"}, KJ_BIND_METHOD(*this, set_project), "<id>",
                         "only this project's items")
@@ -115,7 +137,7 @@ Validity Cli::run_stats() {
     }
     const auto c = store.status_counts(project_);
     if (c.invalid > 0) {
-      std::cerr << fmt::format("cplane: {} item row(s) have a status that is none of the five "
+      std::cerr << fmt::format("cplane: {} item row(s) have a status that is none of the seven "
                                "and are not counted: run cplane verify\n",
                                c.invalid);
     }
@@ -126,10 +148,14 @@ Validity Cli::run_stats() {
                 .num("done", c.done)
                 .num("failed", c.failed)
                 .num("closed", c.closed)
+                .num("scheduled", c.scheduled)
+                .num("cancelled", c.cancelled)
                 .done());
     } else {
-      print(fmt::format("ready: {}\nclaimed: {}\ndone: {}\nfailed: {}\nclosed: {}", c.ready,
-                        c.claimed, c.done, c.failed, c.closed));
+      print(fmt::format("ready: {}\nclaimed: {}\ndone: {}\nfailed: {}\nclosed: {}\nscheduled: "
+                        "{}\ncancelled: {}",
+                        c.ready, c.claimed, c.done, c.failed, c.closed, c.scheduled,
+                        c.cancelled));
     }
   });
 }

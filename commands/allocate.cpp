@@ -132,8 +132,9 @@ Allocation ControlStore::Impl::allocate_next(const std::string& session, Allocat
       while (cursor->next(row)) {
         CandidateFate fate = judge_candidate(row, session, at);
         if (fate == CandidateFate::own || fate == CandidateFate::unavailable) continue;
-        // A paused project's first item it would take is listed, once.
-        if (paused && fate == CandidateFate::take) fate = CandidateFate::project_paused;
+        // A paused project offers nothing, and nothing to wait for: its
+        // first candidate is listed as skipped, once.
+        if (paused) fate = CandidateFate::project_paused;
         candidates.push_back(candidate_of(row, fate));
         if (fate == CandidateFate::take || fate == CandidateFate::project_paused) break;
       }

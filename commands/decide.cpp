@@ -62,6 +62,12 @@ FenceVerdict judge_fence(const ItemRow* item, std::string_view item_id, Fence fe
       return FenceVerdict::denied(*refusal,
                                   fmt::format("item {} is not claimed", quote_id(item_id)));
     case Reason::stale_fence:
+      if (item->status != ItemStatus::claimed) {
+        return FenceVerdict::denied(
+            *refusal, fmt::format("fence {} is stale: its attempt of item {} already ended (the "
+                                  "item is {})",
+                                  fence, quote_id(item_id), to_string(item->status)));
+      }
       // Older fences are stale; a higher one was never issued. Both are the
       // same refusal to a program, told apart for a person.
       return FenceVerdict::denied(
@@ -71,8 +77,15 @@ FenceVerdict judge_fence(const ItemRow* item, std::string_view item_id, Fence fe
                             quote_id(item_id), item->fence)
               : fmt::format("fence {} is not the current fence: item {} is held under fence {}",
                             fence, quote_id(item_id), item->fence));
+    case Reason::cancelled:
+      return FenceVerdict::denied(
+          *refusal, fmt::format("item {} was cancelled{}: its work is no longer wanted",
+                                quote_id(item_id),
+                                item->detail.empty() ? "" : " (" + item->detail + ")"));
   }
-  return FenceVerdict::allowed();
+  // A refusal this switch does not name must never become an acceptance.
+  return FenceVerdict::denied(*refusal, fmt::format("item {} refuses fence {}", quote_id(item_id),
+                                                    fence));
 }
 
 Event decide_finish(const std::optional<ItemRow>& item, std::string_view item_id, Fence fence,

@@ -46,6 +46,7 @@ ItemRow apply(ItemRow row, const StoredEvent& stored) {
             // takes it under a higher fence. Nobody holds it meanwhile.
             row.status = ItemStatus::scheduled;
             row.run_at = failed.retry_at;
+            row.ended_fence = failed.fence;
             row.lease_expires_at = 0;
             row.detail = failed.detail;
             row.session.clear();
@@ -56,7 +57,9 @@ ItemRow apply(ItemRow row, const StoredEvent& stored) {
           },
           [&](const ItemRetried& retried) {
             // Redriven: ready at the back of the queue, with more attempts.
+            // The attempt that failed last stays refused (stale_fence).
             row.status = ItemStatus::ready;
+            row.ended_fence = row.fence;
             row.queued_seq = stored.seq;
             row.queued_at = e.at;
             row.run_at = 0;
@@ -89,6 +92,7 @@ ItemRow apply(ItemRow row, const StoredEvent& stored) {
           [&](const ItemClaimed& claimed) {
             row.status = ItemStatus::claimed;
             row.run_at = 0;
+            row.ended_fence = 0;
             row.owner = claimed.owner;
             row.fence = claimed.fence;
             row.attempts = claimed.attempt;
@@ -105,6 +109,7 @@ ItemRow apply(ItemRow row, const StoredEvent& stored) {
             // may do and the head it was given.
             row.status = ItemStatus::claimed;
             row.run_at = 0;
+            row.ended_fence = 0;
             row.owner = assigned.session;
             row.session = assigned.session;
             row.fence = assigned.fence;

@@ -70,6 +70,8 @@ inline std::optional<FenceRejected::Reason> fence_refusal(const ItemRow* row, Fe
   if (row == nullptr) return Reason::unknown_item;
   if (row->status == ItemStatus::cancelled) return Reason::cancelled;
   if (is_terminal(row->status)) return Reason::terminal;
+  // The attempt this fence was given for already failed, or was redriven.
+  if (fence != 0 && fence <= row->ended_fence) return Reason::stale_fence;
   if (row->status != ItemStatus::claimed) return Reason::not_claimed;
   if (fence != row->fence) return Reason::stale_fence;
   return std::nullopt;

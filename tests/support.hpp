@@ -91,6 +91,7 @@ std::vector<std::string> sql_column(const std::string& db, const std::string& qu
   "DROP INDEX items_due; DROP INDEX items_failed; DROP INDEX items_cancelled; "              \
   "ALTER TABLE items DROP COLUMN max_attempts; ALTER TABLE items DROP COLUMN backoff; "     \
   "ALTER TABLE items DROP COLUMN attempt_limit; ALTER TABLE items DROP COLUMN run_at; "     \
+  "ALTER TABLE items DROP COLUMN ended_fence; "                                              \
   "ALTER TABLE projects DROP COLUMN max_attempts; ALTER TABLE projects DROP COLUMN backoff; " \
   "ALTER TABLE projects DROP COLUMN paused; ALTER TABLE projects DROP COLUMN pause_reason; "
 inline constexpr const char* kBackToVersion6 = CPLANE_BACK_TO_6 "PRAGMA user_version = 6; ";

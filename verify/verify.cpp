@@ -177,6 +177,7 @@ struct StreamAudit {
   bool reported_outlived = false;  // an item held past its session's close
   // Project streams.
   std::optional<ProjectRow> project;
+  Seq project_created_seq = 0;  // the seq of its project_created
   std::map<std::string, ProjectActorRow> grants;  // by actor
 
   // The ids a problem names: the item for an item stream, else the project.
@@ -634,6 +635,7 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
       break;
     case StreamKind::project:
       if (std::holds_alternative<ProjectCreated>(e.body)) {
+        if (!a.project) a.project_created_seq = stored.seq;
         a.project = apply(a.project.value_or(ProjectRow{}), stored);
       } else if (auto* granted = std::get_if<ActorAssigned>(&e.body)) {
         auto& row = a.grants[granted->actor];
@@ -805,7 +807,8 @@ struct ItemsProjection {
         .add("run_at", stored.run_at, folded.run_at)
         .add("max_attempts", stored.max_attempts, folded.max_attempts)
         .text("backoff", stored.backoff, folded.backoff)
-        .add("attempt_limit", stored.attempt_limit, folded.attempt_limit);
+        .add("attempt_limit", stored.attempt_limit, folded.attempt_limit)
+        .add("ended_fence", stored.ended_fence, folded.ended_fence);
     return d.done();
   }
 
@@ -1455,7 +1458,7 @@ void replay_all(storage::Backend& backend, const Reconcile& r, LogFacts& facts,
       [&](StreamAudit& audit) {
         if (audit.project) {
           facts.projects.insert(audit.stream.id);
-          facts.project_created_at.emplace(audit.stream.id, audit.project->last_seq);
+          facts.project_created_at.emplace(audit.stream.id, audit.project_created_seq);
         }
         for (const auto& [actor, grant] : audit.grants) {
           facts.grants.emplace(std::pair{audit.stream.id, actor}, grant.last_seq);

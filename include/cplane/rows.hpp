@@ -72,6 +72,10 @@ struct ItemRow {
   std::uint32_t attempt_limit = 0;
   // While scheduled: the time it becomes claimable (run_at or retry_at); 0 otherwise.
   Micros run_at = 0;
+  // The fence of the last attempt the lifecycle ended (attempt_failed, or a
+  // failed item retried), until the next claim: a late report under it is
+  // stale_fence, where one after a release is not_claimed.
+  Fence ended_fence = 0;
   bool operator==(const ItemRow&) const = default;
 };
 

@@ -289,8 +289,10 @@ class ControlStore {
   // Pauses the project (project_paused): no claim, assign or allocate takes
   // its items until it resumes (project_resumed); claimed work runs on and
   // enqueue still queues. False when it was paused (resumed) already.
+  // These are an operator's commands: `actor` names who acted, in the
+  // event, and does not scope (as a worker's --actor does).
   struct LifecycleOptions {
-    std::optional<std::string> actor;  // who asked: recorded, and scoped as for finish
+    std::optional<std::string> actor;  // who asked, recorded in the event
     std::optional<Micros> now;
   };
   bool pause_project(const std::string& project_id, const std::string& reason = "",

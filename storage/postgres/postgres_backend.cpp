@@ -160,7 +160,8 @@ CREATE TABLE items (
   max_attempts     bigint NOT NULL DEFAULT 0,
   backoff          text,
   attempt_limit    bigint NOT NULL DEFAULT 0,
-  run_at           bigint
+  run_at           bigint,
+  ended_fence      bigint NOT NULL DEFAULT 0
 );
 CREATE INDEX items_ready ON items (project_id, queued_seq) WHERE status = 'ready';
 CREATE INDEX items_lease ON items (project_id, lease_expires_at, queued_seq)
@@ -220,7 +221,8 @@ ALTER TABLE items DROP CONSTRAINT items_status_check,
   ADD CONSTRAINT items_status_check CHECK (status IN ('ready', 'claimed', 'done', 'failed',
                                                       'closed', 'scheduled', 'cancelled')),
   ADD COLUMN max_attempts bigint NOT NULL DEFAULT 0, ADD COLUMN backoff text,
-  ADD COLUMN attempt_limit bigint NOT NULL DEFAULT 0, ADD COLUMN run_at bigint;
+  ADD COLUMN attempt_limit bigint NOT NULL DEFAULT 0, ADD COLUMN run_at bigint,
+  ADD COLUMN ended_fence bigint NOT NULL DEFAULT 0;
 DROP INDEX items_alloc;
 CREATE INDEX items_alloc ON items (project_id, (terminal_since IS NOT NULL) DESC, priority DESC,
                                    queued_seq)
@@ -235,10 +237,10 @@ const char* const kItemColumns =
     "item_id, project_id, payload, status, owner, fence, attempts, lease_expires_at, detail, "
     "queued_seq, queued_at, updated_at, last_seq, kind, ref, head, review, author, session, "
     "actions, expected_head, close_reason, head_moved, priority, terminal_since, "
-    "terminal_reason, idem_key, max_attempts, backoff, attempt_limit, run_at";
+    "terminal_reason, idem_key, max_attempts, backoff, attempt_limit, run_at, ended_fence";
 const char* const kItemValues =
     "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, "
-    "$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31";
+    "$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32";
 const char* const kItemUpdate =
     "project_id = EXCLUDED.project_id, payload = EXCLUDED.payload, status = EXCLUDED.status, "
     "owner = EXCLUDED.owner, fence = EXCLUDED.fence, attempts = EXCLUDED.attempts, "
@@ -251,7 +253,8 @@ const char* const kItemUpdate =
     "head_moved = EXCLUDED.head_moved, priority = EXCLUDED.priority, "
     "terminal_since = EXCLUDED.terminal_since, terminal_reason = EXCLUDED.terminal_reason, "
     "idem_key = EXCLUDED.idem_key, max_attempts = EXCLUDED.max_attempts, "
-    "backoff = EXCLUDED.backoff, attempt_limit = EXCLUDED.attempt_limit, run_at = EXCLUDED.run_at";
+    "backoff = EXCLUDED.backoff, attempt_limit = EXCLUDED.attempt_limit, run_at = EXCLUDED.run_at, "
+    "ended_fence = EXCLUDED.ended_fence";
 const char* const kIncidentColumns =
     "provider, fingerprint, org, repo, environment, target, status, event_count, permalink, "
     "first_seen, last_seen, linked_prs, incident_id, linked_at, updated_at, last_seq";
@@ -403,6 +406,7 @@ void fill_item(const Result& r, int i, ScannedItem& scanned) {
   row.backoff = r.text(i, 28);
   row.attempt_limit = static_cast<std::uint32_t>(r.i64(i, 29));
   row.run_at = r.i64(i, 30);
+  row.ended_fence = static_cast<Fence>(r.i64(i, 31));
 }
 
 ItemRow read_item(const Result& r, int i) {
@@ -1291,7 +1295,8 @@ class PostgresBackend final : public Backend {
         .i64(r.max_attempts)
         .text_or_null(r.backoff)
         .i64(r.attempt_limit)
-        .i64_or_null(r.run_at);
+        .i64_or_null(r.run_at)
+        .i64(static_cast<std::int64_t>(r.ended_fence));
     return p;
   }
 
@@ -1402,7 +1407,7 @@ class PostgresBackend final : public Backend {
     std::vector<CandidateList> out;
     std::string list;
     for (int i = 0; i < r.rows(); ++i) {
-      std::string key = r.text(i, 31);
+      std::string key = r.text(i, 32);
       if (out.empty() || key != list) {
         out.emplace_back();
         list = std::move(key);

@@ -325,7 +325,8 @@ CREATE TABLE items (
   max_attempts     INTEGER NOT NULL DEFAULT 0,
   backoff          TEXT,
   attempt_limit    INTEGER NOT NULL DEFAULT 0,
-  run_at           INTEGER
+  run_at           INTEGER,
+  ended_fence      INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 CREATE INDEX items_ready ON items(project_id, queued_seq) WHERE status = 'ready';
 CREATE INDEX items_lease ON items(project_id, lease_expires_at, queued_seq)
@@ -436,10 +437,10 @@ const char* const kItemColumns =
     "item_id, project_id, payload, status, owner, fence, attempts, lease_expires_at, detail, "
     "queued_seq, queued_at, updated_at, last_seq, kind, ref, head, review, author, session, "
     "actions, expected_head, close_reason, head_moved, priority, terminal_since, terminal_reason, "
-    "idem_key, max_attempts, backoff, attempt_limit, run_at";
+    "idem_key, max_attempts, backoff, attempt_limit, run_at, ended_fence";
 const char* const kItemValues =
     "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, "
-    "?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31";
+    "?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32";
 const char* const kIncidentColumns =
     "provider, fingerprint, org, repo, environment, target, status, event_count, permalink, "
     "first_seen, last_seen, linked_prs, incident_id, linked_at, updated_at, last_seq";
@@ -556,6 +557,7 @@ void fill_item(const Statement& s, ScannedItem& scanned) {
   s.text_into(28, row.backoff);
   row.attempt_limit = static_cast<std::uint32_t>(s.i64(29));
   row.run_at = s.i64(30);
+  row.ended_fence = static_cast<Fence>(s.i64(31));
 }
 
 // An item row a command decides on: one with an invalid status, kind or
@@ -1491,7 +1493,8 @@ class SqliteBackend final : public Backend {
                   static_cast<std::int64_t>(r.priority), NullIfZero{r.terminal_since},
                   NullIfEmpty{r.terminal_reason}, NullIfEmpty{r.key},
                   static_cast<std::int64_t>(r.max_attempts), NullIfEmpty{r.backoff},
-                  static_cast<std::int64_t>(r.attempt_limit), NullIfZero{r.run_at});
+                  static_cast<std::int64_t>(r.attempt_limit), NullIfZero{r.run_at},
+                  r.ended_fence);
   }
 
   void delete_item(std::string_view item_id) override { stmts_.delete_item.bind(item_id).run(); }
