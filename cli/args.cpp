@@ -134,7 +134,9 @@ constexpr std::array kValueOptions = {"--db",     "--now",   "--durability", "--
                                       "--action", "--provider", "--fingerprint", "--org",
                                       "--repo",   "--environment", "--target", "--event-count",
                                       "--permalink", "--first-seen", "--last-seen", "--pr",
-                                      "--from", "--key", "--wait"};
+                                      "--from", "--key", "--wait", "--max-attempts", "--attempts",
+                                      "--backoff", "--run-at", "--delay", "--cron", "--payload",
+                                      "--tz", "--overlap", "--catch-up"};
 
 std::vector<std::string> join_option_values(int argc, char** argv) {
   std::vector<std::string> out;

@@ -254,6 +254,27 @@ class Cli {
   Validity set_delay(kj::StringPtr text);
   Validity set_no_retry();
   Validity set_statuses(kj::StringPtr text);
+  // ---- cron schedules (cli/schedules.cpp) ----------------------------------------
+  kj::MainFunc schedule_command();
+  kj::MainFunc schedule_add_command();
+  kj::MainFunc schedule_list_command();
+  kj::MainFunc schedule_pause_command();
+  kj::MainFunc schedule_resume_command();
+  kj::MainFunc schedule_remove_command();
+  kj::MainFunc tick_command();
+  Validity run_schedule_add();
+  Validity run_schedule_list();
+  Validity run_schedule_change(const char* done);
+  Validity run_schedule_pause();
+  Validity run_schedule_resume();
+  Validity run_schedule_remove();
+  Validity run_tick();
+  Validity set_cron(kj::StringPtr text);
+  Validity set_schedule_payload(kj::StringPtr text);
+  Validity set_tz(kj::StringPtr text);
+  Validity set_overlap(kj::StringPtr text);
+  Validity set_catch_up(kj::StringPtr text);
+  static std::string schedule_json(const ScheduleRow& row);
 
   // ---- projects -------------------------------------------------------------
   kj::MainFunc projects_command();
@@ -513,6 +534,9 @@ class Cli {
   std::optional<Micros> delay_;
   bool no_retry_ = false;
   std::vector<ItemStatus> statuses_;
+  std::optional<std::string> cron_, schedule_payload_, tz_;
+  ControlStore::Overlap overlap_ = ControlStore::Overlap::allow;
+  std::int64_t catch_up_ = 0;
   // rebuild, restore, recover: one transaction over the whole database,
   // with a larger page cache (SqliteOptions::cache_mib).
   bool bulk_ = false;

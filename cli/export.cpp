@@ -313,6 +313,8 @@ Validity Cli::run_audit() {
                                                       .num("done", s.items_by_status[2])
                                                       .num("failed", s.items_by_status[3])
                                                       .num("closed", s.items_by_status[4])
+                                                      .num("scheduled", s.items_by_status[5])
+                                                      .num("cancelled", s.items_by_status[6])
                                                       .done())
                                     .num("first_seq", s.first_seq)
                                     .num("last_seq", s.last_seq)
@@ -332,9 +334,10 @@ Validity Cli::run_audit() {
                         s.events, s.heads, s.first_seq, s.last_seq, s.first_at, s.last_at));
       if (s.since == 0) {
         print(fmt::format("{} project(s); items: {} ready, {} claimed, {} done, {} failed, {} "
-                          "closed",
+                          "closed, {} scheduled, {} cancelled",
                           s.projects, s.items_by_status[0], s.items_by_status[1],
-                          s.items_by_status[2], s.items_by_status[3], s.items_by_status[4]));
+                          s.items_by_status[2], s.items_by_status[3], s.items_by_status[4],
+                          s.items_by_status[5], s.items_by_status[6]));
       }
       print(fmt::format("chain head {}", hex_or_none(s.chain_head)));
       if (report.problems.empty()) {

@@ -53,6 +53,10 @@ kj::MainFunc Cli::main() {
                      "link monitoring incidents to the issues that track them")
       .addSubCommand("migrate-incidents", KJ_BIND_METHOD(*this, migrate_incidents_command),
                      "import an older control plane's incident links")
+      .addSubCommand("schedule", KJ_BIND_METHOD(*this, schedule_command),
+                     "cron schedules: add, list, pause, resume, remove")
+      .addSubCommand("tick", KJ_BIND_METHOD(*this, tick_command),
+                     "fire the schedule occurrences that are due")
       .addSubCommand("retry", KJ_BIND_METHOD(*this, retry_command),
                      "redrive a failed or cancelled item (or a project's, in bulk)")
       .addSubCommand("cancel", KJ_BIND_METHOD(*this, cancel_command),

@@ -39,6 +39,8 @@ struct CommandRunner {
   static bool exec(ControlStore::Impl& s, const detail::cmd::ProjectChange& c);
   static void exec(ControlStore::Impl& s, const detail::cmd::ItemChange& c);
   static std::vector<std::string> exec(ControlStore::Impl& s, const detail::cmd::BulkBatch& c);
+  static bool exec(ControlStore::Impl& s, const detail::cmd::ScheduleChange& c);
+  static Micros exec(ControlStore::Impl& s, const detail::cmd::Tick& c);
 
   // Runs the command and returns (or throws) what the public call does:
   // through the group-commit area when the store has one and the command

@@ -29,6 +29,12 @@ struct External<IncidentObservation> {
   }
 };
 template <>
+struct External<ControlStore::ScheduleSpec> {
+  template <class S> static auto fields(S& s) {
+    return std::tie(s.project_id, s.cron, s.payload, s.zone, s.overlap, s.catch_up, s.now);
+  }
+};
+template <>
 struct External<Assignment> {
   template <class S> static auto fields(S& a) {
     return std::tie(a.outcome, a.item_id, a.fence, a.lease_expires_at, a.expected_head, a.actions,

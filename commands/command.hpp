@@ -305,6 +305,23 @@ struct LinkIncident {
   }
 };
 
+// add_schedule, pause_schedule, resume_schedule, remove_schedule.
+struct ScheduleChange {
+  enum Kind : std::uint8_t { add, pause, resume, remove };
+  Sync sync = Sync::full;
+  Kind kind = add;
+  std::string name;
+  ControlStore::ScheduleSpec spec;  // add's; its `now` is every kind's
+  template <class S> static auto fields(S& s) { return std::tie(s.sync, s.kind, s.name, s.spec); }
+};
+
+// Fires the due occurrences of every schedule (tick); answers the items made.
+struct Tick {
+  Sync sync = Sync::full;
+  std::optional<Micros> now;
+  template <class S> static auto fields(S& s) { return std::tie(s.sync, s.now); }
+};
+
 }  // namespace cmd
 
 // Every write command a combiner runs for another process. Two run in a
@@ -317,7 +334,7 @@ using Command = std::variant<cmd::Enqueue, cmd::EnqueueBatch, cmd::Claim, cmd::C
                              cmd::SessionHeartbeat, cmd::CloseSession, cmd::Observe,
                              cmd::AssignAndLease, cmd::RecordMutation, cmd::ExpireLeases,
                              cmd::LinkIncident, cmd::ProjectChange, cmd::ItemChange,
-                             cmd::BulkBatch>;
+                             cmd::BulkBatch, cmd::ScheduleChange, cmd::Tick>;
 
 // A refusal or failure as a value: thrown again, as the same type with the
 // same reason, in the process that asked.

@@ -678,6 +678,7 @@ std::vector<std::string> CommandRunner::exec(ControlStore::Impl& s, const cmd::E
 std::optional<ClaimedItem> ControlStore::Impl::claim_in_tx(const std::string& owner,
                                                            const ClaimOptions& options, Micros lease,
                                                            Micros at) {
+  fire_due_schedules(at);  // an index seek when none is due
   std::optional<ItemRow> best;
   for (;;) {
     best.reset();
@@ -736,6 +737,10 @@ std::chrono::steady_clock::time_point ControlStore::Impl::next_lapse_deadline(co
   for (const auto& project : backend_->project_ids(options.actor ? &*options.actor : nullptr)) {
     if (auto lapse = backend_->next_lapse(project); lapse && (!first || *lapse < *first)) first = lapse;
   }
+  // A schedule's next occurrence makes an item then.
+  if (auto due = backend_->due_schedules(kMaxNow - 1, 1); !due.empty()) {
+    if (!first || due[0].next_at < *first) first = due[0].next_at;
+  }
   tx.commit();
   if (!first) return std::chrono::steady_clock::time_point::max();
   return std::chrono::steady_clock::now() + std::chrono::microseconds(std::max<Micros>(*first - at, 0));
@@ -762,6 +767,7 @@ std::vector<ClaimedItem> CommandRunner::exec(ControlStore::Impl& s, const cmd::C
   const ClaimOptions options{.actor = c.actor};
   {
     const Micros at = s.clock(c.now);
+    s.fire_due_schedules(at);
     std::vector<ClaimedItem> out;
     while (out.size() < max_items) {
       // The next claims, in the order one claim after another would take

@@ -131,6 +131,14 @@ class ControlStore::Impl {
   void change_item(detail::cmd::ItemChange change);
   BulkResult bulk(std::uint8_t kind, const std::string& project_id, const BulkOptions& options);
   ProjectRow project(const std::string& project_id, const std::optional<std::string>& actor);
+  void add_schedule(const std::string& name, const ScheduleSpec& spec);
+  bool change_schedule(const std::string& name, std::uint8_t kind, std::optional<Micros> now);
+  std::vector<ScheduleRow> schedules();
+  std::int64_t tick(std::optional<Micros> now);
+  // Fires the due occurrences of the schedules due at `at` (a bounded
+  // number): what every claim does first, inside its transaction. Returns
+  // the items made.
+  std::int64_t fire_due_schedules(Micros at);
 
   // ---- what the calls share ---------------------------------------------------
   // Runs f(tx) in a write transaction, and runs it again, whole (re-reading

@@ -148,6 +148,28 @@ Event decide_cancel(const std::optional<ItemRow>& row, std::string_view item_id,
                     const std::string& reason, const std::string& actor,
                     const std::string& operation, Micros now);
 
+// ---- cron schedules (commands/schedules.cpp) ------------------------------------
+
+// Adding schedule `name` to `project` (existing: the row of that name, or
+// nullopt), first firing at `next_at`: schedule_created. InvalidArgument
+// (already_exists) for a name taken, even by a removed schedule.
+Event decide_add_schedule(const std::optional<ScheduleRow>& existing, const ProjectRow& project,
+                          const std::string& name, const ControlStore::ScheduleSpec& spec,
+                          Micros next_at, Micros now);
+
+// What firing `row` at `now` does, given its occurrences due (ascending,
+// from row.next_at, none after now; the last `keep` of `count` due), the
+// first occurrence after them (kMaxNow: none), and whether the item of its
+// last fire is still open. Each step fires (an item) or skips (overlap).
+struct FireStep {
+  Micros occurrence = 0;
+  bool skip = false;
+  std::int64_t missed = 0;  // occurrences before it passed over by catch-up
+  Micros next_at = 0;
+};
+std::vector<FireStep> plan_fires(const ScheduleRow& row, const std::vector<Micros>& due,
+                                 std::int64_t count, Micros next_after, bool previous_open);
+
 // ---- sessions -------------------------------------------------------------------
 
 // Who an item event made for a session is by: its actor, else its id.

@@ -131,11 +131,13 @@ Event decide_exhaust(const ItemRow& row, Micros now) {
 std::optional<Event> decide_set_policy(const ProjectRow& project, const RetryPolicy& policy,
                                        Micros now) {
   parse_backoff(policy.backoff);  // refuses a SPEC that does not parse
-  if (policy.max_attempts == project.max_attempts && policy.backoff == project.backoff) {
+  // "" and "none" are one backoff, spelled "none"; no policy has none.
+  const std::string backoff =
+      policy.max_attempts == 0 ? "" : policy.backoff.empty() ? "none" : policy.backoff;
+  if (policy.max_attempts == project.max_attempts && backoff == project.backoff) {
     return std::nullopt;
   }
-  return Event{now, "", project.project_id, "",
-               RetryPolicySet{policy.max_attempts, policy.backoff}};
+  return Event{now, "", project.project_id, "", RetryPolicySet{policy.max_attempts, backoff}};
 }
 
 std::optional<Event> decide_pause(const ProjectRow& project, const std::string& reason,

@@ -297,10 +297,12 @@ ControlStore::BulkResult ControlStore::Impl::bulk(std::uint8_t kind_value,
   std::sort(statuses.begin(), statuses.end());
   statuses.erase(std::unique(statuses.begin(), statuses.end()), statuses.end());
   BulkResult out;
+  // The first ids in the order they are (or would be) changed: status by
+  // status, each in its index's order.
   auto keep_first = [&](const std::vector<std::string>& ids) {
-    out.first_ids.insert(out.first_ids.end(), ids.begin(), ids.end());
-    std::sort(out.first_ids.begin(), out.first_ids.end());
-    out.first_ids.resize(std::min(out.first_ids.size(), kBulkListed));
+    for (const auto& id : ids) {
+      if (out.first_ids.size() < kBulkListed) out.first_ids.push_back(id);
+    }
   };
   if (options.dry_run) {
     // One snapshot: the counts by status and each status's first ids.
@@ -319,23 +321,30 @@ ControlStore::BulkResult ControlStore::Impl::bulk(std::uint8_t kind_value,
     return out;
   }
   out.operation = new_operation_id();
-  for (const ItemStatus status : statuses) {
-    // Each batch moves its items out of `status`: the next takes the next.
-    for (;;) {
-      const auto ids = CommandRunner::run(*this, cmd::BulkBatch{.sync = sync_for_claims(),
-                                                                .kind = kind,
-                                                                .project_id = project_id,
-                                                                .status = status,
-                                                                .limit = kBulkBatch,
-                                                                .attempts = options.attempts,
-                                                                .reason = options.reason,
-                                                                .operation = out.operation,
-                                                                .actor = options.actor,
-                                                                .now = options.now});
-      out.count += static_cast<std::int64_t>(ids.size());
-      keep_first(ids);
-      if (ids.size() < kBulkBatch) break;
+  // Pass after pass until one changes nothing: an item that moves between
+  // the statuses asked for while the bulk runs (a scheduled item claimed, a
+  // claimed one released) is caught by a later pass.
+  for (int pass = 0; pass < kBulkPasses; ++pass) {
+    const std::int64_t before = out.count;
+    for (const ItemStatus status : statuses) {
+      // Each batch moves its items out of `status`: the next takes the next.
+      for (;;) {
+        const auto ids = CommandRunner::run(*this, cmd::BulkBatch{.sync = sync_for_claims(),
+                                                                  .kind = kind,
+                                                                  .project_id = project_id,
+                                                                  .status = status,
+                                                                  .limit = kBulkBatch,
+                                                                  .attempts = options.attempts,
+                                                                  .reason = options.reason,
+                                                                  .operation = out.operation,
+                                                                  .actor = options.actor,
+                                                                  .now = options.now});
+        out.count += static_cast<std::int64_t>(ids.size());
+        keep_first(ids);
+        if (ids.size() < kBulkBatch) break;
+      }
     }
+    if (out.count == before) break;
   }
   return out;
 }

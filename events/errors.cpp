@@ -50,6 +50,7 @@ const char* to_string(NotFound::Reason reason) noexcept {
     case NotFound::Reason::unknown_session: return "unknown_session";
     case NotFound::Reason::session_closed: return "session_closed";
     case NotFound::Reason::unknown_incident: return "unknown_incident";
+    case NotFound::Reason::unknown_schedule: return "unknown_schedule";
   }
   return "unknown";
 }

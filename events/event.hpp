@@ -164,6 +164,76 @@ struct EventTraits<ProjectPaused> : OnProjectStream, Unfenced {
     f("reason", e.reason);
   }
 };
+// A schedule's events name it in their body.
+struct OnScheduleStream {
+  static constexpr StreamKind stream = StreamKind::schedule;
+  template <class E>
+  static std::string stream_id(const Event&, const E& e) {
+    return e.name;
+  }
+};
+template <>
+struct EventTraits<ScheduleCreated> : OnScheduleStream, Unfenced {
+  static std::string_view name(const ScheduleCreated&) { return "schedule_created"; }
+  template <class F>
+  static void fields(const ScheduleCreated& e, F&& f) {
+    f("schedule", e.name);
+    f("cron", e.cron);
+    f("zone", e.zone);
+    f("payload", JsonText{e.payload});
+    f("overlap", std::string(e.overlap_skip ? "skip" : "allow"));
+    f("catch_up", e.catch_up);
+    f("next_at", e.next_at);
+  }
+};
+template <>
+struct EventTraits<ScheduleFired> : OnScheduleStream, Unfenced {
+  static std::string_view name(const ScheduleFired&) { return "schedule_fired"; }
+  template <class F>
+  static void fields(const ScheduleFired& e, F&& f) {
+    f("schedule", e.name);
+    f("occurrence", e.occurrence);
+    f("fired_item", e.item_id);
+    f("missed", e.missed);
+    f("next_at", e.next_at);
+  }
+};
+template <>
+struct EventTraits<ScheduleSkipped> : OnScheduleStream, Unfenced {
+  static std::string_view name(const ScheduleSkipped&) { return "schedule_skipped"; }
+  template <class F>
+  static void fields(const ScheduleSkipped& e, F&& f) {
+    f("schedule", e.name);
+    f("occurrence", e.occurrence);
+    f("reason", e.reason);
+    f("next_at", e.next_at);
+  }
+};
+template <>
+struct EventTraits<SchedulePaused> : OnScheduleStream, Unfenced {
+  static std::string_view name(const SchedulePaused&) { return "schedule_paused"; }
+  template <class F>
+  static void fields(const SchedulePaused& e, F&& f) {
+    f("schedule", e.name);
+  }
+};
+template <>
+struct EventTraits<ScheduleResumed> : OnScheduleStream, Unfenced {
+  static std::string_view name(const ScheduleResumed&) { return "schedule_resumed"; }
+  template <class F>
+  static void fields(const ScheduleResumed& e, F&& f) {
+    f("schedule", e.name);
+    f("next_at", e.next_at);
+  }
+};
+template <>
+struct EventTraits<ScheduleRemoved> : OnScheduleStream, Unfenced {
+  static std::string_view name(const ScheduleRemoved&) { return "schedule_removed"; }
+  template <class F>
+  static void fields(const ScheduleRemoved& e, F&& f) {
+    f("schedule", e.name);
+  }
+};
 template <>
 struct EventTraits<ProjectResumed> : OnProjectStream, Unfenced {
   static std::string_view name(const ProjectResumed&) { return "project_resumed"; }

@@ -93,6 +93,44 @@ struct ProjectPaused {
 
 struct ProjectResumed {}
 
+struct ScheduleCreated {
+  name @0 :Text;
+  cron @1 :Text;
+  zone @2 :Text;
+  payload @3 :Text;
+  overlapSkip @4 :Bool;
+  catchUp @5 :Int64;   # 0: the latest only; -1: all; N: the last N
+  nextAt @6 :Int64;
+}
+
+struct ScheduleFired {
+  name @0 :Text;
+  occurrence @1 :Int64;
+  itemId @2 :Text;
+  missed @3 :Int64;
+  nextAt @4 :Int64;
+}
+
+struct ScheduleSkipped {
+  name @0 :Text;
+  occurrence @1 :Int64;
+  reason @2 :Text;
+  nextAt @3 :Int64;
+}
+
+struct SchedulePaused {
+  name @0 :Text;
+}
+
+struct ScheduleResumed {
+  name @0 :Text;
+  nextAt @1 :Int64;
+}
+
+struct ScheduleRemoved {
+  name @0 :Text;
+}
+
 struct ItemClaimed {
   owner @0 :Text;             # the worker that holds the item
   fence @1 :UInt64;           # strictly greater than every earlier fence of the item
@@ -112,6 +150,7 @@ enum StreamKind {
   project @2;
   session @3;
   incident @4;
+  schedule @5;
 }
 
 struct LeaseExtended {
@@ -242,6 +281,12 @@ struct Event {
     retryPolicySet @30 :RetryPolicySet;
     projectPaused @31 :ProjectPaused;
     projectResumed @32 :ProjectResumed;
+    scheduleCreated @33 :ScheduleCreated;
+    scheduleFired @34 :ScheduleFired;
+    scheduleSkipped @35 :ScheduleSkipped;
+    schedulePaused @36 :SchedulePaused;
+    scheduleResumed @37 :ScheduleResumed;
+    scheduleRemoved @38 :ScheduleRemoved;
   }
 
   streamKind @9 :StreamKind;  # the stream this event belongs to

@@ -23,6 +23,7 @@ inline wire::StreamKind to_wire(StreamKind kind) {
     case StreamKind::project: return wire::StreamKind::PROJECT;
     case StreamKind::session: return wire::StreamKind::SESSION;
     case StreamKind::incident: return wire::StreamKind::INCIDENT;
+    case StreamKind::schedule: return wire::StreamKind::SCHEDULE;
   }
   return wire::StreamKind::UNSPECIFIED;
 }
@@ -205,6 +206,89 @@ struct WireCodec<ProjectPaused> {
   }
   static ProjectPaused decode(Body::Reader body) {
     return {str(body.getProjectPaused().getReason())};
+  }
+};
+template <>
+struct WireCodec<ScheduleCreated> {
+  static constexpr Body::Which tag = Body::SCHEDULE_CREATED;
+  static void encode(Body::Builder body, const ScheduleCreated& e) {
+    auto b = body.initScheduleCreated();
+    b.setName(text(e.name));
+    b.setCron(text(e.cron));
+    b.setZone(text(e.zone));
+    b.setPayload(text(e.payload));
+    b.setOverlapSkip(e.overlap_skip);
+    b.setCatchUp(e.catch_up);
+    b.setNextAt(e.next_at);
+  }
+  static ScheduleCreated decode(Body::Reader body) {
+    auto b = body.getScheduleCreated();
+    return {str(b.getName()),    str(b.getCron()),   str(b.getZone()), str(b.getPayload()),
+            b.getOverlapSkip(),  b.getCatchUp(),     b.getNextAt()};
+  }
+};
+template <>
+struct WireCodec<ScheduleFired> {
+  static constexpr Body::Which tag = Body::SCHEDULE_FIRED;
+  static void encode(Body::Builder body, const ScheduleFired& e) {
+    auto b = body.initScheduleFired();
+    b.setName(text(e.name));
+    b.setOccurrence(e.occurrence);
+    b.setItemId(text(e.item_id));
+    b.setMissed(e.missed);
+    b.setNextAt(e.next_at);
+  }
+  static ScheduleFired decode(Body::Reader body) {
+    auto b = body.getScheduleFired();
+    return {str(b.getName()), b.getOccurrence(), str(b.getItemId()), b.getMissed(), b.getNextAt()};
+  }
+};
+template <>
+struct WireCodec<ScheduleSkipped> {
+  static constexpr Body::Which tag = Body::SCHEDULE_SKIPPED;
+  static void encode(Body::Builder body, const ScheduleSkipped& e) {
+    auto b = body.initScheduleSkipped();
+    b.setName(text(e.name));
+    b.setOccurrence(e.occurrence);
+    b.setReason(text(e.reason));
+    b.setNextAt(e.next_at);
+  }
+  static ScheduleSkipped decode(Body::Reader body) {
+    auto b = body.getScheduleSkipped();
+    return {str(b.getName()), b.getOccurrence(), str(b.getReason()), b.getNextAt()};
+  }
+};
+template <>
+struct WireCodec<SchedulePaused> {
+  static constexpr Body::Which tag = Body::SCHEDULE_PAUSED;
+  static void encode(Body::Builder body, const SchedulePaused& e) {
+    body.initSchedulePaused().setName(text(e.name));
+  }
+  static SchedulePaused decode(Body::Reader body) {
+    return {str(body.getSchedulePaused().getName())};
+  }
+};
+template <>
+struct WireCodec<ScheduleResumed> {
+  static constexpr Body::Which tag = Body::SCHEDULE_RESUMED;
+  static void encode(Body::Builder body, const ScheduleResumed& e) {
+    auto b = body.initScheduleResumed();
+    b.setName(text(e.name));
+    b.setNextAt(e.next_at);
+  }
+  static ScheduleResumed decode(Body::Reader body) {
+    auto b = body.getScheduleResumed();
+    return {str(b.getName()), b.getNextAt()};
+  }
+};
+template <>
+struct WireCodec<ScheduleRemoved> {
+  static constexpr Body::Which tag = Body::SCHEDULE_REMOVED;
+  static void encode(Body::Builder body, const ScheduleRemoved& e) {
+    body.initScheduleRemoved().setName(text(e.name));
+  }
+  static ScheduleRemoved decode(Body::Reader body) {
+    return {str(body.getScheduleRemoved().getName())};
   }
 };
 template <>

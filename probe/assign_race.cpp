@@ -259,6 +259,12 @@ Findings judge(const std::vector<Journal>& journals,
               [&](const RetryPolicySet&) { ++f.foreign_events; },
               [&](const ProjectPaused&) { ++f.foreign_events; },
               [&](const ProjectResumed&) { ++f.foreign_events; },
+              [&](const ScheduleCreated&) { ++f.foreign_events; },
+              [&](const ScheduleFired&) { ++f.foreign_events; },
+              [&](const ScheduleSkipped&) { ++f.foreign_events; },
+              [&](const SchedulePaused&) { ++f.foreign_events; },
+              [&](const ScheduleResumed&) { ++f.foreign_events; },
+              [&](const ScheduleRemoved&) { ++f.foreign_events; },
           },
           e.body);
       row = apply(std::move(row), stored);

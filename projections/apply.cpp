@@ -177,6 +177,10 @@ ItemRow apply(ItemRow row, const StoredEvent& stored) {
             // after a finish: who held it last.
             row.status = ItemStatus::ready;
             row.lease_expires_at = 0;
+            // A release gives the attempt back: under a policy its limit
+            // moves with it, so that what counts is attempts that failed or
+            // lapsed, and a ready item always has one left.
+            if (row.attempt_limit != 0) ++row.attempt_limit;
             row.session.clear();
             row.actions.clear();
             row.expected_head.clear();
@@ -264,6 +268,57 @@ SessionRow apply(SessionRow row, const StoredEvent& stored) {
       e.body);
   if (changed) {
     row.last_seen_at = e.at;
+    row.last_seq = stored.seq;
+  }
+  return row;
+}
+
+ScheduleRow apply(ScheduleRow row, const StoredEvent& stored) {
+  const Event& e = stored.event;
+  const bool changed = std::visit(
+      Overloaded{
+          [&](const ScheduleCreated& created) {
+            row.name = created.name;
+            row.project_id = e.project_id;
+            row.cron = created.cron;
+            row.zone = created.zone;
+            row.payload = created.payload;
+            row.overlap_skip = created.overlap_skip;
+            row.catch_up = created.catch_up;
+            row.next_at = created.next_at;
+            row.created_at = e.at;
+            return true;
+          },
+          [&](const ScheduleFired& fired) {
+            row.last_item = fired.item_id;
+            row.last_occurrence = fired.occurrence;
+            row.next_at = fired.next_at;
+            ++row.fired;
+            return true;
+          },
+          [&](const ScheduleSkipped& skipped) {
+            row.last_occurrence = skipped.occurrence;
+            row.next_at = skipped.next_at;
+            return true;
+          },
+          [&](const SchedulePaused&) {
+            row.paused = true;
+            return true;
+          },
+          [&](const ScheduleResumed& resumed) {
+            row.paused = false;
+            row.next_at = resumed.next_at;
+            return true;
+          },
+          [&](const ScheduleRemoved&) {
+            row.removed = true;
+            return true;
+          },
+          OfOtherStreams<StreamKind::schedule, bool>{},
+      },
+      e.body);
+  if (changed) {
+    row.updated_at = e.at;
     row.last_seq = stored.seq;
   }
   return row;

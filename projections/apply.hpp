@@ -31,6 +31,9 @@ SessionRow apply(SessionRow row, const StoredEvent& event);
 // Folds an incident's links (each incident_linked is the link whole).
 IncidentLinkRow apply(IncidentLinkRow row, const StoredEvent& event);
 
+// Folds a schedule's events (created, fired, skipped, paused, resumed, removed).
+ScheduleRow apply(ScheduleRow row, const StoredEvent& event);
+
 // The row a stream of events folds to, starting from an empty row.
 template <class Row, class Events>
 Row fold(Events&& events, Row initial = {}) {

@@ -526,6 +526,14 @@ class ExportLog final : public storage::Backend {
     if (rows_ != nullptr) return rows_->scan_sessions();
     return std::make_unique<None<SessionRow>>();
   }
+  std::unique_ptr<storage::Cursor<ScheduleRow>> scan_schedules() override {
+    if (rows_ != nullptr) return rows_->scan_schedules();
+    return std::make_unique<None<ScheduleRow>>();
+  }
+  std::optional<ScheduleRow> find_schedule(std::string_view) override { read_only(); }
+  void put_schedule(const ScheduleRow&) override { read_only(); }
+  void delete_schedule(std::string_view) override { read_only(); }
+  std::vector<ScheduleRow> due_schedules(Micros, std::size_t) override { read_only(); }
   std::unique_ptr<storage::Cursor<TerminalLockRow>> scan_terminal_locks() override {
     if (rows_ != nullptr) return rows_->scan_terminal_locks();
     return std::make_unique<None<TerminalLockRow>>();

@@ -314,6 +314,18 @@ class Backend {
   // Every session row, ordered by session id (bytewise).
   virtual std::unique_ptr<Cursor<SessionRow>> scan_sessions() = 0;
 
+  // ---- cron schedules -------------------------------------------------------
+  virtual std::optional<ScheduleRow> find_schedule(std::string_view name) = 0;
+  virtual void put_schedule(const ScheduleRow& row) = 0;  // insert or replace
+  virtual void delete_schedule(std::string_view name) = 0;
+  // Every schedule row, ordered by name (bytewise).
+  virtual std::unique_ptr<Cursor<ScheduleRow>> scan_schedules() = 0;
+  // The active schedules whose next occurrence is at or before `now`, the
+  // earliest first, at most `limit`: an index seek (a claim makes it), so
+  // that a thousand idle schedules cost nothing. A server backend locks
+  // them, skipping those another transaction is firing.
+  virtual std::vector<ScheduleRow> due_schedules(Micros now, std::size_t limit) = 0;
+
   // ---- projects and scope ---------------------------------------------------
   virtual std::optional<ProjectRow> find_project(std::string_view project_id) = 0;
   virtual void put_project(const ProjectRow& row) = 0;

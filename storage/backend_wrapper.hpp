@@ -120,6 +120,17 @@ class BackendWrapper : public Backend {
   std::vector<ItemRow> session_items(std::string_view session_id) override {
     return inner_->session_items(session_id);
   }
+  std::optional<ScheduleRow> find_schedule(std::string_view name) override {
+    return inner_->find_schedule(name);
+  }
+  void put_schedule(const ScheduleRow& row) override { inner_->put_schedule(row); }
+  void delete_schedule(std::string_view name) override { inner_->delete_schedule(name); }
+  std::unique_ptr<Cursor<ScheduleRow>> scan_schedules() override {
+    return inner_->scan_schedules();
+  }
+  std::vector<ScheduleRow> due_schedules(Micros now, std::size_t limit) override {
+    return inner_->due_schedules(now, limit);
+  }
   std::unique_ptr<Cursor<SessionRow>> scan_sessions() override {
     return inner_->scan_sessions();
   }

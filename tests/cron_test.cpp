@@ -102,7 +102,7 @@ TEST_CASE("each shorthand means its five fields", "[cron]") {
   });
 }
 
-TEST_CASE("month and day names work in any case, alone and in ranges and lists", "[cron]") {
+TEST_CASE("month and day names work in any case: alone and in ranges and lists", "[cron]") {
   check_cases({
       // Mondays of January and July, from the last Monday of January.
       {"0 12 * jan,JUL Mon", "", at(1769432400),  // Mon 2026-01-26T13:00Z
@@ -114,7 +114,7 @@ TEST_CASE("month and day names work in any case, alone and in ranges and lists",
   });
 }
 
-TEST_CASE("day of week 7 is Sunday, as 0 is", "[cron]") {
+TEST_CASE("day of week 7 is Sunday: as 0 is", "[cron]") {
   const std::vector<std::int64_t> sundays{1768709100, 1769313900};  // 01-18, 01-25 T04:05Z
   check_cases({
       {"5 4 * * 7", "", at(1768435200), sundays},
@@ -150,7 +150,7 @@ TEST_CASE("times before 1970 and the epoch itself are fire times like any other"
 
 // UTC against a minute-by-minute scan with gmtime_r (no zone, no process
 // state), so that the month/day/hour stepping misses and invents nothing.
-TEST_CASE("stepping by month, day and hour finds what a minute-by-minute scan finds", "[cron]") {
+TEST_CASE("stepping by month: day and hour finds what a minute-by-minute scan finds", "[cron]") {
   struct Oracle {
     std::string_view expr;
     std::function<bool(const std::tm&)> matches;
@@ -298,7 +298,7 @@ TEST_CASE("zones with a half-hour offset or a negative daylight saving", "[cron]
   });
 }
 
-TEST_CASE("\"\", \"UTC\" and Etc/UTC are all UTC", "[cron]") {
+TEST_CASE("\"\": \"UTC\" and Etc/UTC are all UTC", "[cron]") {
   for (const std::string_view zone : {"", "UTC", "Etc/UTC"}) {
     INFO(zone);
     CHECK(next_fire(parse_cron("5 0 * * *", zone), at(1768478400)) == at(1768521900));
@@ -308,7 +308,7 @@ TEST_CASE("\"\", \"UTC\" and Etc/UTC are all UTC", "[cron]") {
   CHECK(cron_zone(parse_cron("* * * * *", "Europe/Berlin")) == "Europe/Berlin");
 }
 
-TEST_CASE("the text is kept normalised: fields single-spaced, a shorthand as written", "[cron]") {
+TEST_CASE("the text is kept normalised: fields single-spaced: a shorthand as written", "[cron]") {
   CHECK(cron_text(parse_cron("  5 \t 0  * *\t* ", "")) == "5 0 * * *");
   CHECK(cron_text(parse_cron("@Daily", "")) == "@Daily");
   CHECK(cron_text(parse_cron(" @hourly ", "")) == "@hourly");
@@ -348,7 +348,7 @@ struct RefusalCase {
   std::string_view message;  // a part of what() that must be there
 };
 
-TEST_CASE("an expression that is not one is refused, naming the field and the text", "[cron]") {
+TEST_CASE("an expression that is not one is refused: naming the field and the text", "[cron]") {
   const std::vector<RefusalCase> cases{
       {"61 * * * *", "cron field minute: 61 is out of range 0-59 in \"61 * * * *\""},
       {"* 24 * * *", "cron field hour: 24 is out of range 0-23 in \"* 24 * * *\""},
@@ -405,7 +405,7 @@ TEST_CASE("an expression that is not one is refused, naming the field and the te
   }
 }
 
-TEST_CASE("a zone not in the tz database, or not a zone name, is refused naming it", "[cron]") {
+TEST_CASE("a zone not in the tz database: or not a zone name: is refused naming it", "[cron]") {
   const std::vector<RefusalCase> cases{
       {"Mars/Olympus", "unknown time zone \"Mars/Olympus\""},
       {"America", "unknown time zone \"America\""},  // a directory
@@ -430,7 +430,7 @@ TEST_CASE("a zone not in the tz database, or not a zone name, is refused naming 
   }
 }
 
-TEST_CASE("a file in the zone directory that is not a zone, or counts leap seconds, is refused",
+TEST_CASE("a file in the zone directory that is not a zone: or counts leap seconds: is refused",
           "[cron]") {
   // Both files ship with Debian's tzdata; where one is missing, it is an unknown zone.
   const std::vector<RefusalCase> cases{

@@ -70,6 +70,32 @@ struct Sample<ProjectPaused> {
   static ProjectPaused make() { return {"deploy freeze"}; }
 };
 template <>
+struct Sample<ScheduleCreated> {
+  static ScheduleCreated make() {
+    return {"nightly", "0 3 * * *", "Europe/Berlin", R"({"job":"backup"})", true, -1, 900'000'777};
+  }
+};
+template <>
+struct Sample<ScheduleFired> {
+  static ScheduleFired make() { return {"nightly", 900'000'000, "item-9", 2, 900'086'400}; }
+};
+template <>
+struct Sample<ScheduleSkipped> {
+  static ScheduleSkipped make() { return {"nightly", 900'000'001, "overlap", 900'086'401}; }
+};
+template <>
+struct Sample<SchedulePaused> {
+  static SchedulePaused make() { return {"nightly"}; }
+};
+template <>
+struct Sample<ScheduleResumed> {
+  static ScheduleResumed make() { return {"nightly", 900'172'800}; }
+};
+template <>
+struct Sample<ScheduleRemoved> {
+  static ScheduleRemoved make() { return {"nightly"}; }
+};
+template <>
 struct Sample<ProjectResumed> {
   static ProjectResumed make() { return {}; }
 };

@@ -39,7 +39,7 @@ std::string events(const std::string& db) {
 
 }  // namespace
 
-TEST_CASE("cplane: retries with backoff, the dead end and redrive, as the CLI contract says",
+TEST_CASE("cplane: retries with backoff: the dead end and redrive: as the CLI contract says",
           "[cli][lifecycle]") {
   TempDir dir;
   const auto db = test_context().fresh_store(dir, "c.db");
@@ -103,7 +103,7 @@ TEST_CASE("cplane: retries with backoff, the dead end and redrive, as the CLI co
   CHECK_EXIT(cli(db, {"verify"}, T0), 0);
 }
 
-TEST_CASE("cplane: finish --no-retry, cancel and its refusals, reschedule, pause and resume",
+TEST_CASE("cplane: finish --no-retry: cancel and its refusals: reschedule: pause and resume",
           "[cli][lifecycle]") {
   TempDir dir;
   const auto db = test_context().fresh_store(dir, "c.db");
@@ -209,4 +209,55 @@ TEST_CASE("cplane: bad lifecycle input exits 2 and writes nothing", "[cli][lifec
                    T0 + 2),
                0);
   CHECK(has(cli(db, {"project", "show", "p", "--json"}, T0).out, R"("max_attempts":4)"));
+}
+
+TEST_CASE("cplane: schedule add|list|pause|resume|remove and tick: as the CLI contract says",
+          "[cli][lifecycle][schedule]") {
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "c.db");
+  REQUIRE_EXIT(cli(db, {"project", "create", "p", "P"}, T0), 0);
+  const auto before = events(db);
+  for (const auto& bad : std::vector<std::vector<std::string>>{
+           {"schedule", "add", "s", "--project", "p", "--cron", "61 * * * *"},
+           {"schedule", "add", "s", "--project", "p", "--cron", "@hourly", "--tz", "Mars/Olympus"},
+           {"schedule", "add", "s", "--project", "p", "--cron", "@hourly", "--overlap", "maybe"},
+           {"schedule", "add", "s", "--project", "p", "--cron", "@hourly", "--catch-up", "0"},
+           {"schedule", "add", "s", "--project", "p", "--cron", "@hourly", "--payload", "{x"},
+           {"schedule", "add", "s", "--cron", "@hourly"},
+           {"schedule", "add", "s", "--project", "p"},
+       }) {
+    std::string shown;
+    for (const auto& a : bad) shown += a + " ";
+    INFO(shown);
+    CHECK_EXIT(cli(db, bad, T0), 2);
+  }
+  CHECK_EXIT(cli(db, {"schedule", "add", "s", "--project", "nope", "--cron", "@hourly"}, T0), 7);
+  CHECK(events(db) == before);
+  const auto added = cli(db, {"schedule", "add", "nightly", "--project", "p", "--cron",
+                              "0 3 * * *", "--tz", "Europe/Berlin", "--payload",
+                              R"({"job":"backup"})", "--overlap", "skip", "--catch-up", "all",
+                              "--json"},
+                         T0);
+  REQUIRE_EXIT(added, 0);
+  // T0 is 2027-01-15 08:00 UTC; 03:00 in Berlin (CET) is 02:00 UTC the next day.
+  CHECK(has(added.out, "\"next_at\":" + std::to_string(T0 + 18LL * 3600 * 1'000'000)));
+  CHECK(has(added.out, R"("overlap":"skip")"));
+  CHECK(has(added.out, R"("catch_up":"all")"));
+  CHECK(has(added.out, R"("state":"active")"));
+  CHECK_EXIT(cli(db, {"schedule", "add", "nightly", "--project", "p", "--cron", "@daily"}, T0), 2);
+  const auto fired = cli(db, {"tick", "--json"}, T0 + 19LL * 3600 * 1'000'000);
+  REQUIRE_EXIT(fired, 0);
+  CHECK(has(fired.out, R"("queued":1)"));
+  const auto claimed = cli(db, {"claim", "--owner", "w", "--json"}, T0 + 19LL * 3600 * 1'000'000);
+  REQUIRE_EXIT(claimed, 0);
+  CHECK(has(claimed.out, R"("payload":{"job":"backup"})"));
+  const auto listed = cli(db, {"schedule", "list", "--json"}, T0);
+  CHECK(has(listed.out, R"("fired":1)"));
+  REQUIRE_EXIT(cli(db, {"schedule", "pause", "nightly"}, T0 + 1), 0);
+  CHECK(has(cli(db, {"schedule", "list"}, T0).out, "paused"));
+  REQUIRE_EXIT(cli(db, {"schedule", "resume", "nightly"}, T0 + 2), 0);
+  REQUIRE_EXIT(cli(db, {"schedule", "remove", "nightly", "--json"}, T0 + 3), 0);
+  CHECK_EXIT(cli(db, {"schedule", "resume", "nightly"}, T0 + 4), 2);
+  CHECK_EXIT(cli(db, {"schedule", "pause", "nope"}, T0 + 4), 7);
+  CHECK_EXIT(cli(db, {"verify"}, T0), 0);
 }

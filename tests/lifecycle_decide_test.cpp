@@ -34,7 +34,7 @@ ItemRow claimed_row(std::uint32_t attempts, std::uint32_t limit) {
 
 }  // namespace
 
-TEST_CASE("durations and backoff SPECs parse as documented, and nothing else does",
+TEST_CASE("durations and backoff SPECs parse as documented: and nothing else does",
           "[lifecycle][decide]") {
   CHECK(parse_duration("500ms") == 500'000);
   CHECK(parse_duration("30s") == 30 * kSecond);
@@ -63,7 +63,7 @@ TEST_CASE("durations and backoff SPECs parse as documented, and nothing else doe
   }
 }
 
-TEST_CASE("exponential backoff doubles up to its cap with a jitter of at most 10%, the same "
+TEST_CASE("exponential backoff doubles up to its cap with a jitter of at most 10%: the same "
           "for the same item and attempt",
           "[lifecycle][decide]") {
   const Backoff b = parse_backoff("exponential:1s:1m");
@@ -86,8 +86,8 @@ TEST_CASE("exponential backoff doubles up to its cap with a jitter of at most 10
   CHECK(backoff_wait(parse_backoff("none"), "a", 7) == 0);
 }
 
-TEST_CASE("a failed finish under a policy is attempt_failed while attempts remain, then the "
-          "dead end; no_retry and no policy end it at once",
+TEST_CASE("a failed finish under a policy is attempt_failed while attempts remain: then the "
+          "dead end: no_retry and no policy end it at once",
           "[lifecycle][decide]") {
   const ItemRow first = claimed_row(1, 3);
   const Event e = decide_finish(first, "i1", 1, Outcome::failed, "x", "", T0 + 5);
@@ -110,7 +110,7 @@ TEST_CASE("a failed finish under a policy is attempt_failed while attempts remai
       decide_finish(first, "i1", 1, Outcome::done, "", "", T0).body));
 }
 
-TEST_CASE("a lapsed lease with no attempts left is never claimable, and the sweep fails it",
+TEST_CASE("a lapsed lease with no attempts left is never claimable: and the sweep fails it",
           "[lifecycle][decide]") {
   const ItemRow row = claimed_row(2, 2);
   const Micros later = row.lease_expires_at;
@@ -128,7 +128,7 @@ TEST_CASE("a lapsed lease with no attempts left is never claimable, and the swee
   CHECK(claimable(claimed_row(50, 0), later));
 }
 
-TEST_CASE("retry, reschedule and cancel decide by status, and say why they refuse",
+TEST_CASE("retry: reschedule and cancel decide by status: and say why they refuse",
           "[lifecycle][decide]") {
   ItemRow failed = claimed_row(1, 1);
   failed.status = ItemStatus::failed;
@@ -170,7 +170,7 @@ TEST_CASE("retry, reschedule and cancel decide by status, and say why they refus
   CHECK(std::get<ItemCancelled>(decide_cancel(waiting, "i1", "", "", "", T0).body).fence == 0);
 }
 
-TEST_CASE("the claim order: available earliest, ties in queue order", "[lifecycle][decide]") {
+TEST_CASE("the claim order: available earliest: ties in queue order", "[lifecycle][decide]") {
   ItemRow ready;
   ready.status = ItemStatus::ready;
   ready.queued_at = T0 + 5;

@@ -4,7 +4,12 @@
 // actions, and what verify names when rows or events are edited.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <map>
 #include <set>
 
 #include <cplane/cplane.hpp>
@@ -54,6 +59,8 @@ InvalidArgument::Reason invalid(F&& f) {
   return InvalidArgument::Reason::misuse;
 }
 
+std::string fmt_owner(int p) { return "proc-" + std::to_string(p); }
+
 std::string one_item(ControlStore& store, const ControlStore::EnqueueOptions& options = {}) {
   auto o = options;
   if (!o.now) o.now = T0;
@@ -88,8 +95,8 @@ TEST_CASE("with no retry policy a failed finish is terminal and lapsed leases ar
   CHECK(verify_ledger(store).empty());
 }
 
-TEST_CASE("a failed attempt with attempts left waits its backoff, then runs again under a "
-          "higher fence; the last one is the dead end",
+TEST_CASE("a failed attempt with attempts left waits its backoff: then runs again under a "
+          "higher fence: the last one is the dead end",
           "[lifecycle]") {
   TempDir dir;
   ControlStore store{test_context().fresh_store(dir, "c.db")};
@@ -136,7 +143,7 @@ TEST_CASE("a failed attempt with attempts left waits its backoff, then runs agai
   CHECK(verify_ledger(store).empty());
 }
 
-TEST_CASE("an item's own policy overrides its project's, and --no-retry ends it at once",
+TEST_CASE("an item's own policy overrides its project's: and --no-retry ends it at once",
           "[lifecycle]") {
   TempDir dir;
   ControlStore store{test_context().fresh_store(dir, "c.db")};
@@ -160,7 +167,7 @@ TEST_CASE("an item's own policy overrides its project's, and --no-retry ends it 
 }
 
 TEST_CASE("under a policy a lapsed lease is an attempt: the exhausted item is failed by the "
-          "next claim or the sweep, never handed out again",
+          "next claim or the sweep: never handed out again",
           "[lifecycle]") {
   TempDir dir;
   ControlStore store{test_context().fresh_store(dir, "c.db")};
@@ -201,7 +208,7 @@ TEST_CASE("under a policy a lapsed lease is an attempt: the exhausted item is fa
 }
 
 TEST_CASE("retry redrives a failed or cancelled item to the back of the queue with more "
-          "attempts; a done item is refused",
+          "attempts: a done item is refused",
           "[lifecycle]") {
   TempDir dir;
   ControlStore store{test_context().fresh_store(dir, "c.db")};
@@ -235,7 +242,7 @@ TEST_CASE("retry redrives a failed or cancelled item to the back of the queue wi
   CHECK(verify_ledger(store).empty());
 }
 
-TEST_CASE("a delayed item is scheduled until its run_at, and a claim takes the item available "
+TEST_CASE("a delayed item is scheduled until its run_at: and a claim takes the item available "
           "earliest",
           "[lifecycle]") {
   TempDir dir;
@@ -274,7 +281,7 @@ TEST_CASE("a delayed item is scheduled until its run_at, and a claim takes the i
   CHECK(verify_ledger(store).empty());
 }
 
-TEST_CASE("cancel ends a ready, scheduled or claimed item; its holder is refused with reason "
+TEST_CASE("cancel ends a ready: scheduled or claimed item: its holder is refused with reason "
           "cancelled and the gate says work_terminal",
           "[lifecycle]") {
   TempDir dir;
@@ -311,7 +318,7 @@ TEST_CASE("cancel ends a ready, scheduled or claimed item; its holder is refused
   CHECK(verify_ledger(store).empty());
 }
 
-TEST_CASE("a paused project's items are passed over by claim, assign and allocate; its claimed "
+TEST_CASE("a paused project's items are passed over by claim: assign and allocate: its claimed "
           "work finishes and enqueue still queues",
           "[lifecycle]") {
   TempDir dir;
@@ -356,7 +363,7 @@ TEST_CASE("a paused project's items are passed over by claim, assign and allocat
   CHECK(verify_ledger(store).empty());
 }
 
-TEST_CASE("bulk cancel and retry go in bounded transactions under one operation id; a dry run "
+TEST_CASE("bulk cancel and retry go in bounded transactions under one operation id: a dry run "
           "writes nothing",
           "[lifecycle]") {
   TempDir dir;
@@ -375,12 +382,13 @@ TEST_CASE("bulk cancel and retry go in bounded transactions under one operation 
   CHECK(dry.count == static_cast<std::int64_t>(n));
   CHECK(dry.operation.empty());
   CHECK(dry.first_ids.size() == ControlStore::kBulkListed);
-  CHECK(std::is_sorted(dry.first_ids.begin(), dry.first_ids.end()));
   CHECK(sql_column(db, "SELECT count(*) FROM events") == before);
 
   const auto done = store.cancel_matching(
       "alpha", {.statuses = {ItemStatus::ready}, .reason = "bulk", .actor = "ops", .now = T0 + 3});
   CHECK(done.count == static_cast<std::int64_t>(n - 1));  // the claimed one was not asked for
+  // The dry run listed what the real one changed first (queue order).
+  CHECK(done.first_ids == dry.first_ids);
   CHECK_FALSE(done.operation.empty());
   std::set<std::string> operations;
   for (const auto& id : ids) {
@@ -463,7 +471,7 @@ TEST_CASE("verify names a lifecycle row edited behind the engine's back", "[life
   CHECK(problem_kinds(verify_file(db)).contains(kind));
 }
 
-TEST_CASE("a version-6 database migrates to the lifecycle schema, keeping its rows",
+TEST_CASE("a version-6 database migrates to the lifecycle schema: keeping its rows",
           "[lifecycle][migration][sqlite]") {
   TempDir dir;
   const auto db = test_context().fresh_store(dir, "old.db");
@@ -490,4 +498,179 @@ TEST_CASE("a version-6 database migrates to the lifecycle schema, keeping its ro
   CHECK(sql_column(db, "PRAGMA user_version") ==
         std::vector<std::string>{std::to_string(storage::kSqliteSchemaVersion)});
   CHECK(verify_file(db).empty());
+}
+
+// ---- cron schedules ---------------------------------------------------------------
+
+TEST_CASE("a schedule fires one item per occurrence from a claim or a tick: with no daemon",
+          "[lifecycle][schedule]") {
+  TempDir dir;
+  ControlStore store{test_context().fresh_store(dir, "c.db")};
+  store.create_project("alpha", "A", "open", T0);  // T0 is a whole minute (08:00 UTC)
+  store.add_schedule("every5", {.project_id = "alpha", .cron = "*/5 * * * *",
+                                .payload = R"({"job":"sync"})", .now = T0});
+  const Micros minute = 60 * kSecond;
+  CHECK(store.schedules().at(0).next_at == T0 + 5 * minute);
+  CHECK_FALSE(store.claim("w", {.now = T0 + 5 * minute - 1}));
+  // The claim at the occurrence fires it and takes its item, in one transaction.
+  const auto c = store.claim("w", {.now = T0 + 5 * minute});
+  REQUIRE(c);
+  CHECK(c->payload == R"({"job":"sync"})");
+  const Item row = store.item(c->item_id);
+  CHECK(row.key == schedule_item_key("every5", T0 + 5 * minute));
+  CHECK(store.events(c->item_id).front().event.actor == "schedule:every5");
+  // Three occurrences missed: catch-up none fires only the latest.
+  CHECK(store.tick(T0 + 21 * minute) == 1);
+  const ScheduleRow s = store.schedules().at(0);
+  CHECK(s.fired == 2);
+  CHECK(s.last_occurrence == T0 + 20 * minute);
+  CHECK(s.next_at == T0 + 25 * minute);
+  CHECK(store.tick(T0 + 21 * minute) == 0);  // nothing due twice
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("catch-up all or N fires the missed occurrences: overlap skip passes over while the "
+          "last item is open",
+          "[lifecycle][schedule]") {
+  TempDir dir;
+  ControlStore store{test_context().fresh_store(dir, "c.db")};
+  store.create_project("alpha", "A", "open", T0);
+  const Micros hour = 3600 * kSecond;
+  store.add_schedule("all", {.project_id = "alpha", .cron = "@hourly",
+                             .catch_up = ControlStore::kCatchUpAll, .now = T0});
+  store.add_schedule("two", {.project_id = "alpha", .cron = "@hourly", .catch_up = 2, .now = T0});
+  store.add_schedule("solo", {.project_id = "alpha", .cron = "@hourly",
+                              .overlap = ControlStore::Overlap::skip, .now = T0});
+  // Five hours of downtime.
+  CHECK(store.tick(T0 + 5 * hour) == 5 + 2 + 1);
+  std::map<std::string, ScheduleRow> rows;
+  for (auto& r : store.schedules()) rows[r.name] = r;
+  CHECK(rows["all"].fired == 5);
+  CHECK(rows["two"].fired == 2);
+  CHECK(rows["solo"].fired == 1);
+  // solo's item is still ready: the next occurrence is skipped, not fired.
+  CHECK(store.tick(T0 + 6 * hour) == 2);  // all and two fire; solo skips
+  for (auto& r : store.schedules()) rows[r.name] = r;
+  CHECK(rows["solo"].fired == 1);
+  CHECK(rows["solo"].last_occurrence == T0 + 6 * hour);
+  std::int64_t skipped = 0;
+  for (const auto& e : store.events(rows["solo"].last_item)) (void)e;
+  (void)skipped;
+  CHECK(store.status_counts().ready == 5 + 1 + 2 + 1 + 1);
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("schedules refuse what cannot fire: pause and resume from the next occurrence: and "
+          "never reuse a name",
+          "[lifecycle][schedule]") {
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "c.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A", "open", T0);
+  const auto before = sql_column(db, "SELECT count(*) FROM events");
+  for (const char* bad : {"61 * * * *", "* 24 * * *", "* * 0 * *", "* * * 13 *", "* * * * 8",
+                          "*/0 * * * *", "5-1 * * * *", "* * * *", "@reboot", "0 0 30 2 *"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(store.add_schedule("s", {.project_id = "alpha", .cron = bad, .now = T0}),
+                    InvalidArgument);
+  }
+  CHECK_THROWS_AS(store.add_schedule("s", {.project_id = "alpha", .cron = "@daily",
+                                           .zone = "Mars/Olympus", .now = T0}),
+                  InvalidArgument);
+  CHECK_THROWS_AS(store.add_schedule("s", {.project_id = "alpha", .cron = "@daily",
+                                           .zone = "../../etc/passwd", .now = T0}),
+                  InvalidArgument);
+  CHECK_THROWS_AS(store.add_schedule("s", {.project_id = "nope", .cron = "@daily", .now = T0}),
+                  NotFound);
+  CHECK_THROWS_AS(store.add_schedule("s", {.project_id = "alpha", .cron = "@daily",
+                                           .payload = "{not json", .now = T0}),
+                  InvalidArgument);
+  CHECK(sql_column(db, "SELECT count(*) FROM events") == before);
+
+  const Micros hour = 3600 * kSecond;
+  store.add_schedule("s", {.project_id = "alpha", .cron = "@hourly", .now = T0});
+  CHECK(invalid([&] { store.add_schedule("s", {.project_id = "alpha", .cron = "@daily"}); }) ==
+        InvalidArgument::Reason::already_exists);
+  CHECK(store.pause_schedule("s", T0 + 1));
+  CHECK_FALSE(store.pause_schedule("s", T0 + 2));
+  CHECK(store.tick(T0 + 3 * hour) == 0);  // paused: nothing fires
+  CHECK(store.resume_schedule("s", T0 + 3 * hour + 1));
+  CHECK(store.schedules().at(0).next_at == T0 + 4 * hour);  // the hours paused are not fired
+  CHECK(store.remove_schedule("s", T0 + 3 * hour + 2));
+  CHECK_FALSE(store.remove_schedule("s", T0 + 3 * hour + 3));
+  CHECK(store.tick(T0 + 10 * hour) == 0);
+  CHECK(invalid([&] { store.add_schedule("s", {.project_id = "alpha", .cron = "@daily"}); }) ==
+        InvalidArgument::Reason::already_exists);
+  CHECK_THROWS_AS(store.resume_schedule("s"), InvalidArgument);
+  CHECK_THROWS_AS(store.pause_schedule("nope"), NotFound);
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("a time zone's daylight-saving change fires a 02:30 job once: at the jump",
+          "[lifecycle][schedule]") {
+  TempDir dir;
+  ControlStore store{test_context().fresh_store(dir, "c.db")};
+  // 2026-03-08 in America/New_York: 02:00 EST jumps to 03:00 EDT (07:00 UTC).
+  constexpr Micros kMar7 = 1'772'866'800'000'000;  // 2026-03-07 07:00 UTC, 02:00 EST
+  store.create_project("alpha", "A", "open", kMar7);
+  store.add_schedule("nightly", {.project_id = "alpha", .cron = "30 2 * * *",
+                                 .zone = "America/New_York", .now = kMar7});
+  CHECK(store.schedules().at(0).next_at == kMar7 + 1800 * kSecond);  // 02:30 EST, 07:30 UTC
+  CHECK(store.tick(kMar7 + 1800 * kSecond) == 1);
+  // The next day 02:30 does not exist: it fires at 03:00 EDT, 07:00 UTC.
+  CHECK(store.schedules().at(0).next_at == kMar7 + 86400 * kSecond);
+}
+
+TEST_CASE("processes racing to fire one schedule make exactly one item per occurrence",
+          "[lifecycle][schedule][processes]") {
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "c.db");
+  const Micros minute = 60 * kSecond;
+  {
+    ControlStore store{db};
+    store.create_project("alpha", "A", "open", T0);
+    store.add_schedule("m", {.project_id = "alpha", .cron = "* * * * *",
+                             .catch_up = ControlStore::kCatchUpAll, .now = T0});
+  }
+  // 8 processes tick and claim at the same clock, minute after minute.
+  constexpr int kProcesses = 8;
+  constexpr int kMinutes = 40;
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      int status = 0;
+      try {
+        ControlStore store{db};
+        for (int m = 1; m <= kMinutes; ++m) {
+          if ((m + p) % 2 == 0) {
+            store.tick(T0 + m * minute);
+          } else if (auto c = store.claim(fmt_owner(p), {.now = T0 + m * minute})) {
+            store.finish(c->item_id, c->fence, Outcome::done, {.now = T0 + m * minute});
+          }
+        }
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "process %d: %s\n", p, e.what());
+        status = 1;
+      }
+      ::_exit(status);
+    }
+    children.push_back(pid);
+  }
+  for (const pid_t pid : children) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  ControlStore store{db};
+  const ScheduleRow s = store.schedules().at(0);
+  CHECK(s.fired == kMinutes);
+  CHECK(s.next_at == T0 + (kMinutes + 1) * minute);
+  const auto counts = store.status_counts();
+  CHECK(counts.ready + counts.done + counts.claimed == kMinutes);
+  CHECK(sql_column(db, "SELECT count(DISTINCT idem_key) FROM items") ==
+        std::vector<std::string>{std::to_string(kMinutes)});
+  CHECK(verify_ledger(store).empty());
 }

@@ -88,6 +88,7 @@ std::vector<std::string> sql_column(const std::string& db, const std::string& qu
 // tests start from them. (Version 4's items had no 'closed' in its CHECK;
 // a copy that keeps it migrates the same.)
 #define CPLANE_BACK_TO_6                                                                     \
+  "DROP TABLE schedules; "                                                                   \
   "DROP INDEX items_due; DROP INDEX items_failed; DROP INDEX items_cancelled; "              \
   "ALTER TABLE items DROP COLUMN max_attempts; ALTER TABLE items DROP COLUMN backoff; "     \
   "ALTER TABLE items DROP COLUMN attempt_limit; ALTER TABLE items DROP COLUMN run_at; "     \

@@ -131,6 +131,12 @@ struct LogFacts {
   };
   std::map<std::string, SessionLife> sessions;
   bool session_log_unreadable = false;
+  // What schedules are checked against: every item queued under a
+  // schedule's key (item id -> key), and those a fire named. Gathered as the
+  // audit goes (it sees the facts as read-only otherwise).
+  mutable std::map<std::string, std::string> schedule_items;
+  mutable std::set<std::string> fired_items;
+  bool item_log_unreadable = false;
 
   // Why `session` was not open at `seq`, or "" when it was (or the session
   // log cannot say).
@@ -178,6 +184,7 @@ struct StreamAudit {
   // Project streams.
   std::optional<ProjectRow> project;
   Seq project_created_seq = 0;  // the seq of its project_created
+  std::optional<ScheduleRow> schedule;
   std::map<std::string, ProjectActorRow> grants;  // by actor
 
   // The ids a problem names: the item for an item stream, else the project.
@@ -271,7 +278,12 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
               fmt::format("claim seq {} by {} at {} took the item before its run_at {}", seq,
                           owner, e.at, a.item.run_at));
     }
-    if (lapsed_exhausted(a.item, e.at)) {
+    if (a.item.attempt_limit != 0 && a.item.attempts >= a.item.attempt_limit &&
+        a.item.status != ItemStatus::claimed) {
+      problem(ProblemKind::lifecycle_not_allowed,
+              fmt::format("claim seq {} by {} is attempt {} of an item whose limit is {}", seq,
+                          owner, a.item.attempts + 1, a.item.attempt_limit));
+    } else if (lapsed_exhausted(a.item, e.at)) {
       problem(ProblemKind::lifecycle_not_allowed,
               fmt::format("claim seq {} by {} took the item after its {} attempt(s) ran out", seq,
                           owner, a.item.attempts));
@@ -315,6 +327,19 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
     if (a.session && !a.session->is_open()) {
       problem(ProblemKind::event_after_terminal,
               fmt::format("event seq {} ({}) follows the close of session {}", seq,
+                          type_name(e.body), quoted(a.stream.id)));
+    }
+  };
+  auto schedule_created_first = [&] {
+    if (!a.schedule && !a.reported_no_creation) {
+      a.reported_no_creation = true;
+      problem(ProblemKind::no_creation_event,
+              fmt::format("schedule {} has a {} event (seq {}) before schedule_created",
+                          quoted(a.stream.id), type_name(e.body), seq));
+    }
+    if (a.schedule && a.schedule->removed) {
+      problem(ProblemKind::event_after_terminal,
+              fmt::format("event seq {} ({}) follows the removal of schedule {}", seq,
                           type_name(e.body), quoted(a.stream.id)));
     }
   };
@@ -386,6 +411,9 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
                                   seq, a.stream.id));
             }
             a.created = true;
+            if (queued.key.rfind("schedule:", 0) == 0) {
+              facts.schedule_items.emplace(a.stream.id, queued.key);
+            }
             if (queued.kind != WorkKind::pr && (!queued.head.empty() || !queued.author.empty())) {
               problem(ProblemKind::forge_fact_invalid,
                       fmt::format("queued seq {} gives {} {} a head or an author: only a pr has "
@@ -601,6 +629,60 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
                                   seq, cancelled.fence, to_string(a.item.status), a.item.fence));
             }
           },
+          [&](const ScheduleCreated&) {
+            if (a.schedule) {
+              problem(ProblemKind::duplicate_creation_event,
+                      fmt::format("schedule {} is created again by event seq {}",
+                                  quoted(a.stream.id), seq));
+            }
+          },
+          [&](const ScheduleFired& fired) {
+            schedule_created_first();
+            if (!a.schedule) return;
+            if (!a.schedule->active()) {
+              problem(ProblemKind::lifecycle_not_allowed,
+                      fmt::format("schedule_fired seq {} fires schedule {} while it is {}", seq,
+                                  quoted(a.stream.id), a.schedule->removed ? "removed" : "paused"));
+            }
+            if (fired.occurrence <= a.schedule->last_occurrence) {
+              problem(ProblemKind::schedule_fire_unmatched,
+                      fmt::format("schedule_fired seq {} fires occurrence {} of schedule {}, not "
+                                  "after its last ({}): an occurrence fired twice",
+                                  seq, fired.occurrence, quoted(a.stream.id),
+                                  a.schedule->last_occurrence));
+            }
+            if (facts.item_log_unreadable) return;
+            const auto made = facts.schedule_items.find(fired.item_id);
+            const std::string key = schedule_item_key(a.stream.id, fired.occurrence);
+            if (made == facts.schedule_items.end() || made->second != key) {
+              problem(ProblemKind::schedule_fire_unmatched,
+                      fmt::format("schedule_fired seq {} names item {} for occurrence {} of "
+                                  "schedule {}, but {}",
+                                  seq, quoted(fired.item_id), fired.occurrence,
+                                  quoted(a.stream.id),
+                                  made == facts.schedule_items.end()
+                                      ? std::string("no item was queued under that schedule")
+                                      : fmt::format("that item is keyed {}", quoted(made->second))));
+            } else if (!facts.fired_items.insert(fired.item_id).second) {
+              problem(ProblemKind::schedule_fire_unmatched,
+                      fmt::format("schedule_fired seq {} names item {}, which another fire named "
+                                  "already",
+                                  seq, quoted(fired.item_id)));
+            }
+          },
+          [&](const ScheduleSkipped& skipped) {
+            schedule_created_first();
+            if (a.schedule && skipped.occurrence <= a.schedule->last_occurrence) {
+              problem(ProblemKind::schedule_fire_unmatched,
+                      fmt::format("schedule_skipped seq {} passes over occurrence {} of schedule "
+                                  "{}, not after its last ({})",
+                                  seq, skipped.occurrence, quoted(a.stream.id),
+                                  a.schedule->last_occurrence));
+            }
+          },
+          [&](const SchedulePaused&) { schedule_created_first(); },
+          [&](const ScheduleResumed&) { schedule_created_first(); },
+          [&](const ScheduleRemoved&) { schedule_created_first(); },
           [&](const RetryPolicySet&) { project_created_first(); },
           [&](const ProjectPaused&) { project_created_first(); },
           [&](const ProjectResumed&) { project_created_first(); },
@@ -627,6 +709,11 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
       break;
     case StreamKind::incident:
       a.incident = apply(a.incident.value_or(IncidentLinkRow{}), stored);
+      break;
+    case StreamKind::schedule:
+      if (a.schedule || std::holds_alternative<ScheduleCreated>(e.body)) {
+        a.schedule = apply(a.schedule.value_or(ScheduleRow{}), stored);
+      }
       break;
     case StreamKind::session:
       if (a.session || std::holds_alternative<SessionOpened>(e.body)) {
@@ -1180,6 +1267,44 @@ struct IncidentsProjection : OneRowPerStream<IncidentsProjection, IncidentLinkRo
   }
 };
 
+// schedules: one row per schedule stream (a removed one keeps its row).
+struct SchedulesProjection : OneRowPerStream<SchedulesProjection, ScheduleRow> {
+  static constexpr const char* table = "schedules";
+  static constexpr StreamKind stream = StreamKind::schedule;
+  static constexpr const char* no_creation = "no schedule_created event in the log";
+  static constexpr ProblemKind missing_kind = ProblemKind::schedule_row_missing;
+  static constexpr ProblemKind without_event_kind = ProblemKind::schedule_row_without_event;
+  static constexpr const char* noun = "schedule";
+  static constexpr const char* creation = "schedule_created";
+
+  static std::unique_ptr<storage::Cursor<Stored>> scan(storage::Backend& b) {
+    return b.scan_schedules();
+  }
+  static const std::string& id(const Row& r) { return r.name; }
+  static const std::optional<Row>& slot(const StreamAudit& a) { return a.schedule; }
+  static void put(storage::Backend& b, const Row& r) { b.put_schedule(r); }
+  static void erase(storage::Backend& b, const Stored& s) { b.delete_schedule(s.name); }
+  static std::vector<FieldDiff> diff(const Stored& stored, const Row& folded) {
+    return Differ(ProblemKind::schedule_row_disagrees)
+        .text("project_id", stored.project_id, folded.project_id)
+        .text("cron", stored.cron, folded.cron)
+        .text("zone", stored.zone, folded.zone)
+        .text("payload", stored.payload, folded.payload)
+        .add("overlap_skip", stored.overlap_skip, folded.overlap_skip)
+        .add("catch_up", stored.catch_up, folded.catch_up)
+        .add("next_at", stored.next_at, folded.next_at)
+        .add("paused", stored.paused, folded.paused)
+        .add("removed", stored.removed, folded.removed)
+        .text("last_item", stored.last_item, folded.last_item)
+        .add("last_occurrence", stored.last_occurrence, folded.last_occurrence)
+        .add("fired", stored.fired, folded.fired)
+        .add("created_at", stored.created_at, folded.created_at)
+        .add("updated_at", stored.updated_at, folded.updated_at)
+        .add("last_seq", stored.last_seq, folded.last_seq)
+        .done();
+  }
+};
+
 // sessions: one row per session stream.
 struct SessionsProjection : OneRowPerStream<SessionsProjection, SessionRow> {
   static constexpr const char* table = "sessions";
@@ -1482,10 +1607,33 @@ void replay_all(storage::Backend& backend, const Reconcile& r, LogFacts& facts,
     if (kind == StreamKind::project) facts.project_log_unreadable = true;
     if (kind == StreamKind::session) facts.session_log_unreadable = true;
   }
-  replay<TerminalLocksProjection, ItemsProjection>(backend, StreamKind::item, facts, r,
-                                                   events_read, total, progress, on_stream);
+  replay<TerminalLocksProjection, ItemsProjection>(
+      backend, StreamKind::item, facts, r, events_read, total, progress,
+      [&](StreamAudit& audit) {
+        // An unreadable item may be a schedule's: which items schedules
+        // made is then no longer known for sure.
+        if (audit.unreadable) facts.item_log_unreadable = true;
+        on_stream(audit);
+      });
   replay<IncidentsProjection>(backend, StreamKind::incident, facts, r, events_read, total,
                               progress, on_stream);
+  replay<SchedulesProjection>(backend, StreamKind::schedule, facts, r, events_read, total,
+                              progress, on_stream);
+  // Every item a schedule made is named by exactly one fire.
+  {
+    StreamAudit orphans;
+    orphans.stream = {StreamKind::schedule, ""};
+    if (!facts.item_log_unreadable) {
+      for (const auto& [item, key] : facts.schedule_items) {
+        if (facts.fired_items.contains(item)) continue;
+        orphans.problems.push_back({ProblemKind::schedule_fire_unmatched, item, "",
+                                    fmt::format("item {} is keyed {}, but no schedule_fired "
+                                                "names it",
+                                                quoted(item), quoted(key))});
+      }
+    }
+    if (!orphans.problems.empty()) on_stream(orphans);
+  }
   StreamAudit unfiled;
   audit_unfiled(backend, unfiled, facts, events_read);
   // What no stream could show: a stream removed with its head, a head

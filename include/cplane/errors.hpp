@@ -100,6 +100,7 @@ class NotFound : public Error {
     unknown_session,  // no session was opened under this id
     session_closed,   // the session was closed: open a new one
     unknown_incident, // no link under this (provider, fingerprint, scope)
+    unknown_schedule, // no schedule of this name
   };
   NotFound(Reason reason, const std::string& message) : Error(message), reason_(reason) {}
   Reason reason() const noexcept { return reason_; }
@@ -109,7 +110,7 @@ class NotFound : public Error {
 };
 
 // "unknown_item", "unknown_project", "unknown_session", "session_closed",
-// "unknown_incident".
+// "unknown_incident", "unknown_schedule".
 const char* to_string(NotFound::Reason reason) noexcept;
 
 // Why the mutation gate denies (require_valid_assignment), in the order it

@@ -120,6 +120,55 @@ struct ProjectResumed {
   bool operator==(const ProjectResumed&) const = default;
 };
 
+// ---- cron schedules: the schedule's own stream (its name is the stream id;
+// the event's project is the schedule's). Every event that moves the
+// schedule on carries `next_at`, the next occurrence as the cron expression
+// and the time zone's rules gave it then, so that a replay never depends on
+// the tz database of the host that replays.
+struct ScheduleCreated {
+  std::string name;
+  std::string cron;     // the expression as given (five fields or @hourly, ...)
+  std::string zone;     // "UTC" or a tz database name
+  std::string payload;  // JSON text of each item it makes
+  bool overlap_skip = false;  // --overlap skip: pass over while the last item runs
+  std::int64_t catch_up = 0;  // after downtime: 0 the latest only, -1 all, N the last N
+  Micros next_at = 0;
+  bool operator==(const ScheduleCreated&) const = default;
+};
+// An occurrence fired: the item it queued (key "schedule:NAME@OCCURRENCE",
+// in the same transaction). `missed`: earlier occurrences passed over by
+// the catch-up rule.
+struct ScheduleFired {
+  std::string name;
+  Micros occurrence = 0;
+  std::string item_id;
+  std::int64_t missed = 0;
+  Micros next_at = 0;
+  bool operator==(const ScheduleFired&) const = default;
+};
+// An occurrence not fired: its previous item was still open (overlap skip).
+struct ScheduleSkipped {
+  std::string name;
+  Micros occurrence = 0;
+  std::string reason;  // "overlap"
+  Micros next_at = 0;
+  bool operator==(const ScheduleSkipped&) const = default;
+};
+struct SchedulePaused {
+  std::string name;
+  bool operator==(const SchedulePaused&) const = default;
+};
+// Resumed: occurrences while paused are not fired; the next is `next_at`.
+struct ScheduleResumed {
+  std::string name;
+  Micros next_at = 0;
+  bool operator==(const ScheduleResumed&) const = default;
+};
+struct ScheduleRemoved {
+  std::string name;
+  bool operator==(const ScheduleRemoved&) const = default;
+};
+
 struct ItemClaimed {
   std::string owner;
   Fence fence = 0;
@@ -261,7 +310,9 @@ using EventBody = std::variant<ProjectCreated, ActorAssigned, ItemQueued, ItemCl
                                MutationRecorded, SessionOpened, SessionSeen, SessionClosed,
                                TerminalPathEntered, TerminalPathLeft, IncidentLinked,
                                AttemptFailed, ItemRetried, ItemRescheduled, ItemCancelled,
-                               RetryPolicySet, ProjectPaused, ProjectResumed>;
+                               RetryPolicySet, ProjectPaused, ProjectResumed, ScheduleCreated,
+                               ScheduleFired, ScheduleSkipped, SchedulePaused, ScheduleResumed,
+                               ScheduleRemoved>;
 
 // ---- streams ----------------------------------------------------------------
 // Every event belongs to exactly one stream: a kind and an id. Replays,
@@ -271,14 +322,18 @@ enum class StreamKind : std::uint8_t {
   project,  // id: the project id. project_created, actor_assigned
   session,  // id: the session id. session_opened, session_heartbeat, session_closed
   incident,  // id: incident_stream_id(key). incident_linked
+  schedule,  // id: the schedule's name. schedule_created, schedule_fired, ...
 };
 
 // Every kind, in the order replays and exports go: projects and sessions
 // first (items are checked against them), then items.
+// Schedules come after items: verify checks each fire against the item it made.
 inline constexpr StreamKind kStreamKinds[] = {StreamKind::project, StreamKind::session,
-                                              StreamKind::item, StreamKind::incident};
+                                              StreamKind::item, StreamKind::incident,
+                                              StreamKind::schedule};
 
-// "item", "project", "session", "incident": the stored names (the events table's stream_kind).
+// "item", "project", "session", "incident", "schedule": the stored names (the events table's
+// stream_kind).
 std::string_view to_string(StreamKind kind);
 std::optional<StreamKind> parse_stream_kind(std::string_view text);
 

@@ -91,6 +91,12 @@ namespace cplane {
   X(forge_fact_invalid, "a head, review or author on an item that is not a pr")                    \
   X(session_closed_while_holding, "a session closed while an item was still assigned to it")       \
   X(schedule_disagrees, "the row's run_at, retry policy or attempt limit is not the log's")       \
+  X(schedule_row_missing, "a schedule with events and no row")                                      \
+  X(schedule_row_without_event, "a schedules row with no schedule_created event")                  \
+  X(schedule_row_disagrees, "a field of a schedule's row is not the log's")                        \
+  X(schedule_fire_unmatched,                                                                       \
+    "a schedule_fired whose item is not the one its occurrence made, an occurrence fired twice, "  \
+    "or an item keyed to a schedule that no fire names")                                           \
   X(lifecycle_not_allowed,                                                                         \
     "an attempt_failed, retried, rescheduled or cancelled the item's state did not allow, or a "   \
     "claim of an item not due yet or with no attempts left")                                       \

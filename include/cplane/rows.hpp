@@ -152,6 +152,35 @@ struct ProjectRow {
   bool operator==(const ProjectRow&) const = default;
 };
 
+// A cron schedule (schedules): the fold of its stream. A removed schedule
+// keeps its row (removed), so that its name is not reused.
+struct ScheduleRow {
+  std::string name;
+  std::string project_id;
+  std::string cron;
+  std::string zone;
+  std::string payload;
+  bool overlap_skip = false;
+  std::int64_t catch_up = 0;  // 0: the latest only; -1: all; N: the last N
+  Micros next_at = 0;         // the next occurrence to fire
+  bool paused = false;
+  bool removed = false;
+  std::string last_item;      // the item its last fire queued, or ""
+  Micros last_occurrence = 0; // the last occurrence fired or skipped
+  std::int64_t fired = 0;     // how many items it made
+  Micros created_at = 0;
+  Micros updated_at = 0;
+  Seq last_seq = 0;
+  bool active() const { return !paused && !removed; }
+  bool operator==(const ScheduleRow&) const = default;
+};
+
+// The idempotency key of the item a schedule's occurrence makes: one item
+// per (schedule, occurrence), whoever fires it.
+inline std::string schedule_item_key(std::string_view name, Micros occurrence) {
+  return "schedule:" + std::string(name) + "@" + std::to_string(occurrence);
+}
+
 struct ProjectActorRow {
   std::string project_id;
   std::string actor;

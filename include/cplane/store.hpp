@@ -332,12 +332,47 @@ class ControlStore {
   struct BulkResult {
     std::string operation;  // "" for a dry run
     std::int64_t count = 0;
-    std::vector<std::string> first_ids;  // at most kBulkListed, in item id order
+    std::vector<std::string> first_ids;  // at most kBulkListed, in the order changed
   };
   static constexpr std::size_t kBulkBatch = 500;
   static constexpr std::size_t kBulkListed = 10;
+  // A bulk action repeats its pass over the statuses until one changes
+  // nothing (items move between them as it runs), at most this many times.
+  static constexpr int kBulkPasses = 100;
   BulkResult cancel_matching(const std::string& project_id, const BulkOptions& options);
   BulkResult retry_matching(const std::string& project_id, const BulkOptions& options);
+  // ---- cron schedules ---------------------------------------------------------
+  // A schedule queues one item per occurrence of its cron expression, in
+  // its time zone, with no daemon: any claim (or tick) fires the occurrences
+  // that are due, in the claim's transaction, and each fire is an enqueue
+  // keyed by (schedule, occurrence), so racing processes make one item.
+  enum class Overlap { allow, skip };
+  struct ScheduleSpec {
+    std::string project_id;
+    std::string cron;             // five fields, or @hourly, @daily, ...
+    std::string payload = "{}";   // JSON of each item
+    std::string zone = "UTC";     // a tz database name
+    Overlap overlap = Overlap::allow;  // skip: pass over while the last item is open
+    // After downtime, how many missed occurrences fire: 0 only the latest
+    // (none), -1 all (kCatchUpAll), N the last N.
+    std::int64_t catch_up = 0;
+    std::optional<Micros> now;
+  };
+  static constexpr std::int64_t kCatchUpAll = -1;
+  // InvalidArgument for an expression or zone that does not parse, one
+  // that never fires, a name taken (already_exists; a removed schedule's
+  // name too); NotFound for no project.
+  void add_schedule(const std::string& name, const ScheduleSpec& spec);
+  // Each false when it changes nothing; NotFound for no schedule.
+  // Occurrences while paused are not fired: resume picks up at the next.
+  bool pause_schedule(const std::string& name, std::optional<Micros> now = {});
+  bool resume_schedule(const std::string& name, std::optional<Micros> now = {});
+  bool remove_schedule(const std::string& name, std::optional<Micros> now = {});
+  std::vector<ScheduleRow> schedules();
+  // Fires every due occurrence now (what a claim does first); returns how
+  // many items it queued.
+  std::int64_t tick(std::optional<Micros> now = {});
+
   // The project's row: title, status, retry policy, pause. NotFound (or
   // ScopeDenied for a scoped actor), as enqueue.
   ProjectRow project(const std::string& project_id, const std::optional<std::string>& actor = {});

@@ -209,6 +209,25 @@ CREATE TABLE incident_links (
   PRIMARY KEY (provider, fingerprint, org, repo, environment)
 );
 CREATE INDEX incident_links_by_target ON incident_links (target, incident_id);
+CREATE TABLE schedules (
+  name            text COLLATE "C" PRIMARY KEY,
+  project_id      text COLLATE "C" NOT NULL,
+  cron            text NOT NULL,
+  zone            text NOT NULL,
+  payload         text NOT NULL,
+  overlap_skip    boolean NOT NULL,
+  catch_up        bigint NOT NULL,
+  next_at         bigint NOT NULL,
+  paused          boolean NOT NULL,
+  removed         boolean NOT NULL,
+  last_item       text COLLATE "C",
+  last_occurrence bigint NOT NULL,
+  fired           bigint NOT NULL,
+  created_at      bigint NOT NULL,
+  updated_at      bigint NOT NULL,
+  last_seq        bigint NOT NULL
+);
+CREATE INDEX schedules_due ON schedules (next_at) WHERE NOT paused AND NOT removed;
 )sql";
 
 // Version 2: the job lifecycle (the statuses scheduled and cancelled, retry
@@ -230,6 +249,25 @@ CREATE INDEX items_alloc ON items (project_id, (terminal_since IS NOT NULL) DESC
 CREATE INDEX items_due ON items (project_id, run_at, queued_seq) WHERE status = 'scheduled';
 CREATE INDEX items_failed ON items (project_id, item_id) WHERE status = 'failed';
 CREATE INDEX items_cancelled ON items (project_id, item_id) WHERE status = 'cancelled';
+CREATE TABLE schedules (
+  name            text COLLATE "C" PRIMARY KEY,
+  project_id      text COLLATE "C" NOT NULL,
+  cron            text NOT NULL,
+  zone            text NOT NULL,
+  payload         text NOT NULL,
+  overlap_skip    boolean NOT NULL,
+  catch_up        bigint NOT NULL,
+  next_at         bigint NOT NULL,
+  paused          boolean NOT NULL,
+  removed         boolean NOT NULL,
+  last_item       text COLLATE "C",
+  last_occurrence bigint NOT NULL,
+  fired           bigint NOT NULL,
+  created_at      bigint NOT NULL,
+  updated_at      bigint NOT NULL,
+  last_seq        bigint NOT NULL
+);
+CREATE INDEX schedules_due ON schedules (next_at) WHERE NOT paused AND NOT removed;
 UPDATE store_info SET value = '2' WHERE key = 'schema_version';
 )sql";
 
@@ -263,6 +301,9 @@ const char* const kAllocationColumns =
     "priority, queued_seq, run_at, attempts, attempt_limit";
 const char* const kProjectColumns =
     "project_id, title, status, created_at, last_seq, max_attempts, backoff, paused, pause_reason";
+const char* const kScheduleColumns =
+    "name, project_id, cron, zone, payload, overlap_skip, catch_up, next_at, paused, removed, "
+    "last_item, last_occurrence, fired, created_at, updated_at, last_seq";
 const char* const kSessionColumns =
     "session_id, actor, opened_at, last_seen_at, closed_at, last_seq";
 const char* const kEventColumns =
@@ -464,6 +505,27 @@ IncidentLinkRow read_incident(const Result& r, int i) {
 
 SessionRow read_session(const Result& r, int i) {
   return SessionRow{r.text(i, 0), r.text(i, 1), r.i64(i, 2), r.i64(i, 3), r.i64(i, 4), r.i64(i, 5)};
+}
+
+ScheduleRow read_schedule(const Result& r, int i) {
+  ScheduleRow row;
+  row.name = r.text(i, 0);
+  row.project_id = r.text(i, 1);
+  row.cron = r.text(i, 2);
+  row.zone = r.text(i, 3);
+  row.payload = r.text(i, 4);
+  row.overlap_skip = r.text(i, 5) == "t";
+  row.catch_up = r.i64(i, 6);
+  row.next_at = r.i64(i, 7);
+  row.paused = r.text(i, 8) == "t";
+  row.removed = r.text(i, 9) == "t";
+  row.last_item = r.text(i, 10);
+  row.last_occurrence = r.i64(i, 11);
+  row.fired = r.i64(i, 12);
+  row.created_at = r.i64(i, 13);
+  row.updated_at = r.i64(i, 14);
+  row.last_seq = r.i64(i, 15);
+  return row;
 }
 
 ProjectRow read_project(const Result& r, int i) {
@@ -1589,6 +1651,62 @@ class PostgresBackend final : public Backend {
     return cursor<SessionRow>(
         fmt::format("SELECT {} FROM sessions ORDER BY session_id", kSessionColumns), Params(),
         [](const Result& r, int i, SessionRow& row) { row = read_session(r, i); });
+  }
+
+  // ---- cron schedules ------------------------------------------------------------
+
+  std::optional<ScheduleRow> find_schedule(std::string_view name) override {
+    Result r = run(fmt::format("SELECT {} FROM schedules WHERE name = $1{}", kScheduleColumns,
+                               lock()),
+                   Params().text(name));
+    if (r.rows() == 0) return std::nullopt;
+    return read_schedule(r, 0);
+  }
+  void put_schedule(const ScheduleRow& s) override {
+    run(fmt::format("INSERT INTO schedules ({}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
+                    "$11, $12, $13, $14, $15, $16) ON CONFLICT (name) DO UPDATE SET project_id = "
+                    "EXCLUDED.project_id, cron = EXCLUDED.cron, zone = EXCLUDED.zone, payload = "
+                    "EXCLUDED.payload, overlap_skip = EXCLUDED.overlap_skip, catch_up = "
+                    "EXCLUDED.catch_up, next_at = EXCLUDED.next_at, paused = EXCLUDED.paused, "
+                    "removed = EXCLUDED.removed, last_item = EXCLUDED.last_item, "
+                    "last_occurrence = EXCLUDED.last_occurrence, fired = EXCLUDED.fired, "
+                    "created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at, "
+                    "last_seq = EXCLUDED.last_seq",
+                    kScheduleColumns),
+        Params()
+            .text(s.name)
+            .text(s.project_id)
+            .text(s.cron)
+            .text(s.zone)
+            .text(s.payload)
+            .text(s.overlap_skip ? "true" : "false")
+            .i64(s.catch_up)
+            .i64(s.next_at)
+            .text(s.paused ? "true" : "false")
+            .text(s.removed ? "true" : "false")
+            .text_or_null(s.last_item)
+            .i64(s.last_occurrence)
+            .i64(s.fired)
+            .i64(s.created_at)
+            .i64(s.updated_at)
+            .i64(s.last_seq));
+  }
+  void delete_schedule(std::string_view name) override {
+    run("DELETE FROM schedules WHERE name = $1", Params().text(name));
+  }
+  std::unique_ptr<Cursor<ScheduleRow>> scan_schedules() override {
+    return cursor<ScheduleRow>(
+        fmt::format("SELECT {} FROM schedules ORDER BY name", kScheduleColumns), Params(),
+        [](const Result& r, int i, ScheduleRow& row) { row = read_schedule(r, i); });
+  }
+  std::vector<ScheduleRow> due_schedules(Micros now, std::size_t limit) override {
+    Result r = run(fmt::format("SELECT {} FROM schedules WHERE NOT paused AND NOT removed AND "
+                               "next_at <= $1 ORDER BY next_at LIMIT $2{}",
+                               kScheduleColumns, claim_lock()),
+                   Params().i64(now).i64(static_cast<std::int64_t>(limit)));
+    std::vector<ScheduleRow> out;
+    for (int i = 0; i < r.rows(); ++i) out.push_back(read_schedule(r, i));
+    return out;
   }
 
   // ---- projects and scope ----------------------------------------------------

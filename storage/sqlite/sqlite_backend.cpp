@@ -341,6 +341,27 @@ CREATE UNIQUE INDEX items_by_key ON items(project_id, idem_key) WHERE idem_key I
 CREATE INDEX items_failed ON items(project_id, item_id) WHERE status = 'failed';
 CREATE INDEX items_cancelled ON items(project_id, item_id) WHERE status = 'cancelled';
 )sql";
+const char* const kSchedulesTable = R"sql(
+CREATE TABLE schedules (
+  name            TEXT PRIMARY KEY,
+  project_id      TEXT NOT NULL,
+  cron            TEXT NOT NULL,
+  zone            TEXT NOT NULL,
+  payload         TEXT NOT NULL,
+  overlap_skip    INTEGER NOT NULL,
+  catch_up        INTEGER NOT NULL,
+  next_at         INTEGER NOT NULL,
+  paused          INTEGER NOT NULL,
+  removed         INTEGER NOT NULL,
+  last_item       TEXT,
+  last_occurrence INTEGER NOT NULL,
+  fired           INTEGER NOT NULL,
+  created_at      INTEGER NOT NULL,
+  updated_at      INTEGER NOT NULL,
+  last_seq        INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX schedules_due ON schedules(next_at) WHERE paused = 0 AND removed = 0;
+)sql";
 const char* const kProjectLifecycle = R"sql(
 ALTER TABLE projects ADD COLUMN max_attempts INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE projects ADD COLUMN backoff TEXT NOT NULL DEFAULT '';
@@ -364,7 +385,7 @@ INSERT INTO items (item_id, project_id, payload, status, owner, fence, attempts,
          actions, expected_head, close_reason, head_moved, priority, terminal_since,
          terminal_reason, idem_key FROM items_v6;
 DROP TABLE items_v6;
-)sql" + kProjectLifecycle;
+)sql" + kProjectLifecycle + kSchedulesTable;
 
 const std::string kSchemaRest = R"sql(
 CREATE TABLE projects (
@@ -384,7 +405,8 @@ CREATE TABLE project_actors (
 ) WITHOUT ROWID;
 CREATE INDEX project_actors_by_actor ON project_actors(actor, project_id);
 
-)sql" + std::string(kItemsTable) + kSideTables + kSessionsTable + kProjectLifecycle;
+)sql" + std::string(kItemsTable) + kSideTables + kSessionsTable + kProjectLifecycle +
+    kSchedulesTable;
 const std::string kSchema =
     std::string(kSchemaTables) + kChainTables +
     "INSERT INTO log_digest (shard, events, last_seq, digest) VALUES (0, 0, 0, zeroblob(32));\n" +
@@ -453,6 +475,9 @@ const char* const kProjectColumns =
     "project_id, title, status, created_at, last_seq, max_attempts, backoff, paused, pause_reason";
 const char* const kSessionColumns =
     "session_id, actor, opened_at, last_seen_at, closed_at, last_seq";
+const char* const kScheduleColumns =
+    "name, project_id, cron, zone, payload, overlap_skip, catch_up, next_at, paused, removed, "
+    "last_item, last_occurrence, fired, created_at, updated_at, last_seq";
 
 // ENOSPC, EDQUOT and EFBIG (a file size limit, with SIGXFSZ ignored) all
 // mean "no room": SQLite rolls the transaction back, so nothing was written.
@@ -756,6 +781,26 @@ class AllocationCursor final : public Cursor<ItemRow> {
 
 SessionRow read_session(const Statement& s) {
   return SessionRow{s.text(0), s.text(1), s.i64(2), s.i64(3), s.i64(4), s.i64(5)};
+}
+
+void fill_schedule(const Statement& s, ScheduleRow& row) {
+  row = ScheduleRow{};
+  s.text_into(0, row.name);
+  s.text_into(1, row.project_id);
+  s.text_into(2, row.cron);
+  s.text_into(3, row.zone);
+  s.text_into(4, row.payload);
+  row.overlap_skip = s.i64(5) != 0;
+  row.catch_up = s.i64(6);
+  row.next_at = s.i64(7);
+  row.paused = s.i64(8) != 0;
+  row.removed = s.i64(9) != 0;
+  s.text_into(10, row.last_item);
+  row.last_occurrence = s.i64(11);
+  row.fired = s.i64(12);
+  row.created_at = s.i64(13);
+  row.updated_at = s.i64(14);
+  row.last_seq = s.i64(15);
 }
 
 class SessionCursor final : public Cursor<SessionRow> {
@@ -1642,6 +1687,49 @@ class SqliteBackend final : public Backend {
         db_, fmt::format("SELECT {} FROM sessions ORDER BY session_id", kSessionColumns));
   }
 
+  std::optional<ScheduleRow> find_schedule(std::string_view name) override {
+    Statement s(db_, fmt::format("SELECT {} FROM schedules WHERE name = ?1", kScheduleColumns).c_str());
+    s.bind(name);
+    if (!s.step()) return std::nullopt;
+    ScheduleRow row;
+    fill_schedule(s, row);
+    return row;
+  }
+  void put_schedule(const ScheduleRow& r) override {
+    Statement s(db_, fmt::format("INSERT OR REPLACE INTO schedules ({}) VALUES (?1, ?2, ?3, ?4, "
+                                 "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                                 kScheduleColumns)
+                         .c_str());
+    s.bind(r.name, r.project_id, r.cron, r.zone, r.payload,
+           static_cast<std::int64_t>(r.overlap_skip ? 1 : 0), r.catch_up, r.next_at,
+           static_cast<std::int64_t>(r.paused ? 1 : 0), static_cast<std::int64_t>(r.removed ? 1 : 0),
+           NullIfEmpty{r.last_item}, r.last_occurrence, r.fired, r.created_at, r.updated_at,
+           r.last_seq)
+        .run();
+  }
+  void delete_schedule(std::string_view name) override {
+    Statement s(db_, "DELETE FROM schedules WHERE name = ?1");
+    s.bind(name).run();
+  }
+  std::unique_ptr<Cursor<ScheduleRow>> scan_schedules() override {
+    auto c = std::make_unique<RowCursor<ScheduleRow>>(
+        db_, fmt::format("SELECT {} FROM schedules ORDER BY name", kScheduleColumns),
+        &fill_schedule);
+    c->bind();
+    return c;
+  }
+  std::vector<ScheduleRow> due_schedules(Micros now, std::size_t limit) override {
+    auto& s = stmts_.due_schedules.bind(now, static_cast<std::int64_t>(limit));
+    std::vector<ScheduleRow> out;
+    while (s.step()) {
+      ScheduleRow row;
+      fill_schedule(s, row);
+      out.push_back(std::move(row));
+    }
+    s.reset();
+    return out;
+  }
+
   std::optional<ProjectRow> find_project(std::string_view project_id) override {
     auto& s = stmts_.find_project.bind(project_id);
     std::optional<ProjectRow> out;
@@ -1759,6 +1847,7 @@ class SqliteBackend final : public Backend {
     Statement put_terminal_lock, delete_terminal_lock, allocation;
     Statement find_incident, put_incident, delete_incident;
     Statement oldest_ready, earliest_lapsed, earliest_due, all_unpaused_ids, actor_unpaused_ids;
+    Statement due_schedules;
     Statement find_project, put_project, delete_project;
     Statement is_assigned, put_assignment, delete_assignment;
     Statement all_project_ids, actor_project_ids;
@@ -2107,6 +2196,9 @@ class SqliteBackend final : public Backend {
     stmts_.oldest_ready = p(claim[0]);
     stmts_.earliest_lapsed = p(claim[1]);
     stmts_.earliest_due = p(claim[2]);
+    stmts_.due_schedules = p(fmt::format("SELECT {} FROM schedules WHERE paused = 0 AND removed "
+                                         "= 0 AND next_at <= ?1 ORDER BY next_at LIMIT ?2",
+                                         kScheduleColumns));
     stmts_.find_project =
         p(fmt::format("SELECT {} FROM projects WHERE project_id = ?1", kProjectColumns));
     stmts_.put_project = p(fmt::format(

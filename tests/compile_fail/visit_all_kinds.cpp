@@ -31,6 +31,12 @@ int main() {
                         [](const cplane::RetryPolicySet&) { return 0; },
                         [](const cplane::ProjectPaused&) { return 0; },
                         [](const cplane::ProjectResumed&) { return 0; },
+                        [](const cplane::ScheduleCreated&) { return 0; },
+                        [](const cplane::ScheduleFired&) { return 0; },
+                        [](const cplane::ScheduleSkipped&) { return 0; },
+                        [](const cplane::SchedulePaused&) { return 0; },
+                        [](const cplane::ScheduleResumed&) { return 0; },
+                        [](const cplane::ScheduleRemoved&) { return 0; },
                     },
                     body) == 1 ? 0 : 1;
 }
