@@ -51,7 +51,9 @@ Validity Cli::set_catch_up(kj::StringPtr text) {
     catch_up_ = ControlStore::kCatchUpAll;
   } else {
     const auto n = parse_int<std::int64_t>(text);
-    if (!n || *n < 1 || *n > 1'000'000) return "--catch-up is none, all or a count from 1 to 1000000";
+    if (!n || *n < 1 || *n > ControlStore::kMaxCatchUp) {
+      return "--catch-up is none, all or a count from 1 to 1000";
+    }
     catch_up_ = *n;
   }
   return true;

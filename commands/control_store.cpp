@@ -612,6 +612,11 @@ std::string ControlStore::Impl::enqueue(const std::string& project_id, const std
     require_name(*value, what);
   }
   if (!options.key.empty()) require_name(options.key, "key");
+  if (options.key.rfind("schedule:", 0) == 0) {
+    throw InvalidArgument(fmt::format("key {} starts with \"schedule:\", which is reserved for "
+                                      "the items schedules make",
+                                      quote_id(options.key)));
+  }
   if (options.now) require_now(*options.now);
   require_backoff(options.backoff);
   if (options.run_at && options.delay) {

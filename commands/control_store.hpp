@@ -138,7 +138,11 @@ class ControlStore::Impl {
   // Fires the due occurrences of the schedules due at `at` (a bounded
   // number): what every claim does first, inside its transaction. Returns
   // the items made.
-  std::int64_t fire_due_schedules(Micros at);
+  std::int64_t fire_due_schedules(Micros at, std::size_t budget = kFiresPerClaim);
+  // How many occurrences one transaction fires (or skips) at most: a claim
+  // fires a few on its way, a tick more; --catch-up all goes on in the next.
+  static constexpr std::size_t kFiresPerClaim = 64;
+  static constexpr std::size_t kFiresPerTick = 1000;
 
   // ---- what the calls share ---------------------------------------------------
   // Runs f(tx) in a write transaction, and runs it again, whole (re-reading

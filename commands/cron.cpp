@@ -381,6 +381,12 @@ void check_zone_name(std::string_view zone) {
   };
   if (zone.size() > 255) refuse("it is longer than 255 characters");
   if (zone.front() == '/') refuse("it must not start with \"/\"");
+  // Names whose meaning is the host's, not the tz database's: localtime is a
+  // link to /etc/localtime, posixrules to whatever the distribution chose.
+  if (zone == "localtime" || zone == "posixrules") {
+    refuse("it names the host's own setting, which differs from host to host; name the zone "
+           "(such as Europe/Berlin)");
+  }
   for (std::size_t begin = 0; begin <= zone.size();) {
     std::size_t end = zone.find('/', begin);
     if (end == std::string_view::npos) end = zone.size();

@@ -102,16 +102,15 @@ ScheduleRow require_schedule(storage::Backend& backend, const std::string& name)
   return std::move(*row);
 }
 
-// At most this many occurrences fire (or are skipped) per schedule in one
-// transaction under --catch-up all; the rest fire in the next.
-constexpr std::size_t kMaxFiresPerTick = 1000;
-// How many due schedules one claim fires at most (the rest: the next claim).
+// How many due schedules one transaction looks at (the rest: the next).
 constexpr std::size_t kSchedulesPerClaim = 16;
 
 }  // namespace
 
-void ControlStore::Impl::add_schedule(const std::string& name, const ScheduleSpec& spec) {
+void ControlStore::Impl::add_schedule(const std::string& name, const ScheduleSpec& given) {
   const InUse in_use(*this);
+  ScheduleSpec spec = given;
+  if (spec.zone.empty()) spec.zone = "UTC";  // one spelling for the default
   require_name(name, "schedule name");
   require_name(spec.project_id, "project id");
   require_payload(spec.payload);
@@ -119,8 +118,9 @@ void ControlStore::Impl::add_schedule(const std::string& name, const ScheduleSpe
   if (spec.overlap != Overlap::allow && spec.overlap != Overlap::skip) {
     throw InvalidArgument("unknown overlap: expected allow or skip");
   }
-  if (spec.catch_up < kCatchUpAll) {
-    throw InvalidArgument("catch-up is none (0), all (-1) or a count of at least 1");
+  if (spec.catch_up < kCatchUpAll || spec.catch_up > kMaxCatchUp) {
+    throw InvalidArgument(fmt::format("catch-up is none (0), all (-1) or a count from 1 to {}",
+                                      kMaxCatchUp));
   }
   if (spec.now) require_now(*spec.now);
   CommandRunner::run(*this, cmd::ScheduleChange{.sync = sync_for_claims(),
@@ -190,13 +190,24 @@ bool CommandRunner::exec(ControlStore::Impl& s, const cmd::ScheduleChange& c) {
   return true;
 }
 
-std::int64_t ControlStore::Impl::fire_due_schedules(Micros at) {
+std::int64_t ControlStore::Impl::fire_due_schedules(Micros at, std::size_t budget) {
   std::int64_t made = 0;
+  bool fired_any = false;
   for (auto& row : backend_->due_schedules(at, kSchedulesPerClaim)) {
-    const CronSchedule cron = parse_cron(row.cron, row.zone);
+    if (budget == 0) break;  // the rest: the next claim or tick
+    // A schedule whose expression or zone no longer parses (a zone gone
+    // from the tz database, a row edited behind cplane's back: verify names
+    // it) fires nothing, and never fails the claim that found it due.
+    std::optional<CronSchedule> parsed;
+    try {
+      parsed = parse_cron(row.cron, row.zone);
+    } catch (const InvalidArgument&) {
+      continue;
+    }
+    const CronSchedule& cron = *parsed;
     // The occurrences due: the first kMaxFiresPerTick under catch-up all,
     // else the last N of every one (counted, not kept).
-    const std::size_t keep = row.catch_up == kCatchUpAll ? kMaxFiresPerTick
+    const std::size_t keep = row.catch_up == kCatchUpAll ? budget
                              : row.catch_up == 0        ? 1
                                                         : static_cast<std::size_t>(row.catch_up);
     std::deque<Micros> window;
@@ -218,7 +229,13 @@ std::int64_t ControlStore::Impl::fire_due_schedules(Micros at) {
       throw InternalError(fmt::format("schedule {} names project {}, which has no row",
                                       quote_id(row.name), quote_id(row.project_id)));
     }
-    for (const FireStep& step : plan_fires(row, due, count, occurrence, open)) {
+    const auto steps = plan_fires(row, due, count, occurrence, open);
+    // Over the budget: left for the next transaction, unless it is this
+    // one's first (at most kMaxCatchUp steps), so that every schedule fires.
+    if (steps.size() > budget && fired_any) break;
+    budget -= std::min(budget, steps.size());
+    fired_any = true;
+    for (const FireStep& step : steps) {
       Event event;
       if (step.skip) {
         event = Event{at, "", row.project_id, "",
@@ -264,7 +281,7 @@ std::int64_t ControlStore::Impl::tick(std::optional<Micros> now) {
 }
 
 Micros CommandRunner::exec(ControlStore::Impl& s, const cmd::Tick& c) {
-  return s.fire_due_schedules(s.clock(c.now));
+  return s.fire_due_schedules(s.clock(c.now), ControlStore::Impl::kFiresPerTick);
 }
 
 std::vector<ScheduleRow> ControlStore::Impl::schedules() {

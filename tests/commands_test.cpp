@@ -848,6 +848,7 @@ TEST_CASE("an invalid argument keeps its reason as a value across processes", "[
 
 // Each (SQLSTATE, what cplane raises): the server's internal error is its
 // bug (or ours), never the caller's input and never damaged data.
+#if CPLANE_WITH_POSTGRES  // the PostgreSQL engine is not built without it
 TEST_CASE("a PostgreSQL SQLSTATE maps to the error that tells the caller what to do",
           "[commands][errors]") {
   enum class Raised { unavailable, conflict, busy, full, corruption, internal, read_only, io };
@@ -888,3 +889,4 @@ TEST_CASE("a PostgreSQL SQLSTATE maps to the error that tells the caller what to
     CHECK(raised(state) == expected);
   }
 }
+#endif  // CPLANE_WITH_POSTGRES

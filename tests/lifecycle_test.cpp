@@ -674,3 +674,36 @@ TEST_CASE("processes racing to fire one schedule make exactly one item per occur
         std::vector<std::string>{std::to_string(kMinutes)});
   CHECK(verify_ledger(store).empty());
 }
+
+TEST_CASE("a schedule's key prefix is reserved: its catch-up is bounded: and a schedule that no "
+          "longer parses never fails a claim",
+          "[lifecycle][schedule]") {
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "c.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A", "open", T0);
+  CHECK_THROWS_AS(one_item(store, {.key = "schedule:s@1"}), InvalidArgument);
+  CHECK_THROWS_AS(store.add_schedule("s", {.project_id = "alpha", .cron = "@hourly",
+                                           .catch_up = ControlStore::kMaxCatchUp + 1, .now = T0}),
+                  InvalidArgument);
+  for (const char* zone : {"localtime", "posixrules"}) {
+    CHECK_THROWS_AS(store.add_schedule("s", {.project_id = "alpha", .cron = "@hourly",
+                                             .zone = zone, .now = T0}),
+                    InvalidArgument);
+  }
+  store.add_schedule("s", {.project_id = "alpha", .cron = "* * * * *", .zone = "",
+                           .catch_up = ControlStore::kCatchUpAll, .now = T0});
+  CHECK(store.schedules().at(0).zone == "UTC");
+  // A week down with catch-up all: a claim fires a bounded batch on its way,
+  // a tick the rest, in bounded transactions; one item per minute in all.
+  const Micros week = 7 * 24 * 3600 * kSecond;
+  REQUIRE(store.claim("w", {.now = T0 + week}));
+  CHECK(store.schedules().at(0).fired < 100);
+  store.tick(T0 + week);
+  CHECK(store.schedules().at(0).fired == 7 * 24 * 60);
+  // An edited zone (verify names it) fires nothing, and claims go on.
+  sql(db, "UPDATE schedules SET zone = 'Mars/Olympus'");
+  one_item(store, {.now = T0 + week + 1});
+  CHECK(store.claim("w", {.now = T0 + week + 2 * 60 * kSecond}));
+  CHECK(problem_kinds(verify_file(db)).contains("schedule_row_disagrees"));
+}

@@ -3,7 +3,9 @@
 #include <cplane/cplane.hpp>
 
 #include <fcntl.h>
+#if CPLANE_WITH_POSTGRES
 #include <libpq-fe.h>
+#endif
 #include <sqlite3.h>
 
 #include "events/chain.hpp"
@@ -156,6 +158,7 @@ class SqliteContext final : public TestContext {
   }
 };
 
+#if CPLANE_WITH_POSTGRES
 namespace {
 
 // A libpq connection of the test's own, for raw statements.
@@ -319,16 +322,20 @@ class PostgresContext final : public TestContext {
   std::string url_;
 };
 
+#endif  // CPLANE_WITH_POSTGRES
+
 const TestContext& test_context() {
   static const SqliteContext sqlite;
   const char* wanted = std::getenv("CPLANE_TEST_BACKEND");
   if (wanted == nullptr || *wanted == '\0' || std::string(wanted) == sqlite.backend_name()) {
     return sqlite;
   }
+#if CPLANE_WITH_POSTGRES
   if (std::string(wanted) == "postgres") {
     static const PostgresContext postgres(postgres_test_url().value_or(""));
     return postgres;
   }
+#endif
   throw std::runtime_error(std::string("no test context for backend ") + wanted);
 }
 
@@ -367,10 +374,15 @@ std::pair<std::string, std::string> postgres_named_url() {
 }
 
 bool postgres_answers(const std::string& url) {
+#if CPLANE_WITH_POSTGRES
   PGconn* conn = PQconnectdb(url.c_str());
   const bool ok = PQstatus(conn) == CONNECTION_OK;
   PQfinish(conn);
   return ok;
+#else
+  (void)url;
+  return false;  // this build has no PostgreSQL
+#endif
 }
 
 }  // namespace
@@ -382,6 +394,9 @@ std::optional<std::string> postgres_test_url() {
 }
 
 std::string postgres_test_skip_reason() {
+#if !CPLANE_WITH_POSTGRES
+  return "this build has no PostgreSQL (configured with CPLANE_WITH_POSTGRES=OFF)";
+#endif
   const auto [url, where] = postgres_named_url();
   if (!url.empty()) return "no PostgreSQL server answers " + where;
   const std::string file = postgres_url_file();

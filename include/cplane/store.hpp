@@ -359,7 +359,9 @@ class ControlStore {
     std::optional<Micros> now;
   };
   static constexpr std::int64_t kCatchUpAll = -1;
-  // InvalidArgument for an expression or zone that does not parse, one
+  static constexpr std::int64_t kMaxCatchUp = 1000;  // --catch-up N: N at most this
+  // The zone "" is UTC; localtime and posixrules are refused (they name
+  // the host's setting). InvalidArgument for an expression or zone that does not parse, one
   // that never fires, a name taken (already_exists; a removed schedule's
   // name too); NotFound for no project.
   void add_schedule(const std::string& name, const ScheduleSpec& spec);
