@@ -7,7 +7,8 @@
 //                [--timeout S] [--json]
 //
 // Scenarios: concurrent-queue, kill-and-reclaim, lease-storm, crash-writes,
-// combiner-kill, assign-race, allocate-race (see README.md, "The probe").
+// combiner-kill, assign-race, allocate-race, retry-storm, cron-race (see README.md,
+// "The probe").
 // Each run works in a project of its own (probe-<scenario>-<pid>-<time>)
 // claimed through a scoped actor, so an existing store is never disturbed;
 // verify (and, on SQLite, PRAGMA integrity_check) still checks the whole
@@ -48,7 +49,9 @@
 #include "projections/rules.hpp"
 #include "probe/allocate_race.hpp"
 #include "probe/assign_race.hpp"
+#include "probe/cron_race.hpp"
 #include "probe/fleet.hpp"
+#include "probe/retry_storm.hpp"
 #include "storage/backend.hpp"
 #include "storage/sqlite/combine_area.hpp"
 #include "storage/open.hpp"
@@ -67,7 +70,7 @@ void sleep_for(double seconds) {
 // Worker side: the same binary, started with --worker ROLE.
 
 struct WorkerConfig {
-  std::string role;  // "drain", "hold", "assign" or "allocate"
+  std::string role;  // "drain", "hold", "assign", "allocate", "storm" or "cron"
   std::string store;
   std::string project;
   std::string owner;
@@ -84,6 +87,8 @@ struct WorkerConfig {
   std::string session;
   std::string slots;
   double duration = 0;
+  std::int64_t from = 1;  // cron: the first minute it walks
+  std::int64_t ahead = 0;  // cron: a replacement's jump past the last occurrence fired
 };
 
 class CommandFlag {
@@ -521,10 +526,14 @@ class Probe {
       assign_race(report);
     } else if (config_.scenario == "allocate-race") {
       allocate_race(report);
+    } else if (config_.scenario == "retry-storm") {
+      retry_storm(report);
+    } else if (config_.scenario == "cron-race") {
+      cron_race(report);
     } else {
       std::cerr << "cplane-probe: unknown scenario '" << config_.scenario
                 << "': expected concurrent-queue, kill-and-reclaim, lease-storm, crash-writes, "
-                   "combiner-kill, assign-race or allocate-race\n";
+                   "combiner-kill, assign-race, allocate-race, retry-storm or cron-race\n";
       return 2;
     }
     report.print(config_.json, config_.scenario, config_.store);
@@ -1733,6 +1742,42 @@ class Probe {
     check_verify(report, store);
   }
 
+  // Workers drain a queue under a retry policy of 3 attempts while attempts
+  // fail and workers are SIGKILLed holding items (probe/retry_storm.hpp).
+  void retry_storm(Report& report) {
+    const storm::Result result =
+        storm::run({.store = config_.store, .project = project_, .scratch = scratch_,
+                    .workers = workers_or(16), .items = items_or(2'000), .deadline = deadline()});
+    for (const auto& figure : result.figures) {
+      if (const auto* n = std::get_if<std::int64_t>(&figure.value)) {
+        report.count(figure.name, *n);
+      } else {
+        report.fixed(figure.name, std::get<double>(figure.value));
+      }
+    }
+    for (const auto& c : result.checks) report.check(c.ok, c.sentence);
+    ControlStore store{config_.store};
+    check_verify(report, store);
+  }
+
+  // Workers race to fire one schedule's occurrences, on clocks of their own,
+  // by tick and by claim (probe/cron_race.hpp).
+  void cron_race(Report& report) {
+    const cron::Result result = cron::run({.store = config_.store, .project = project_,
+                                           .scratch = scratch_, .workers = workers_or(16),
+                                           .occurrences = items_or(200), .deadline = deadline()});
+    for (const auto& figure : result.figures) {
+      if (const auto* n = std::get_if<std::int64_t>(&figure.value)) {
+        report.count(figure.name, *n);
+      } else {
+        report.fixed(figure.name, std::get<double>(figure.value));
+      }
+    }
+    for (const auto& c : result.checks) report.check(c.ok, c.sentence);
+    ControlStore store{config_.store};
+    check_verify(report, store);
+  }
+
   Config config_;
   std::string project_;
   std::string scratch_;
@@ -1746,7 +1791,7 @@ class Probe {
 
 constexpr const char* kScenarios[] = {"concurrent-queue", "kill-and-reclaim", "lease-storm",
                                       "crash-writes",     "combiner-kill",    "assign-race",
-                                      "allocate-race"};
+                                      "allocate-race",    "retry-storm",      "cron-race"};
 
 // Thrown to leave with an exit status; caught in main().
 struct Exit {
@@ -1794,7 +1839,9 @@ class Main {
                "Scenarios: concurrent-queue (default 16 workers, 10000 items), "
                "kill-and-reclaim (4, 500), lease-storm (16, 2000), crash-writes (8, 2000), "
                "combiner-kill (16, 10000; SQLite only), assign-race (16 sessions racing for 4 "
-               "items), allocate-race (16 sessions allocating 2000 items).")
+               "items), allocate-race (16 sessions allocating 2000 items), retry-storm (16, "
+               "2000; 3 attempts each, 40% failing, workers killed holding items), cron-race (16 "
+               "workers, 200 occurrences of one schedule fired by tick and claim).")
         .addOptionWithArg({"store"}, [this](kj::StringPtr s) -> V {
                             if (s.size() == 0) return "--store takes a non-empty path";
                             config_.store = s.cStr();
@@ -1811,11 +1858,11 @@ class Main {
                             }
                             return "no such scenario: expected concurrent-queue, "
                                    "kill-and-reclaim, lease-storm, crash-writes, combiner-kill, "
-                                   "assign-race or allocate-race";
+                                   "assign-race, allocate-race, retry-storm or cron-race";
                           },
                           "<name>",
                           "concurrent-queue, kill-and-reclaim, lease-storm, crash-writes, "
-                          "combiner-kill, assign-race, allocate-race")
+                          "combiner-kill, assign-race, allocate-race, retry-storm, cron-race")
         .addOptionWithArg({"workers"}, [this](kj::StringPtr s) -> V {
                             auto v = integer<int>(s);
                             if (!v || *v <= 0) return "--workers takes a positive integer";
@@ -1845,8 +1892,9 @@ class Main {
                    "print one JSON object instead of name=value lines")
         // Internal: how the probe starts its workers.
         .addOptionWithArg({"worker"}, [this](kj::StringPtr s) -> V {
-                            if (s != "drain" && s != "hold" && s != "assign" && s != "allocate") {
-                              return "--worker takes drain, hold, assign or allocate";
+                            if (s != "drain" && s != "hold" && s != "assign" && s != "allocate" &&
+                                s != "storm" && s != "cron") {
+                              return "--worker takes drain, hold, assign, allocate, storm or cron";
                             }
                             worker_.role = s.cStr();
                             return true;
@@ -1893,6 +1941,20 @@ class Main {
                             return true;
                           },
                           "<s>", "(internal)")
+        .addOptionWithArg({"from"}, [this](kj::StringPtr s) -> V {
+                            auto v = integer<std::int64_t>(s);
+                            if (!v || *v <= 0) return "--from takes a positive integer";
+                            worker_.from = *v;
+                            return true;
+                          },
+                          "<minute>", "(internal)")
+        .addOptionWithArg({"ahead"}, [this](kj::StringPtr s) -> V {
+                            auto v = integer<std::int64_t>(s);
+                            if (!v || *v < 0) return "--ahead takes a number of minutes";
+                            worker_.ahead = *v;
+                            return true;
+                          },
+                          "<minutes>", "(internal)")
         .addOptionWithArg({"slot"}, [this](kj::StringPtr s) -> V {
                             auto v = integer<int>(s);
                             if (!v || *v < 0 || *v >= 4096) return "--slot takes an integer from 0 to 4095";
@@ -1921,6 +1983,29 @@ class Main {
                                    .abandon_probability = worker_.stall_probability,
                                    .abandon_lease = worker_.stall,
                                    .give_up = worker_.duration});
+      }
+      if (worker_.role == "storm") {
+        return storm::run_worker({.store = worker_.store,
+                                  .project = worker_.project,
+                                  .owner = worker_.owner,
+                                  .journal = worker_.record,
+                                  .gate_fd = worker_.gate_fd,
+                                  .lease = worker_.lease,
+                                  .flags = worker_.flags,
+                                  .slot = worker_.slot,
+                                  .stall_probability = worker_.stall_probability,
+                                  .stall_cap = worker_.stall});
+      }
+      if (worker_.role == "cron") {
+        return cron::run_worker({.store = worker_.store,
+                                 .project = worker_.project,
+                                 .owner = worker_.owner,
+                                 .journal = worker_.record,
+                                 .gate_fd = worker_.gate_fd,
+                                 .id = worker_.slot,
+                                 .first_minute = worker_.from,
+                                 .occurrences = config_.items.value_or(200),
+                                 .ahead = worker_.ahead});
       }
       if (!worker_.role.empty()) return run_worker(worker_);
       Probe probe(config_);

@@ -707,3 +707,39 @@ TEST_CASE("a schedule's key prefix is reserved: its catch-up is bounded: and a s
   CHECK(store.claim("w", {.now = T0 + week + 2 * 60 * kSecond}));
   CHECK(problem_kinds(verify_file(db)).contains("schedule_row_disagrees"));
 }
+
+TEST_CASE("a PostgreSQL store of schema 1 migrates to the lifecycle schema: keeping its rows",
+          "[lifecycle][migration]") {
+  if (test_context().backend_name() != "postgres") return;  // SQLite's: the version-6 case
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "old");
+  std::string held;
+  {
+    ControlStore store{db};
+    store.create_project("alpha", "A", "open", T0);
+    held = store.enqueue("alpha", "{}", {}, T0);
+    REQUIRE(store.claim("w", {.now = T0 + 1})->item_id == held);
+  }
+  // What schema 1 was: no lifecycle columns, no schedules, the old CHECK.
+  sql(db,
+      "DROP TABLE schedules; DROP INDEX items_due; DROP INDEX items_failed; "
+      "DROP INDEX items_cancelled; DROP INDEX items_alloc; "
+      "CREATE INDEX items_alloc ON items (project_id, (terminal_since IS NOT NULL) DESC, "
+      "priority DESC, queued_seq) WHERE status IN ('ready', 'claimed'); "
+      "ALTER TABLE items DROP CONSTRAINT items_status_check, ADD CONSTRAINT items_status_check "
+      "CHECK (status IN ('ready', 'claimed', 'done', 'failed', 'closed')), "
+      "DROP COLUMN max_attempts, DROP COLUMN backoff, DROP COLUMN attempt_limit, "
+      "DROP COLUMN run_at, DROP COLUMN ended_fence; "
+      "ALTER TABLE projects DROP COLUMN max_attempts, DROP COLUMN backoff, DROP COLUMN paused, "
+      "DROP COLUMN pause_reason; "
+      "UPDATE store_info SET value = '1' WHERE key = 'schema_version'");
+  {
+    ControlStore store{db};  // opening to write migrates
+    CHECK(store.schema_version() == 2);
+    CHECK(store.item(held).status == ItemStatus::claimed);
+    const auto later = store.enqueue("alpha", "{}", {.now = T0 + 2, .delay = kSecond});
+    CHECK(store.item(later).status == ItemStatus::scheduled);
+    store.add_schedule("h", {.project_id = "alpha", .cron = "@hourly", .now = T0 + 3});
+    CHECK(verify_ledger(store).empty());
+  }
+}
