@@ -40,30 +40,14 @@ std::string unfield(const std::string& text) { return text == "-" ? "" : text; }
 // so a SIGKILL leaves whole lines only.
 class JournalFile {
  public:
-  explicit JournalFile(const std::string& path)
-      : path_(path), fd_(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) {
-    if (fd_ < 0) throw std::runtime_error("cannot open journal " + path);
-  }
-  ~JournalFile() { ::close(fd_); }
-  JournalFile(const JournalFile&) = delete;
-  JournalFile& operator=(const JournalFile&) = delete;
-
+  explicit JournalFile(const std::string& path) : journal_(path) {}
   void add(const Entry& e) {
-    const std::string line =
-        fmt::format("{} {} {} {} {} {} {} {}\n", static_cast<char>(e.kind), e.minute, e.call,
-                    e.now, e.made, field(e.item), e.fence, field(e.result));
-    std::size_t written = 0;
-    while (written < line.size()) {
-      const ssize_t n = ::write(fd_, line.data() + written, line.size() - written);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) throw std::runtime_error("cannot write journal " + path_);
-      written += static_cast<std::size_t>(n);
-    }
+    journal_.add(fmt::format("{} {} {} {} {} {} {} {}\n", static_cast<char>(e.kind), e.minute, e.call,
+                    e.now, e.made, field(e.item), e.fence, field(e.result)));
   }
 
  private:
-  std::string path_;
-  int fd_;
+  fleet::Journal journal_;
 };
 
 bool is_busy(const StorageError& e) { return e.category() == StorageError::Category::busy; }
@@ -446,12 +430,6 @@ namespace {
 class Workers {
  public:
   explicit Workers(const ScenarioConfig& c) : c_(c) {}
-  ~Workers() {
-    for (pid_t pid : live_) ::kill(pid, SIGKILL);
-    for (pid_t pid : live_) fleet::wait_exit(pid);
-  }
-  Workers(const Workers&) = delete;
-  Workers& operator=(const Workers&) = delete;
 
   static std::string owner(const ScenarioConfig& c, int id) {
     return fmt::format("{}-w{}", c.project, id);
@@ -464,43 +442,14 @@ class Workers {
         "--owner", owner(c_, id), "--record", journal_path(id), "--slot", std::to_string(id),
         "--items", std::to_string(c_.occurrences), "--from", std::to_string(first_minute)};
     if (ahead > 0) args.insert(args.end(), {"--ahead", std::to_string(ahead)});
-    if (gate != nullptr) args.insert(args.end(), {"--gate-fd", std::to_string(gate->read_fd())});
-    const pid_t pid = ::fork();
-    if (pid < 0) throw std::runtime_error("fork failed");
-    if (pid == 0) {
-      if (gate != nullptr) gate->prepare_exec();
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv("/proc/self/exe", argv.data());
-      ::_exit(127);
-    }
-    live_.push_back(pid);
-    return pid;
+    return processes_.spawn(std::move(args), gate);
   }
-
-  // SIGKILLs `pid` and reaps it: its exit code, 128 + SIGKILL unless it had
-  // exited already.
-  int kill(pid_t pid) {
-    ::kill(pid, SIGKILL);
-    const int code = fleet::wait_exit(pid);
-    live_.erase(std::remove(live_.begin(), live_.end(), pid), live_.end());
-    return code;
-  }
-
-  // The exit code of `pid` if it has exited (reaped), else nullopt.
-  std::optional<int> exited(pid_t pid) {
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) != pid) return std::nullopt;
-    live_.erase(std::remove(live_.begin(), live_.end(), pid), live_.end());
-    if (WIFEXITED(status)) return WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-    return 255;
-  }
+  int kill(pid_t pid) { return processes_.kill(pid); }
+  std::optional<int> exited(pid_t pid) { return processes_.exited(pid); }
 
  private:
   const ScenarioConfig& c_;
-  std::vector<pid_t> live_;
+  fleet::Processes processes_;
 };
 
 // The schedule's stream and the project's items, read through the store's

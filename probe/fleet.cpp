@@ -1,7 +1,11 @@
 #include "probe/fleet.hpp"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <chrono>
@@ -96,6 +100,63 @@ WorkerRecord read_record(const std::string& path) {
   r.claimed_ids.resize(ids);
   for (auto& id : r.claimed_ids) in >> id;
   return r;
+}
+
+Processes::~Processes() {
+  for (const pid_t pid : live_) ::kill(pid, SIGKILL);
+  for (const pid_t pid : live_) wait_exit(pid);
+}
+
+pid_t Processes::spawn(std::vector<std::string> args, StartGate* gate) {
+  if (gate != nullptr) {
+    args.push_back("--gate-fd");
+    args.push_back(std::to_string(gate->read_fd()));
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    if (gate != nullptr) gate->prepare_exec();
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv("/proc/self/exe", argv.data());
+    ::_exit(127);
+  }
+  live_.push_back(pid);
+  return pid;
+}
+
+int Processes::kill(pid_t pid) {
+  ::kill(pid, SIGKILL);
+  const int code = wait_exit(pid);
+  live_.erase(std::remove(live_.begin(), live_.end(), pid), live_.end());
+  return code;
+}
+
+std::optional<int> Processes::exited(pid_t pid) {
+  int status = 0;
+  if (::waitpid(pid, &status, WNOHANG) != pid) return std::nullopt;
+  live_.erase(std::remove(live_.begin(), live_.end(), pid), live_.end());
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 255;
+}
+
+Journal::Journal(const std::string& path)
+    : path_(path), fd_(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) {
+  if (fd_ < 0) throw std::runtime_error("cannot open journal " + path);
+}
+
+Journal::~Journal() { ::close(fd_); }
+
+void Journal::add(const std::string& line) {
+  std::size_t written = 0;
+  while (written < line.size()) {
+    const ssize_t n = ::write(fd_, line.data() + written, line.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw std::runtime_error("cannot write journal " + path_);
+    written += static_cast<std::size_t>(n);
+  }
 }
 
 }  // namespace cplane::fleet

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,42 @@ class StartGate {
 
 // Waits for `pid`; returns its exit code, or 128 + signal.
 int wait_exit(pid_t pid);
+
+// The worker processes a scenario runs: each this program again
+// (/proc/self/exe) with `args` (argv[0] first), released by `gate` when one
+// is given. Those still alive when it is destroyed are SIGKILLed and reaped.
+class Processes {
+ public:
+  Processes() = default;
+  ~Processes();
+  Processes(const Processes&) = delete;
+  Processes& operator=(const Processes&) = delete;
+  pid_t spawn(std::vector<std::string> args, StartGate* gate);
+  // SIGKILLs `pid` and reaps it: its exit code, 128 + SIGKILL unless it
+  // had exited already.
+  int kill(pid_t pid);
+  // The exit code of `pid` if it has exited (reaped), else nullopt.
+  std::optional<int> exited(pid_t pid);
+  bool empty() const { return live_.empty(); }
+
+ private:
+  std::vector<pid_t> live_;
+};
+
+// A journal a worker appends to, one line per write(2), so that what a
+// SIGKILLed worker had written survives whole, up to its last line.
+class Journal {
+ public:
+  explicit Journal(const std::string& path);
+  ~Journal();
+  Journal(const Journal&) = delete;
+  Journal& operator=(const Journal&) = delete;
+  void add(const std::string& line);  // `line` ends with '\n'
+
+ private:
+  std::string path_;
+  int fd_;
+};
 
 // A worker's record, written to a file by the worker and read by the parent.
 struct WorkerRecord {

@@ -138,12 +138,22 @@ TEST_CASE("stores open by path or URL through one factory", "[contract][sqlite]"
   CHECK(ControlStore{path}.visible_projects() == std::vector<std::string>{"alpha"});
   CHECK_THROWS_AS(ControlStore{"sqlite:"}, InvalidArgument);
   { ControlStore{"SQLITE:" + path}; }  // the scheme in any case
+#if CPLANE_WITH_POSTGRES
   try {
     ControlStore pg{"postgresql://localhost/cplane"};
-    FAIL("opened a PostgreSQL URL without PostgreSQL support");
+    FAIL("opened a PostgreSQL URL with no server there");
   } catch (const StorageError& e) {
     CHECK(e.category() == StorageError::Category::unavailable);
   }
+#else
+  // A build without PostgreSQL says so by name.
+  try {
+    ControlStore pg{"postgresql://localhost/cplane"};
+    FAIL("opened a PostgreSQL URL without PostgreSQL support");
+  } catch (const InvalidArgument& e) {
+    CHECK(std::string(e.what()).find("CPLANE_WITH_POSTGRES=OFF") != std::string::npos);
+  }
+#endif
 }
 
 TEST_CASE("a fence check is a verdict value, and require() turns a denial into FenceRejected",

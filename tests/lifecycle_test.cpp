@@ -646,7 +646,10 @@ TEST_CASE("processes racing to fire one schedule make exactly one item per occur
         for (int m = 1; m <= kMinutes; ++m) {
           if ((m + p) % 2 == 0) {
             store.tick(T0 + m * minute);
-          } else if (auto c = store.claim(fmt_owner(p), {.now = T0 + m * minute})) {
+          } else if (auto c = store.claim(fmt_owner(p), {.lease = Seconds{86400},
+                                                           .now = T0 + m * minute})) {
+            // (The processes' clocks run apart: a lease shorter than the
+            // walk would lapse for one that is ahead, and be reclaimed.)
             store.finish(c->item_id, c->fence, Outcome::done, {.now = T0 + m * minute});
           }
         }
