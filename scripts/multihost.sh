@@ -309,7 +309,7 @@ seq_after=$(cp_on "$HB" events "$held" | jq '[.[] | select(.type != "done")][-1]
 # ---- every item done exactly once ----------------------------------------------------------
 say "checks: every item done exactly once, verify"
 stats=$(cp_on "$HA" stats)
-[ "$(jq -c . <<<"$stats")" = "{\"ready\":0,\"claimed\":0,\"done\":$N,\"failed\":0,\"closed\":0}" ] ||
+[ "$(jq -c . <<<"$stats")" = "{\"ready\":0,\"claimed\":0,\"done\":$N,\"failed\":0,\"closed\":0,\"scheduled\":0,\"cancelled\":0}" ] ||
   fail "stats: $stats, not $N done and nothing else"
 # Per item: exactly one done event, the last one, under the fence of its
 # last claim, which hostB held (a done event's actor is the holder), no

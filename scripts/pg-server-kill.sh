@@ -329,7 +329,7 @@ echo "   worker records: $n_claims claims seen, $n_refused late finishes refused
 # ---- the store ---------------------------------------------------------------------------------
 say "checks: every item done exactly once, verify"
 stats=$("$CPLANE" --db "$URL" --json stats)
-[ "$stats" = "{\"ready\":0,\"claimed\":0,\"done\":$N,\"failed\":0,\"closed\":0}" ] ||
+[ "$stats" = "{\"ready\":0,\"claimed\":0,\"done\":$N,\"failed\":0,\"closed\":0,\"scheduled\":0,\"cancelled\":0}" ] ||
   fail "stats: $stats, not $N done and nothing else"
 
 psql_q "SELECT item_id FROM events WHERE type = 'done' ORDER BY item_id" >"$WORK/log_done"
