@@ -746,3 +746,33 @@ TEST_CASE("a PostgreSQL store of schema 1 migrates to the lifecycle schema: keep
     CHECK(verify_ledger(store).empty());
   }
 }
+
+TEST_CASE("a release gives its attempt back: under a policy a released item is never handed out "
+          "past its attempts: and only failed or lapsed attempts count",
+          "[lifecycle]") {
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "c.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A", ControlStore::ProjectOptions{.max_attempts = 2, .now = T0});
+  const auto id = one_item(store);
+  // Three claims given back: none of them spends an attempt.
+  for (Fence f = 1; f <= 3; ++f) {
+    const auto c = store.claim("w", {.now = T0 + static_cast<Micros>(f)});
+    REQUIRE(c);
+    CHECK(c->fence == f);
+    store.release(id, f, "not now", {.now = T0 + static_cast<Micros>(f)});
+  }
+  CHECK(store.item(id).attempt_limit == 2 + 3);
+  // Then two real attempts, both failed: the second is the dead end.
+  auto c = store.claim("w", {.now = T0 + 10});
+  store.finish(id, c->fence, Outcome::failed, {.now = T0 + 11});
+  CHECK(store.item(id).status == ItemStatus::scheduled);
+  c = store.claim("w", {.now = T0 + 12});
+  REQUIRE(c);
+  store.finish(id, c->fence, Outcome::failed, {.now = T0 + 13});
+  CHECK(store.item(id).status == ItemStatus::failed);
+  CHECK(verify_ledger(store).empty());
+  // A row whose limit was lowered behind the engine's back is named.
+  sql(db, "UPDATE items SET attempt_limit = 1 WHERE item_id = '" + id + "'");
+  CHECK(problem_kinds(verify_file(db)).contains("schedule_disagrees"));
+}
