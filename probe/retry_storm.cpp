@@ -789,7 +789,12 @@ Result run(const ScenarioConfig& c) {
         "attempts failed, were retried, and items failed after their last");
   check(kills > 0 && f.kills_left_lapsed > 0 && f.lapses_reclaimed > 0,
         "workers were killed holding items, and their lapsed items were reclaimed");
-  check(f.items_exhausted_by_lapse > 0, "some items were failed by a lapse of their last attempt");
+  // Whether a kill lands on a last attempt is chance: at the small sizes
+  // ctest runs (a storm of about a second) it may not, so the check holds
+  // from 1,000 items up (3-11 per run at 2,000); the count is printed always.
+  if (c.items >= 1000) {
+    check(f.items_exhausted_by_lapse > 0, "some items were failed by a lapse of their last attempt");
+  }
   check(refused_total > 0, "some late reports were refused");
   return out;
 }
