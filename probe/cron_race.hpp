@@ -43,6 +43,8 @@
 //   E  the worker walked every minute up to M and exited
 #pragma once
 
+#include "probe/scenario.hpp"
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -195,18 +197,7 @@ struct ScenarioConfig {
   std::int64_t occurrences = 200;
   double deadline = 0;  // fleet::seconds_now() after which the run gives up (FAIL)
 };
-struct Figure {
-  std::string name;
-  std::variant<std::int64_t, double> value;  // a double prints with three decimals
-};
-struct Check {
-  bool ok = false;
-  std::string sentence;
-};
-struct Result {
-  std::vector<Figure> figures;
-  std::vector<Check> checks;
-};
+using Result = ScenarioResult;  // probe/scenario.hpp
 // Throws what the store throws while setting up; a worker's failure is a
 // failed check. Every process it started is gone when it returns.
 Result run(const ScenarioConfig& config);

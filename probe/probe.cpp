@@ -1742,12 +1742,8 @@ class Probe {
     check_verify(report, store);
   }
 
-  // Workers drain a queue under a retry policy of 3 attempts while attempts
-  // fail and workers are SIGKILLed holding items (probe/retry_storm.hpp).
-  void retry_storm(Report& report) {
-    const storm::Result result =
-        storm::run({.store = config_.store, .project = project_, .scratch = scratch_,
-                    .workers = workers_or(16), .items = items_or(2'000), .deadline = deadline()});
+  // A scenario's figures and checks into the report, then verify.
+  void report_scenario(Report& report, const ScenarioResult& result) {
     for (const auto& figure : result.figures) {
       if (const auto* n = std::get_if<std::int64_t>(&figure.value)) {
         report.count(figure.name, *n);
@@ -1760,22 +1756,22 @@ class Probe {
     check_verify(report, store);
   }
 
+  // Workers drain a queue under a retry policy of 3 attempts while attempts
+  // fail and workers are SIGKILLed holding items (probe/retry_storm.hpp).
+  void retry_storm(Report& report) {
+    const storm::Result result =
+        storm::run({.store = config_.store, .project = project_, .scratch = scratch_,
+                    .workers = workers_or(16), .items = items_or(2'000), .deadline = deadline()});
+    report_scenario(report, result);
+  }
+
   // Workers race to fire one schedule's occurrences, on clocks of their own,
   // by tick and by claim (probe/cron_race.hpp).
   void cron_race(Report& report) {
     const cron::Result result = cron::run({.store = config_.store, .project = project_,
                                            .scratch = scratch_, .workers = workers_or(16),
                                            .occurrences = items_or(200), .deadline = deadline()});
-    for (const auto& figure : result.figures) {
-      if (const auto* n = std::get_if<std::int64_t>(&figure.value)) {
-        report.count(figure.name, *n);
-      } else {
-        report.fixed(figure.name, std::get<double>(figure.value));
-      }
-    }
-    for (const auto& c : result.checks) report.check(c.ok, c.sentence);
-    ControlStore store{config_.store};
-    check_verify(report, store);
+    report_scenario(report, result);
   }
 
   Config config_;
