@@ -1,6 +1,6 @@
 // The PostgreSQL backend: the engine for fleets on several hosts. See
-// postgres_backend.cpp for its schema and how it meets the contract of
-// storage/backend.hpp. Only this target links libpq.
+// schema.hpp for its schema and internal.hpp for how it meets the contract
+// of storage/backend.hpp. Only this target links libpq.
 #pragma once
 
 #include <memory>

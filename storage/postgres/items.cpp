@@ -1,0 +1,197 @@
+// The PostgreSQL engine's items: locking reads, deferred writes, and the
+// claim's candidates (FOR UPDATE SKIP LOCKED).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "storage/postgres/internal.hpp"
+#include "storage/postgres/rows.hpp"
+
+namespace cplane::storage::postgres {
+
+std::optional<ItemRow> PostgresBackend::one_item(const Result& r) {
+  if (r.rows() == 0) return std::nullopt;
+  return read_item(r, 0);
+}
+
+std::optional<ItemRow> PostgresBackend::find_item(std::string_view item_id) {
+  return one_item(locking([&] {
+    return run(fmt::format("SELECT {} FROM items WHERE item_id = $1{}", kItemColumns, lock()),
+               Params().text(item_id));
+  }));
+}
+
+std::vector<std::optional<ItemRow>> PostgresBackend::find_items(
+    const std::vector<std::string>& item_ids) {
+  Result r = locking([&] {
+    return run(fmt::format("SELECT {} FROM items WHERE item_id = ANY($1::text[]) ORDER BY "
+                           "item_id{}",
+                           kItemColumns, lock()),
+               Params().text(array_literal(item_ids)));
+  });
+  std::vector<std::optional<ItemRow>> out(item_ids.size());
+  for (int i = 0; i < r.rows(); ++i) {
+    ItemRow row = read_item(r, i);
+    for (std::size_t k = 0; k < item_ids.size(); ++k) {
+      if (item_ids[k] == row.item_id) out[k] = row;
+    }
+  }
+  return out;
+}
+
+std::optional<ItemRow> PostgresBackend::find_item_by_key(const std::string& project_id,
+                                                         std::string_view key) {
+  return one_item(run(fmt::format("SELECT {} FROM items WHERE project_id = $1 AND idem_key = $2{}",
+                                  kItemColumns, lock()),
+                      Params().text(project_id).text(key)));
+}
+
+void PostgresBackend::insert_item(const ItemRow& r) {
+  defer(fmt::format("INSERT INTO items ({}) VALUES ({})", kItemColumns, kItemValues),
+        item_params(r));
+}
+
+void PostgresBackend::put_item(const ItemRow& r) {
+  defer(fmt::format("INSERT INTO items ({}) VALUES ({}) ON CONFLICT (item_id) DO UPDATE SET {}",
+                    kItemColumns, kItemValues, kItemUpdate),
+        item_params(r));
+}
+
+void PostgresBackend::delete_item(std::string_view item_id) {
+  run("DELETE FROM items WHERE item_id = $1", Params().text(item_id));
+}
+
+std::optional<ItemRow> PostgresBackend::oldest_ready(const std::string& project_id) {
+  return one_item(run(fmt::format("SELECT {} FROM items WHERE status = 'ready' AND project_id = "
+                                  "$1 ORDER BY queued_seq LIMIT 1{}",
+                                  kItemColumns, claim_lock()),
+                      Params().text(project_id)));
+}
+
+std::optional<ItemRow> PostgresBackend::earliest_lapsed(Micros now, const std::string& project_id) {
+  return one_item(run(fmt::format("SELECT {} FROM items WHERE status = 'claimed' AND project_id "
+                                  "= $1 AND lease_expires_at <= $2 ORDER BY lease_expires_at, "
+                                  "queued_seq LIMIT 1{}",
+                                  kItemColumns, claim_lock()),
+                      Params().text(project_id).i64(now)));
+}
+
+std::optional<ItemRow> PostgresBackend::earliest_due(Micros now, const std::string& project_id) {
+  return one_item(run(fmt::format("SELECT {} FROM items WHERE status = 'scheduled' AND "
+                                  "project_id = $1 AND run_at <= $2 ORDER BY run_at, "
+                                  "queued_seq LIMIT 1{}",
+                                  kItemColumns, claim_lock()),
+                      Params().text(project_id).i64(now)));
+}
+
+std::vector<std::string> PostgresBackend::claimable_project_ids(const std::string* actor) {
+  Result r = actor == nullptr
+                 ? run("SELECT project_id FROM projects WHERE NOT paused ORDER BY project_id")
+                 : run("SELECT a.project_id FROM project_actors a JOIN projects p ON "
+                       "p.project_id = a.project_id WHERE a.actor = $1 AND NOT p.paused "
+                       "ORDER BY a.project_id",
+                       Params().text(*actor));
+  std::vector<std::string> out;
+  for (int i = 0; i < r.rows(); ++i) out.push_back(r.text(i, 0));
+  return out;
+}
+
+std::vector<ItemRow> PostgresBackend::items_in_status(const std::string& project_id,
+                                                      ItemStatus status, std::size_t limit) {
+  Result r = run(fmt::format("SELECT {} FROM items WHERE project_id = $1 AND status = '{}' "
+                             "ORDER BY {} LIMIT $2{}",
+                             kItemColumns, to_string(status), status_order(status), lock()),
+                 Params().text(project_id).i64(static_cast<std::int64_t>(limit)));
+  std::vector<ItemRow> out;
+  for (int i = 0; i < r.rows(); ++i) out.push_back(read_item(r, i));
+  return out;
+}
+
+std::vector<Backend::CandidateList> PostgresBackend::claim_candidates(Micros now,
+                                                                      const std::string* actor,
+                                                                      std::size_t limit) {
+  if (!writing_) return Backend::claim_candidates(now, actor, limit);
+  static const std::string kSql = [] {
+    const std::string ready = fmt::format(
+        "SELECT {} FROM items WHERE status = 'ready' AND project_id = p.project_id ORDER BY "
+        "queued_seq LIMIT $3 FOR UPDATE SKIP LOCKED",
+        kItemColumns);
+    const std::string lapsed = fmt::format(
+        "SELECT {} FROM items WHERE status = 'claimed' AND project_id = p.project_id AND "
+        "lease_expires_at <= $1 ORDER BY lease_expires_at, queued_seq LIMIT $3 FOR UPDATE "
+        "SKIP LOCKED",
+        kItemColumns);
+    const std::string due = fmt::format(
+        "SELECT {} FROM items WHERE status = 'scheduled' AND project_id = p.project_id AND "
+        "run_at <= $1 ORDER BY run_at, queued_seq LIMIT $3 FOR UPDATE SKIP LOCKED",
+        kItemColumns);
+    return fmt::format(
+        "WITH p AS (SELECT project_id FROM projects WHERE $2::text IS NULL AND NOT paused "
+        "UNION ALL SELECT a.project_id FROM project_actors a JOIN projects j ON j.project_id = "
+        "a.project_id WHERE a.actor = $2::text AND NOT j.paused) "
+        "SELECT r.*, 'r' || p.project_id FROM p CROSS JOIN LATERAL ({}) r UNION ALL "
+        "SELECT l.*, 'l' || p.project_id FROM p CROSS JOIN LATERAL ({}) l UNION ALL "
+        "SELECT d.*, 'd' || p.project_id FROM p CROSS JOIN LATERAL ({}) d",
+        ready, lapsed, due);
+  }();
+  Params params;
+  params.i64(now);
+  if (actor != nullptr) {
+    params.text(*actor);
+  } else {
+    params.null();
+  }
+  params.i64(static_cast<std::int64_t>(limit));
+  Result r = run(kSql, std::move(params));
+  std::vector<CandidateList> out;
+  std::string list;
+  for (int i = 0; i < r.rows(); ++i) {
+    std::string key = r.text(i, 32);
+    if (out.empty() || key != list) {
+      out.emplace_back();
+      list = std::move(key);
+    }
+    out.back().rows.push_back(read_item(r, i));
+  }
+  for (auto& l : out) l.more = l.rows.size() >= limit;
+  return out;
+}
+
+std::vector<ItemRow> PostgresBackend::lapsed_items(Micros now, const std::string& project_id) {
+  Result r = run(fmt::format("SELECT {} FROM items WHERE status = 'claimed' AND project_id = $1 "
+                             "AND lease_expires_at <= $2 ORDER BY lease_expires_at, queued_seq{}",
+                             kItemColumns, claim_lock()),
+                 Params().text(project_id).i64(now));
+  std::vector<ItemRow> out;
+  for (int i = 0; i < r.rows(); ++i) out.push_back(read_item(r, i));
+  return out;
+}
+
+std::optional<Micros> PostgresBackend::next_lapse(const std::string& project_id) {
+  Result r = run("SELECT least((SELECT min(lease_expires_at) FROM items WHERE status = "
+                 "'claimed' AND project_id = $1), (SELECT min(run_at) FROM items WHERE status "
+                 "= 'scheduled' AND project_id = $1))",
+                 Params().text(project_id));
+  if (r.null(0, 0)) return std::nullopt;
+  return r.i64(0, 0);
+}
+
+std::unique_ptr<Cursor<ScannedItem>> PostgresBackend::scan_items() {
+  return cursor<ScannedItem>(fmt::format("SELECT {} FROM items ORDER BY item_id", kItemColumns),
+                             Params(), fill_item);
+}
+
+std::unique_ptr<Cursor<ItemRow>> PostgresBackend::scan_allocatable(const std::string& project_id) {
+  return cursor<ItemRow>(
+      fmt::format("SELECT {} FROM items WHERE project_id = $1 AND status IN ('ready', "
+                  "'claimed', 'scheduled') ORDER BY (terminal_since IS NOT NULL) DESC, priority DESC, "
+                  "queued_seq",
+                  kAllocationColumns),
+      Params().text(project_id), fill_allocatable);
+}
+
+}  // namespace cplane::storage::postgres
