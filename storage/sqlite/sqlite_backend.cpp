@@ -1,86 +1,5 @@
-// The SQLite schema (version 6)
-// =============================
-//
-// The log and its chain:
-//
-//   events          the log. One row per event, never updated or deleted.
-//     seq           INTEGER PRIMARY KEY: global order, from 1, rising; a
-//                   reader must not assume it has no gaps (the contract in
-//                   storage/backend.hpp).
-//     item_id       the item for item events, NULL for the others.
-//     project_id    the project the event belongs to.
-//     type          the body's union member (EventTraits' stored name:
-//                   "queued", "claimed", "project_created", ...), for
-//                   operators.
-//     at            microseconds since the epoch, as in the body.
-//     body          the Cap'n Proto encoded event (events/events.capnp): the
-//                   canonical copy. Every other column is an index of it;
-//                   `verify` checks that they agree.
-//     stream_kind   the stream the event belongs to: "item", "project",
-//     stream_id     "session" or "incident", and its id (the item, project
-//                   or session id; incident_stream_id for an incident).
-//                   Scans and replays go by stream: events_by_stream
-//                   (stream_kind, stream_id, seq). (Added by version 3;
-//                   version-2 rows are filed by their item_id column.)
-//     stream_rev    the event's revision in its stream, from 1, and its
-//     hash          chain hash (events/chain.hpp). (Added by version 4,
-//                   which chains the existing log once.)
-//
-//   stream_heads    one row per stream (stream_kind, stream_id): its last
-//                   revision, last seq and hash. WITHOUT ROWID.
-//   log_digest      the log's digest: the event count, the last seq and the
-//                   XOR of every head's hash. One shard (0) here; a server
-//                   backend may keep several.
-//   store_info      key/value facts about the database: 'database_id' (a
-//                   random id, stamped at creation, that exports name their
-//                   source by); 'seqs' = 'sparse' once a restore from a log
-//                   with gaps (a PostgreSQL export) made gaps normal here.
-//
-// The projected rows, each the fold of its stream's events (projections/),
-// each with `last_seq`, the seq of the last event applied:
-//
-//   items           one row per item. WITHOUT ROWID, keyed by item_id. Two
-//                   partial indexes make a claim two index seeks per project
-//                   in scope, whatever the depth of the queue:
-//       items_ready  (project_id, queued_seq)       WHERE status = 'ready'
-//       items_lease  (project_id, lease_expires_at, queued_seq)
-//                                                   WHERE status = 'claimed'
-//                   (leases that lapse together are reclaimed in queue order)
-//                   They are per project only: a global copy of each would
-//                   cost every claim two more page writes, to spare a loop
-//                   over the (few) projects.
-//
-//                   Since version 5 a row also holds what the forge knows
-//                   (kind, ref, head, review, author, close_reason, and the
-//                   closed status), the assignment (session, actions joined
-//                   by commas, expected_head, head_moved: 1 once the head
-//                   moved after it was pinned), the priority and the
-//                   terminal path (terminal_since, terminal_reason).
-//                   items_by_session (session, item_id), partial on claimed
-//                   rows with a session, finds a session's leases;
-//                   items_alloc (project_id, on the terminal path first,
-//                   priority, queued_seq), partial on ready and claimed rows,
-//                   is the allocator's ranking. Since version 6, idem_key
-//                   (enqueue --key), unique per project: items_by_key.
-//
-//   projects        one row per project_created event.
-//   project_actors  one row per (project, actor) assignment;
-//                   project_actors_by_actor finds an actor's projects.
-//   sessions        one row per session stream (since version 5).
-//   terminal_locks  one row per open item on the terminal path (since
-//                   version 5), the projection of its item's stream.
-//   incident_links  one row per incident stream (since version 5), keyed by
-//                   (provider, fingerprint, org, repo, environment), absent
-//                   parts ''; incident_id is the stream id, and
-//                   incident_links_by_target finds the links to an item.
-//
-// Invariants: every change to a projected row is made in the same
-// transaction as the event(s) that explain it; a row equals the fold of its
-// stream, and each stream's head matches its last event. PRAGMA
-// user_version holds the schema version and application_id the magic
-// 0x63706c6e ("cpln"), so a foreign SQLite file is refused rather than
-// silently written to. An older database is migrated, one version at a
-// time (kMigrations), by the first writer; a reader refuses it.
+// The SQLite engine. The on-disk schema and its invariants are described in
+// schema.cpp.
 //
 // Concurrency: WAL mode, so readers and the writer never block each other.
 // Every write command is BEGIN IMMEDIATE: the write lock is held before the
@@ -100,28 +19,14 @@
 
 #include "events/chain.hpp"
 
-#include <sodium.h>
-
-#include <fcntl.h>
-#include <poll.h>
-#include <pthread.h>
-#include <sys/inotify.h>
-#include <signal.h>
-#include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <thread>
 #include <sqlite3.h>
 
 #include <fmt/format.h>
@@ -130,7 +35,11 @@
 #include "events/codec.hpp"
 #include "storage/sqlite/coalescing_vfs.hpp"
 #include "storage/sqlite/combine_area.hpp"
+#include "storage/sqlite/row_codec.hpp"
+#include "storage/sqlite/schema.hpp"
 #include "storage/sqlite/statement.hpp"
+#include "storage/sqlite/wal_watch.hpp"
+#include "storage/sqlite/writer_lock.hpp"
 #include "storage/open.hpp"
 #include "events/errors.hpp"
 #include "events/json.hpp"
@@ -139,503 +48,7 @@
 namespace cplane::storage {
 namespace {
 
-constexpr int kApplicationId = 0x63706c6e;
-
-// The hash chain's tables (events/chain.hpp): each stream's head, and the
-// log's digest. On SQLite the digest has one shard (0); a server backend may
-// keep several, whose XOR is the log's.
-const char* const kChainTables = R"sql(
-CREATE TABLE stream_heads (
-  stream_kind TEXT NOT NULL,
-  stream_id   TEXT NOT NULL,
-  revision    INTEGER NOT NULL,
-  last_seq    INTEGER NOT NULL,
-  hash        BLOB NOT NULL,
-  PRIMARY KEY (stream_kind, stream_id)
-) WITHOUT ROWID;
-CREATE TABLE log_digest (
-  shard    INTEGER PRIMARY KEY,
-  events   INTEGER NOT NULL,
-  last_seq INTEGER NOT NULL,
-  digest   BLOB NOT NULL
-);
-CREATE TABLE store_info (
-  key   TEXT PRIMARY KEY,
-  value TEXT NOT NULL
-) WITHOUT ROWID;
-)sql";
-
-// The current schema, created whole in a new database.
-const char* const kSchemaTables = R"sql(
-CREATE TABLE events (
-  seq         INTEGER PRIMARY KEY,
-  item_id     TEXT,
-  project_id  TEXT NOT NULL,
-  type        TEXT NOT NULL,
-  at          INTEGER NOT NULL,
-  body        BLOB NOT NULL,
-  stream_kind TEXT NOT NULL DEFAULT '',
-  stream_id   TEXT NOT NULL DEFAULT '',
-  stream_rev  INTEGER NOT NULL DEFAULT 0,
-  hash        BLOB
-);
-CREATE INDEX events_by_stream ON events(stream_kind, stream_id, seq);
-)sql";
-// Items and sessions as of version 5 (forge fields, the assignment, the
-// closed status; sessions), created whole by a new database and by the
-// migration from 4, which copies the version-4 rows in.
-const char* const kItemsTableV5 = R"sql(
-CREATE TABLE items (
-  item_id          TEXT PRIMARY KEY,
-  project_id       TEXT NOT NULL,
-  payload          TEXT NOT NULL,
-  status           TEXT NOT NULL CHECK (status IN ('ready', 'claimed', 'done', 'failed', 'closed')),
-  owner            TEXT,
-  fence            INTEGER NOT NULL,
-  attempts         INTEGER NOT NULL,
-  lease_expires_at INTEGER,
-  detail           TEXT,
-  queued_seq       INTEGER NOT NULL,
-  queued_at        INTEGER NOT NULL,
-  updated_at       INTEGER NOT NULL,
-  last_seq         INTEGER NOT NULL,
-  kind             TEXT NOT NULL DEFAULT 'task',
-  ref              TEXT,
-  head             TEXT,
-  review           TEXT NOT NULL DEFAULT 'none',
-  author           TEXT,
-  session          TEXT,
-  actions          TEXT,
-  expected_head    TEXT,
-  close_reason     TEXT,
-  head_moved       INTEGER NOT NULL DEFAULT 0,
-  priority         INTEGER NOT NULL DEFAULT 0,
-  terminal_since   INTEGER,
-  terminal_reason  TEXT
-) WITHOUT ROWID;
-CREATE INDEX items_ready ON items(project_id, queued_seq) WHERE status = 'ready';
-CREATE INDEX items_lease ON items(project_id, lease_expires_at, queued_seq)
-  WHERE status = 'claimed';
-CREATE INDEX items_by_session ON items(session, item_id)
-  WHERE status = 'claimed' AND session IS NOT NULL;
-CREATE INDEX items_alloc ON items(project_id, (terminal_since IS NOT NULL) DESC, priority DESC,
-                                  queued_seq)
-  WHERE status IN ('ready', 'claimed');
-)sql";
-// The terminal path and incident links, as of version 5 (unchanged since).
-const char* const kSideTables = R"sql(
-CREATE TABLE terminal_locks (
-  item_id TEXT PRIMARY KEY,
-  since   INTEGER NOT NULL,
-  reason  TEXT NOT NULL,
-  item    TEXT GENERATED ALWAYS AS (item_id) VIRTUAL
-) WITHOUT ROWID;
-CREATE TABLE incident_links (
-  provider    TEXT NOT NULL,
-  fingerprint TEXT NOT NULL,
-  org         TEXT NOT NULL DEFAULT '',
-  repo        TEXT NOT NULL DEFAULT '',
-  environment TEXT NOT NULL DEFAULT '',
-  target      TEXT NOT NULL,
-  status      TEXT,
-  event_count INTEGER,
-  permalink   TEXT,
-  first_seen  TEXT,
-  last_seen   TEXT,
-  linked_prs  TEXT,
-  incident_id TEXT NOT NULL UNIQUE,
-  linked_at   INTEGER NOT NULL,
-  updated_at  INTEGER NOT NULL,
-  last_seq    INTEGER NOT NULL,
-  PRIMARY KEY (provider, fingerprint, org, repo, environment)
-) WITHOUT ROWID;
-CREATE INDEX incident_links_by_target ON incident_links(target, incident_id);
-)sql";
-const char* const kSessionsTable = R"sql(
-CREATE TABLE sessions (
-  session_id   TEXT PRIMARY KEY,
-  actor        TEXT,
-  opened_at    INTEGER NOT NULL,
-  last_seen_at INTEGER NOT NULL,
-  closed_at    INTEGER,
-  last_seq     INTEGER NOT NULL
-) WITHOUT ROWID;
-)sql";
-const std::string kMigration5 = std::string(R"sql(
-ALTER TABLE items RENAME TO items_v4;
-DROP INDEX items_ready;
-DROP INDEX items_lease;
-)sql") + kItemsTableV5 + kSideTables + R"sql(
-INSERT INTO items (item_id, project_id, payload, status, owner, fence, attempts,
-                   lease_expires_at, detail, queued_seq, queued_at, updated_at, last_seq)
-  SELECT item_id, project_id, payload, status, owner, fence, attempts, lease_expires_at, detail,
-         queued_seq, queued_at, updated_at, last_seq FROM items_v4;
-DROP TABLE items_v4;
-)sql" + kSessionsTable;
-
-// Version 6: enqueue's idempotency key, unique per project.
-const char* const kMigration6 = R"sql(
-ALTER TABLE items ADD COLUMN idem_key TEXT;
-CREATE UNIQUE INDEX items_by_key ON items(project_id, idem_key) WHERE idem_key IS NOT NULL;
-)sql";
-
-// Version 7: the job lifecycle. items gains the scheduled and cancelled
-// statuses (the table is copied: SQLite cannot change a CHECK), the retry
-// policy (max_attempts, backoff, attempt_limit) and run_at; projects gain
-// their retry policy and pause. Indexes, each with the query it serves:
-//   items_ready    a claim's ready candidate: (project, queue order)
-//   items_lease    a claim's lapsed candidate and the sweep: (project, lease end)
-//   items_due      a claim's scheduled candidate: (project, run_at), so that
-//                  10^6 items scheduled for later cost one seek, not a scan
-//   items_by_session  a session's leases
-//   items_alloc    the allocator's ranking (open items)
-//   items_by_key   enqueue --key, unique per project
-//   items_failed, items_cancelled   bulk retry (and the dead end's listing):
-//                  (project, item id), partial, so that they cost nothing for
-//                  the open items
-const char* const kItemsTable = R"sql(
-CREATE TABLE items (
-  item_id          TEXT PRIMARY KEY,
-  project_id       TEXT NOT NULL,
-  payload          TEXT NOT NULL,
-  status           TEXT NOT NULL CHECK (status IN ('ready', 'claimed', 'done', 'failed', 'closed', 'scheduled', 'cancelled')),
-  owner            TEXT,
-  fence            INTEGER NOT NULL,
-  attempts         INTEGER NOT NULL,
-  lease_expires_at INTEGER,
-  detail           TEXT,
-  queued_seq       INTEGER NOT NULL,
-  queued_at        INTEGER NOT NULL,
-  updated_at       INTEGER NOT NULL,
-  last_seq         INTEGER NOT NULL,
-  kind             TEXT NOT NULL DEFAULT 'task',
-  ref              TEXT,
-  head             TEXT,
-  review           TEXT NOT NULL DEFAULT 'none',
-  author           TEXT,
-  session          TEXT,
-  actions          TEXT,
-  expected_head    TEXT,
-  close_reason     TEXT,
-  head_moved       INTEGER NOT NULL DEFAULT 0,
-  priority         INTEGER NOT NULL DEFAULT 0,
-  terminal_since   INTEGER,
-  terminal_reason  TEXT,
-  idem_key         TEXT,
-  max_attempts     INTEGER NOT NULL DEFAULT 0,
-  backoff          TEXT,
-  attempt_limit    INTEGER NOT NULL DEFAULT 0,
-  run_at           INTEGER,
-  ended_fence      INTEGER NOT NULL DEFAULT 0
-) WITHOUT ROWID;
-CREATE INDEX items_ready ON items(project_id, queued_seq) WHERE status = 'ready';
-CREATE INDEX items_lease ON items(project_id, lease_expires_at, queued_seq)
-  WHERE status = 'claimed';
-CREATE INDEX items_due ON items(project_id, run_at, queued_seq) WHERE status = 'scheduled';
-CREATE INDEX items_by_session ON items(session, item_id)
-  WHERE status = 'claimed' AND session IS NOT NULL;
-CREATE INDEX items_alloc ON items(project_id, (terminal_since IS NOT NULL) DESC, priority DESC,
-                                  queued_seq)
-  WHERE status IN ('ready', 'claimed', 'scheduled');
-CREATE UNIQUE INDEX items_by_key ON items(project_id, idem_key) WHERE idem_key IS NOT NULL;
-CREATE INDEX items_failed ON items(project_id, item_id) WHERE status = 'failed';
-CREATE INDEX items_cancelled ON items(project_id, item_id) WHERE status = 'cancelled';
-)sql";
-const char* const kSchedulesTable = R"sql(
-CREATE TABLE schedules (
-  name            TEXT PRIMARY KEY,
-  project_id      TEXT NOT NULL,
-  cron            TEXT NOT NULL,
-  zone            TEXT NOT NULL,
-  payload         TEXT NOT NULL,
-  overlap_skip    INTEGER NOT NULL,
-  catch_up        INTEGER NOT NULL,
-  next_at         INTEGER NOT NULL,
-  paused          INTEGER NOT NULL,
-  removed         INTEGER NOT NULL,
-  last_item       TEXT,
-  last_occurrence INTEGER NOT NULL,
-  fired           INTEGER NOT NULL,
-  created_at      INTEGER NOT NULL,
-  updated_at      INTEGER NOT NULL,
-  last_seq        INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX schedules_due ON schedules(next_at) WHERE paused = 0 AND removed = 0;
-)sql";
-const char* const kProjectLifecycle = R"sql(
-ALTER TABLE projects ADD COLUMN max_attempts INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE projects ADD COLUMN backoff TEXT NOT NULL DEFAULT '';
-ALTER TABLE projects ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE projects ADD COLUMN pause_reason TEXT NOT NULL DEFAULT '';
-)sql";
-const std::string kMigration7 = std::string(R"sql(
-ALTER TABLE items RENAME TO items_v6;
-DROP INDEX items_ready;
-DROP INDEX items_lease;
-DROP INDEX items_by_session;
-DROP INDEX items_alloc;
-DROP INDEX items_by_key;
-)sql") + kItemsTable + R"sql(
-INSERT INTO items (item_id, project_id, payload, status, owner, fence, attempts,
-                   lease_expires_at, detail, queued_seq, queued_at, updated_at, last_seq, kind,
-                   ref, head, review, author, session, actions, expected_head, close_reason,
-                   head_moved, priority, terminal_since, terminal_reason, idem_key)
-  SELECT item_id, project_id, payload, status, owner, fence, attempts, lease_expires_at, detail,
-         queued_seq, queued_at, updated_at, last_seq, kind, ref, head, review, author, session,
-         actions, expected_head, close_reason, head_moved, priority, terminal_since,
-         terminal_reason, idem_key FROM items_v6;
-DROP TABLE items_v6;
-)sql" + kProjectLifecycle + kSchedulesTable;
-
-const std::string kSchemaRest = R"sql(
-CREATE TABLE projects (
-  project_id TEXT PRIMARY KEY,
-  title      TEXT NOT NULL,
-  status     TEXT NOT NULL,
-  created_at INTEGER NOT NULL,
-  last_seq   INTEGER NOT NULL
-) WITHOUT ROWID;
-
-CREATE TABLE project_actors (
-  project_id  TEXT NOT NULL,
-  actor       TEXT NOT NULL,
-  assigned_at INTEGER NOT NULL,
-  last_seq    INTEGER NOT NULL,
-  PRIMARY KEY (project_id, actor)
-) WITHOUT ROWID;
-CREATE INDEX project_actors_by_actor ON project_actors(actor, project_id);
-
-)sql" + std::string(kItemsTable) + kSideTables + kSessionsTable + kProjectLifecycle +
-    kSchedulesTable;
-const std::string kSchema =
-    std::string(kSchemaTables) + kChainTables +
-    "INSERT INTO log_digest (shard, events, last_seq, digest) VALUES (0, 0, 0, zeroblob(32));\n" +
-    kSchemaRest;
-const std::string kMigration4 = std::string(R"sql(
-ALTER TABLE events ADD COLUMN stream_rev INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE events ADD COLUMN hash BLOB;
-)sql") + kChainTables;
-
-// Migrations, one per version: kMigrations[v] takes a database from
-// version v to v + 1, inside the migrating transaction.
-//   1 -> 2  lapsed leases that end at the same moment go in queue order
-//           (version 1 ordered them by item id).
-//   2 -> 3  every event names its stream: stream_kind and stream_id, filled
-//           from the item_id column (NULL: a project event).
-//   3 -> 4  the hash chain: stream_rev and hash on every event, the
-//           stream_heads and log_digest tables; chain_existing_log() then
-//           computes the chain once over the log as it stands.
-//   4 -> 5  forge work items and sessions: items gains kind, ref, head,
-//           review, author, session, actions, expected_head, close_reason
-//           and the closed status (the table is copied, as SQLite cannot
-//           change a CHECK); the sessions table.
-//   5 -> 6  items.idem_key (enqueue --key) and its unique index.
-//   6 -> 7  the job lifecycle (kMigration7): statuses scheduled and
-//           cancelled, retry policies, run_at, pause; items_due,
-//           items_failed and items_cancelled.
-const char* const kMigrations[] = {
-    nullptr,
-    nullptr,
-    R"sql(
-DROP INDEX items_lease;
-CREATE INDEX items_lease ON items(project_id, lease_expires_at, queued_seq)
-  WHERE status = 'claimed';
-)sql",
-    R"sql(
-ALTER TABLE events ADD COLUMN stream_kind TEXT NOT NULL DEFAULT '';
-ALTER TABLE events ADD COLUMN stream_id TEXT NOT NULL DEFAULT '';
-UPDATE events SET stream_kind = CASE WHEN item_id IS NULL THEN 'project' ELSE 'item' END,
-                  stream_id = coalesce(item_id, project_id);
-DROP INDEX events_by_item;
-CREATE INDEX events_by_stream ON events(stream_kind, stream_id, seq);
-)sql",
-    kMigration4.c_str(),
-    kMigration5.c_str(),
-    kMigration6,
-    kMigration7.c_str(),
-};
-
-const char* const kItemColumns =
-    "item_id, project_id, payload, status, owner, fence, attempts, lease_expires_at, detail, "
-    "queued_seq, queued_at, updated_at, last_seq, kind, ref, head, review, author, session, "
-    "actions, expected_head, close_reason, head_moved, priority, terminal_since, terminal_reason, "
-    "idem_key, max_attempts, backoff, attempt_limit, run_at, ended_fence";
-const char* const kItemValues =
-    "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, "
-    "?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32";
-const char* const kIncidentColumns =
-    "provider, fingerprint, org, repo, environment, target, status, event_count, permalink, "
-    "first_seen, last_seen, linked_prs, incident_id, linked_at, updated_at, last_seq";
-// What the allocator ranks and judges by: no payload, so that a walk past
-// many candidates reads little.
-const char* const kAllocationColumns =
-    "item_id, project_id, status, session, lease_expires_at, review, author, terminal_since, "
-    "priority, queued_seq, run_at, attempts, attempt_limit";
-const char* const kProjectColumns =
-    "project_id, title, status, created_at, last_seq, max_attempts, backoff, paused, pause_reason";
-const char* const kSessionColumns =
-    "session_id, actor, opened_at, last_seen_at, closed_at, last_seq";
-const char* const kScheduleColumns =
-    "name, project_id, cron, zone, payload, overlap_skip, catch_up, next_at, paused, removed, "
-    "last_item, last_occurrence, fired, created_at, updated_at, last_seq";
-
-// ENOSPC, EDQUOT and EFBIG (a file size limit, with SIGXFSZ ignored) all
-// mean "no room": SQLite rolls the transaction back, so nothing was written.
-// Returns that errno, or 0 for any other failure.
-int no_room_errno(sqlite3* db, int rc) {
-  const int primary = rc & 0xff;
-  if (primary != SQLITE_FULL && primary != SQLITE_IOERR) return 0;
-  if (const int shim = take_no_room_errno(); shim != 0) return shim;
-  const int e = db != nullptr ? sqlite3_system_errno(db) : 0;
-  if (e == ENOSPC || e == EDQUOT || e == EFBIG) return e;
-  return primary == SQLITE_FULL ? ENOSPC : 0;
-}
-
-[[noreturn]] void fail(sqlite3* db, int rc, const std::string& what) {
-  const int primary = rc & 0xff;
-  const char* message = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-  const std::string text = fmt::format("{}: {}", what, message);
-  if (const int e = no_room_errno(db, rc); e != 0) {
-    throw StorageError(
-        StorageError::Category::full,
-        fmt::format("{}: {} ({}); the transaction was rolled back and nothing was written: "
-                    "free space (or raise the limit) and retry",
-                    what,
-                    e == EFBIG    ? "the file size limit was reached"
-                    : e == EDQUOT ? "the disk quota is exhausted"
-                                  : "the disk is full",
-                    std::strerror(e)));
-  }
-  switch (primary) {
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-    case SQLITE_PROTOCOL:  // a lock SQLite retried for a while and did not get
-      throw StorageError(StorageError::Category::busy, text);
-    case SQLITE_CANTOPEN:
-    case SQLITE_PERM:
-    case SQLITE_AUTH:
-      throw StorageError(StorageError::Category::unavailable, text);
-    case SQLITE_CORRUPT:
-      throw StorageError(StorageError::Category::corruption,
-                         text + " (pages of the file are damaged: salvage every readable event "
-                                "into a new file with `cplane recover --db DAMAGED --to NEW`)");
-    case SQLITE_NOTADB:
-    case SQLITE_FORMAT:
-      throw StorageError(StorageError::Category::corruption, text);
-    default:
-      throw StorageError(StorageError::Category::io, text);
-  }
-}
-
-using sqlite::Blob;
-using sqlite::NullIfEmpty;
-using sqlite::NullIfZero;
-using sqlite::OptionalInt;
-using sqlite::OptionalText;
-using sqlite::Statement;
-
-// Reads an item row; a status, kind or review that is none of theirs goes
-// to `invalid_*` (the row is then reported by verify, repaired by rebuild).
-void fill_item(const Statement& s, ScannedItem& scanned) {
-  ItemRow& row = scanned.row;
-  s.text_into(0, row.item_id);
-  s.text_into(1, row.project_id);
-  s.text_into(2, row.payload);
-  scanned.invalid_status = read_stored(s.text(3), parse_item_status, row.status);
-  s.text_into(4, row.owner);
-  row.fence = static_cast<Fence>(s.i64(5));
-  row.attempts = static_cast<std::uint32_t>(s.i64(6));
-  row.lease_expires_at = s.i64(7);
-  s.text_into(8, row.detail);
-  row.queued_seq = s.i64(9);
-  row.queued_at = s.i64(10);
-  row.updated_at = s.i64(11);
-  row.last_seq = s.i64(12);
-  scanned.invalid_kind = read_stored(s.text(13), parse_work_kind_text, row.kind);
-  s.text_into(14, row.ref);
-  s.text_into(15, row.head);
-  scanned.invalid_review = read_stored(s.text(16), parse_review_text, row.review);
-  s.text_into(17, row.author);
-  s.text_into(18, row.session);
-  std::string actions;
-  s.text_into(19, actions);
-  row.actions = split_list(actions);  // "a,b," reads back as three: verify names it
-  s.text_into(20, row.expected_head);
-  s.text_into(21, row.close_reason);
-  row.head_moved = s.i64(22) != 0;
-  scanned.invalid_routing.clear();
-  const std::int64_t priority = s.i64(23);
-  if (s.type(23) != SQLITE_INTEGER || priority < std::numeric_limits<std::int32_t>::min() ||
-      priority > std::numeric_limits<std::int32_t>::max()) {
-    scanned.invalid_routing = fmt::format("priority '{}'", s.text(23));
-  }
-  row.priority = static_cast<std::int32_t>(priority);
-  const int since_type = s.type(24);
-  row.terminal_since = s.i64(24);
-  if (since_type != SQLITE_NULL && (since_type != SQLITE_INTEGER || row.terminal_since == 0) &&
-      scanned.invalid_routing.empty()) {
-    scanned.invalid_routing = fmt::format("terminal_since '{}'", s.text(24));
-  }
-  s.text_into(25, row.terminal_reason);
-  s.text_into(26, row.key);
-  row.max_attempts = static_cast<std::uint32_t>(s.i64(27));
-  s.text_into(28, row.backoff);
-  row.attempt_limit = static_cast<std::uint32_t>(s.i64(29));
-  row.run_at = s.i64(30);
-  row.ended_fence = static_cast<Fence>(s.i64(31));
-}
-
-// An item row a command decides on: one with an invalid status, kind or
-// review is refused.
-ItemRow read_item(const Statement& s) {
-  ScannedItem scanned;
-  fill_item(s, scanned);
-  return decidable(std::move(scanned));
-}
-
-const char* const kEventColumns =
-    "seq, stream_kind, stream_id, item_id, project_id, type, at, body, stream_rev, hash";
-
-void fill_event(const Statement& s, RawEvent& e) {
-  // A column stored with another type than cplane writes (only an edit does
-  // that) reads back converted, and could pass for the body's value: name
-  // it. (Checked before any read: a read converts the value in place.)
-  e.bad_column.clear();
-  static constexpr struct {
-    int col;
-    const char* name;
-    int type;
-    bool nullable;
-  } kTypes[] = {{0, "seq", SQLITE_INTEGER, false},        {1, "stream_kind", SQLITE_TEXT, false},
-                {2, "stream_id", SQLITE_TEXT, false},     {3, "item_id", SQLITE_TEXT, true},
-                {4, "project_id", SQLITE_TEXT, false},    {5, "type", SQLITE_TEXT, false},
-                {6, "at", SQLITE_INTEGER, false},         {7, "body", SQLITE_BLOB, false},
-                {8, "stream_rev", SQLITE_INTEGER, false}, {9, "hash", SQLITE_BLOB, true}};
-  static constexpr const char* kNames[] = {"", "INTEGER", "REAL", "TEXT", "BLOB", "NULL"};
-  for (const auto& t : kTypes) {
-    const int stored = s.type(t.col);
-    if (stored == t.type || (t.nullable && stored == SQLITE_NULL)) continue;
-    e.bad_column = fmt::format("column {} is stored as {}, not {}", t.name, kNames[stored],
-                               kNames[t.type]);
-    break;
-  }
-  e.seq = s.i64(0);
-  s.text_into(1, e.stream_kind);
-  s.text_into(2, e.stream_id);
-  s.text_into(3, e.item_id);
-  s.text_into(4, e.project_id);
-  s.text_into(5, e.type);
-  e.at = s.i64(6);
-  s.blob_into(7, e.body);
-  e.revision = s.i64(8);
-  s.blob_into(9, e.hash);
-}
-
-RawEvent read_event(const Statement& s) {
-  RawEvent e;
-  fill_event(s, e);
-  return e;
-}
+using namespace sqlite;
 
 class StatementCursor final : public Cursor<RawEvent> {
  public:
@@ -687,33 +100,6 @@ class ItemStatementCursor final : public Cursor<ScannedItem> {
  private:
   Statement stmt_;
 };
-
-// An incident row; metadata that is NULL is absent (nullopt), told apart
-// from an empty text by the column's type.
-IncidentLinkRow read_incident(const Statement& s) {
-  IncidentLinkRow r;
-  r.provider = s.text(0);
-  r.fingerprint = s.text(1);
-  r.org = s.text(2);
-  r.repo = s.text(3);
-  r.environment = s.text(4);
-  r.target = s.text(5);
-  auto opt = [&](int col) -> std::optional<std::string> {
-    if (s.type(col) == SQLITE_NULL) return std::nullopt;
-    return s.text(col);
-  };
-  r.status = opt(6);
-  if (s.type(7) != SQLITE_NULL) r.event_count = s.i64(7);
-  r.permalink = opt(8);
-  r.first_seen = opt(9);
-  r.last_seen = opt(10);
-  r.linked_prs = opt(11);
-  r.incident_id = s.text(12);
-  r.linked_at = s.i64(13);
-  r.updated_at = s.i64(14);
-  r.last_seq = s.i64(15);
-  return r;
-}
 
 // A cursor over any statement's rows, read by `fill`.
 template <class Row>
@@ -779,30 +165,6 @@ class AllocationCursor final : public Cursor<ItemRow> {
   Statement& stmt_;
 };
 
-SessionRow read_session(const Statement& s) {
-  return SessionRow{s.text(0), s.text(1), s.i64(2), s.i64(3), s.i64(4), s.i64(5)};
-}
-
-void fill_schedule(const Statement& s, ScheduleRow& row) {
-  row = ScheduleRow{};
-  s.text_into(0, row.name);
-  s.text_into(1, row.project_id);
-  s.text_into(2, row.cron);
-  s.text_into(3, row.zone);
-  s.text_into(4, row.payload);
-  row.overlap_skip = s.i64(5) != 0;
-  row.catch_up = s.i64(6);
-  row.next_at = s.i64(7);
-  row.paused = s.i64(8) != 0;
-  row.removed = s.i64(9) != 0;
-  s.text_into(10, row.last_item);
-  row.last_occurrence = s.i64(11);
-  row.fired = s.i64(12);
-  row.created_at = s.i64(13);
-  row.updated_at = s.i64(14);
-  row.last_seq = s.i64(15);
-}
-
 class SessionCursor final : public Cursor<SessionRow> {
  public:
   SessionCursor(sqlite3* db, const std::string& sql) : stmt_(db, sql.c_str()) { stmt_.bind(); }
@@ -814,268 +176,6 @@ class SessionCursor final : public Cursor<SessionRow> {
 
  private:
   Statement stmt_;
-};
-
-// The writer's side lock: an exclusive flock(2) on PATH-lock, fair because
-// waiters queue in the kernel. flock has no timeout, so a wait is bounded by
-// a per-thread POSIX timer whose signal (a no-op handler installed without
-// SA_RESTART) interrupts the wait with EINTR; the timer repeats after the
-// deadline so that a signal landing just before flock() is entered cannot
-// leave it blocked. If the application owns that signal or blocks it, the
-// wait polls instead. A waiter that gives up names the holder (and says
-// whether it is stopped) from the kernel's /proc/locks: holders write
-// nothing.
-using Clock = std::chrono::steady_clock;
-
-void interrupt_lock_wait(int) {}
-
-// The signal used to interrupt a lock wait, or 0 to poll.
-int lock_wait_signal() {
-  static const int signo = [] {
-    const int s = SIGRTMIN + 5;
-    if (s > SIGRTMAX) return 0;
-    struct sigaction old {};
-    if (::sigaction(s, nullptr, &old) != 0) return 0;
-    if (old.sa_handler == interrupt_lock_wait) return s;
-    if ((old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_DFL) return 0;  // not ours
-    struct sigaction sa {};
-    sa.sa_handler = interrupt_lock_wait;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0;  // no SA_RESTART: flock returns EINTR
-    return ::sigaction(s, &sa, nullptr) == 0 ? s : 0;
-  }();
-  if (signo == 0) return 0;
-  sigset_t blocked;
-  if (::pthread_sigmask(SIG_BLOCK, nullptr, &blocked) != 0 || sigismember(&blocked, signo)) return 0;
-  return signo;
-}
-
-// What a process is doing, from /proc/PID/stat: 'T' stopped, 't' traced.
-char process_state(pid_t pid) {
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  std::string line;
-  if (!std::getline(stat, line)) return '?';
-  const auto close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() ? line[close + 2] : '?';
-}
-
-class WriterLock {
- public:
-  WriterLock() = default;
-  // `database` is the file the lock guards: a new lock file gets its mode
-  // (so that whoever may write the database may take its lock) and, when
-  // root creates it, its owner. A symbolic link or any other non-regular
-  // file in the lock's place is refused, never written through.
-  WriterLock(const std::string& path, const std::string& database) : path_(path) {
-    struct stat db {};
-    const mode_t mode = ::stat(database.c_str(), &db) == 0 ? (db.st_mode & 0666) : 0644;
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
-    const bool created = fd_ >= 0;
-    if (!created && errno == EEXIST) fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    if (fd_ < 0) {
-      throw StorageError(StorageError::Category::unavailable,
-                         fmt::format("cannot open lock file {}: {}", path,
-                                     errno == ELOOP ? "it is a symbolic link" : std::strerror(errno)));
-    }
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd_);
-      fd_ = -1;
-      throw StorageError(StorageError::Category::unavailable,
-                         fmt::format("lock file {} is not a regular file", path));
-    }
-    if (created) {
-      // Just made: the database's mode, past the umask, and, when root made
-      // it beside someone else's database, their ownership. Failures leave
-      // a lock that still works for its maker.
-      if (::geteuid() == 0 && db.st_uid != 0) {
-        [[maybe_unused]] int ignored = ::fchown(fd_, db.st_uid, db.st_gid);
-      }
-      [[maybe_unused]] int ignored = ::fchmod(fd_, mode);
-    }
-  }
-  WriterLock(WriterLock&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
-  WriterLock& operator=(WriterLock&& o) noexcept {
-    std::swap(fd_, o.fd_);
-    std::swap(path_, o.path_);
-    return *this;
-  }
-  ~WriterLock() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-
-  // Takes the lock by `deadline`, else throws StorageError(busy) naming the
-  // holder. A no-op without a lock file.
-  void lock(Clock::time_point deadline, std::chrono::milliseconds timeout) {
-    if (fd_ < 0) return;
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      if (errno != EWOULDBLOCK && errno != EINTR) fail_errno("cannot lock");
-      wait(deadline, timeout);
-    }
-  }
-
-  void unlock() noexcept {
-    if (fd_ >= 0) ::flock(fd_, LOCK_UN);
-  }
-
-  // Takes the lock only if nobody holds it. True without a lock file.
-  bool try_lock() noexcept { return fd_ < 0 || ::flock(fd_, LOCK_EX | LOCK_NB) == 0; }
-
- private:
-  void wait(Clock::time_point deadline, std::chrono::milliseconds timeout) {
-    const int signo = lock_wait_signal();
-    timer_t timer{};
-    bool have_timer = false;
-    if (signo != 0 && Clock::now() < deadline) {
-      struct sigevent event {};
-      event.sigev_notify = SIGEV_THREAD_ID;
-      event.sigev_signo = signo;
-      event._sigev_un._tid = ::gettid();
-      if (::timer_create(CLOCK_MONOTONIC, &event, &timer) == 0) {
-        have_timer = true;
-        const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - Clock::now());
-        const auto first = std::max<std::int64_t>(left.count(), 1);
-        struct itimerspec spec {};
-        spec.it_value = {static_cast<time_t>(first / 1'000'000'000), static_cast<long>(first % 1'000'000'000)};
-        spec.it_interval = {0, 10'000'000};  // then every 10 ms, in case one was missed
-        if (::timer_settime(timer, 0, &spec, nullptr) != 0) {
-          ::timer_delete(timer);
-          have_timer = false;
-        }
-      }
-    }
-    struct DeleteTimer {
-      timer_t timer;
-      bool active;
-      ~DeleteTimer() {
-        if (active) ::timer_delete(timer);
-      }
-    } cleanup{timer, have_timer};
-    auto pause = std::chrono::microseconds{200};
-    for (;;) {
-      if (have_timer) {
-        if (::flock(fd_, LOCK_EX) == 0) return;
-      } else if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) {
-        return;
-      }
-      if (errno != EINTR && errno != EWOULDBLOCK) fail_errno("cannot lock");
-      if (Clock::now() >= deadline) give_up(timeout);
-      if (!have_timer) {
-        std::this_thread::sleep_for(std::min(pause, std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now())));
-        pause = std::min(pause * 2, std::chrono::microseconds{10'000});
-      }
-    }
-  }
-
-  // The pid holding the flock on this file, from /proc/locks (the kernel's
-  // own list, so holders need not write anything on the hot path), or 0.
-  long holder_pid() const {
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0) return 0;
-    const std::string id = fmt::format("{:02x}:{:02x}:{}", major(st.st_dev), minor(st.st_dev),
-                                       static_cast<unsigned long>(st.st_ino));
-    std::ifstream locks("/proc/locks");
-    std::string line;
-    while (std::getline(locks, line)) {
-      // "1: FLOCK  ADVISORY  WRITE 15201 fe:00:10952894 0 EOF"
-      std::istringstream fields(line);
-      std::string number, kind, mode, access, device;
-      long pid = 0;
-      if (!(fields >> number >> kind >> mode >> access >> pid >> device)) continue;
-      if (kind == "FLOCK" && device == id) return pid;  // "->" lines are waiters
-    }
-    return 0;
-  }
-
-  [[noreturn]] void give_up(std::chrono::milliseconds timeout) const {
-    const long pid = holder_pid();
-    std::string holder = "another process";
-    std::string hint = "it may be stopped (SIGSTOP, a debugger) or running a long command";
-    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) == 0) {
-      holder = fmt::format("pid {}", pid);
-      const char state = process_state(static_cast<pid_t>(pid));
-      if (state == 'T' || state == 't') {
-        hint = fmt::format("pid {} is stopped (SIGSTOP or a debugger): resume it (kill -CONT {}) "
-                           "or end it", pid, pid);
-      }
-    }
-    throw StorageError(StorageError::Category::busy,
-                       fmt::format("gave up after {} waiting for the write lock ({} is held by "
-                                   "{}): {}; retry, or raise --lock-timeout",
-                                   describe_timeout(timeout), path_, holder, hint));
-  }
-
-  [[noreturn]] void fail_errno(const char* what) const {
-    throw StorageError(StorageError::Category::io,
-                       fmt::format("{} {}: {}", what, path_, std::strerror(errno)));
-  }
-
-  int fd_ = -1;
-  std::string path_;
-
- public:
-  static std::string describe_timeout(std::chrono::milliseconds timeout) {
-    return timeout.count() % 1000 == 0 ? fmt::format("{} s", timeout.count() / 1000)
-                                       : fmt::format("{} ms", timeout.count());
-  }
-};
-
-// An inotify watch on the folder of a database, woken by writes to the
-// database or its WAL (a commit of any process).
-class WalWatch {
- public:
-  explicit WalWatch(const std::string& path) {
-    const std::filesystem::path p = std::filesystem::absolute(path);
-    name_ = p.filename().string();
-    fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (fd_ < 0 || ::inotify_add_watch(fd_, p.parent_path().c_str(),
-                                       IN_MODIFY | IN_CREATE | IN_MOVED_TO) < 0) {
-      const int e = errno;
-      if (fd_ >= 0) ::close(fd_);
-      throw StorageError(StorageError::Category::io,
-                         fmt::format("cannot watch {} for new work: {}", path, std::strerror(e)));
-    }
-  }
-  WalWatch(const WalWatch&) = delete;
-  WalWatch& operator=(const WalWatch&) = delete;
-  ~WalWatch() { ::close(fd_); }
-
-  void wait(std::chrono::steady_clock::time_point deadline) {
-    for (;;) {
-      if (drain()) return;
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return;
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 1 << 30))) < 0 &&
-          errno != EINTR) {
-        throw StorageError(StorageError::Category::io,
-                           fmt::format("poll failed: {}", std::strerror(errno)));
-      }
-    }
-  }
-
- private:
-  // Reads what is queued: true if any of it touched the database's files.
-  bool drain() {
-    alignas(inotify_event) char buffer[4096];
-    bool touched = false;
-    for (;;) {
-      const ssize_t n = ::read(fd_, buffer, sizeof buffer);
-      if (n <= 0) return touched;
-      for (ssize_t at = 0; at < n;) {
-        const auto* e = reinterpret_cast<const inotify_event*>(buffer + at);
-        if (e->len > 0) {
-          const std::string_view file(e->name);
-          touched = touched || file == name_ || file == name_ + "-wal";
-        }
-        at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
-      }
-    }
-  }
-
-  int fd_ = -1;
-  std::string name_;
 };
 
 class SqliteBackend final : public Backend {
@@ -1152,7 +252,7 @@ class SqliteBackend final : public Backend {
       // Identify the file in a read transaction before anything is written
       // or created beside it: a foreign or newer database is refused with
       // its journal mode untouched and no PATH-lock left behind.
-      const int version = identify();
+      const int version = identify_schema(db_, path_, read_only_, lock_timeout_);
       if (!read_only_) {
         // Beside the file a symbolic link leads to, as SQLite keeps its WAL:
         // two names of one database share one lock and one area.
@@ -1163,15 +263,15 @@ class SqliteBackend final : public Backend {
           if (!ec && !target.empty()) side = target.string();
         }
         if (options.sqlite.writer_flock && !in_memory) writer_lock_ = WriterLock(side + "-lock", path);
-        if (version < kSqliteSchemaVersion) migrate();
+        if (version < kSqliteSchemaVersion) migrate_schema(db_, path_, writer_lock_, lock_timeout_);
         if (options.sqlite.combine && !in_memory) {
           // Without the area every command runs alone, which is always
           // correct: group commit is speed, not semantics.
           std::string why;
           combine_ = CombineArea::open(side + "-combine", path, why);
         }
-        exec("PRAGMA synchronous=FULL", "cannot set synchronous on " + path);
-        if (pragma_text("PRAGMA journal_mode=WAL") != "wal" && !in_memory) {
+        exec(db_, "PRAGMA synchronous=FULL", "cannot set synchronous on " + path);
+        if (query_text(db_, "PRAGMA journal_mode=WAL") != "wal" && !in_memory) {
           throw StorageError(StorageError::Category::unavailable,
                              fmt::format("cannot switch database {} to WAL mode", path));
         }
@@ -1182,11 +282,11 @@ class SqliteBackend final : public Backend {
         // to 4 MiB whenever it restarts.
         int persist = 1;
         sqlite3_file_control(db_, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
-        exec("PRAGMA journal_size_limit=4194304", "cannot set journal_size_limit on " + path);
+        exec(db_, "PRAGMA journal_size_limit=4194304", "cannot set journal_size_limit on " + path);
         sqlite3_wal_hook(db_, &SqliteBackend::after_commit, this);
       }
       if (options.sqlite.cache_mib > 0) {
-        exec(fmt::format("PRAGMA cache_size=-{}", options.sqlite.cache_mib * 1024).c_str(),
+        exec(db_, fmt::format("PRAGMA cache_size=-{}", options.sqlite.cache_mib * 1024).c_str(),
              "cannot set cache_size on " + path);
       }
       prepare();
@@ -1247,7 +347,7 @@ class SqliteBackend final : public Backend {
     if (sync != sync_) {
       // Not a prepared statement: PRAGMA synchronous takes effect when it is
       // compiled, not when it is stepped.
-      exec(sync == Sync::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
+      exec(db_, sync == Sync::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
            "cannot set synchronous");
       sync_ = sync;
     }
@@ -1475,7 +575,7 @@ class SqliteBackend final : public Backend {
     return cursor;
   }
 
-  std::int64_t event_count() override { return pragma("SELECT count(*) FROM events"); }
+  std::int64_t event_count() override { return query_int(db_, "SELECT count(*) FROM events"); }
 
   Micros now() override { return now_micros(); }
 
@@ -1524,22 +624,6 @@ class SqliteBackend final : public Backend {
       return;  // the caller looks once more: work may have come before the watch
     }
     work_watch_->wait(deadline);
-  }
-
-  static Statement& bind_item(Statement& s, const ItemRow& r) {
-    const std::string actions = join_list(r.actions);
-    return s.bind(r.item_id, r.project_id, r.payload, to_string(r.status), NullIfEmpty{r.owner},
-                  r.fence, r.attempts, NullIfZero{r.lease_expires_at}, NullIfEmpty{r.detail},
-                  r.queued_seq, r.queued_at, r.updated_at, r.last_seq, to_string(r.kind),
-                  NullIfEmpty{r.ref}, NullIfEmpty{r.head}, to_string(r.review),
-                  NullIfEmpty{r.author}, NullIfEmpty{r.session}, NullIfEmpty{actions},
-                  NullIfEmpty{r.expected_head}, NullIfEmpty{r.close_reason},
-                  static_cast<std::int64_t>(r.head_moved ? 1 : 0),
-                  static_cast<std::int64_t>(r.priority), NullIfZero{r.terminal_since},
-                  NullIfEmpty{r.terminal_reason}, NullIfEmpty{r.key},
-                  static_cast<std::int64_t>(r.max_attempts), NullIfEmpty{r.backoff},
-                  static_cast<std::int64_t>(r.attempt_limit), NullIfZero{r.run_at},
-                  r.ended_fence);
   }
 
   void delete_item(std::string_view item_id) override { stmts_.delete_item.bind(item_id).run(); }
@@ -1853,35 +937,11 @@ class SqliteBackend final : public Backend {
     Statement all_project_ids, actor_project_ids;
   };
 
-  static ProjectRow read_project(const Statement& s) {
-    return ProjectRow{s.text(0), s.text(1), s.text(2), s.i64(3), s.i64(4),
-                      static_cast<std::uint32_t>(s.i64(5)), s.text(6), s.i64(7) != 0, s.text(8)};
-  }
-
   std::optional<ItemRow> one_item(Statement& s) {
     std::optional<ItemRow> out;
     if (s.step()) out = read_item(s);
     s.reset();
     return out;
-  }
-
-  void exec(const char* sql, const std::string& what) {
-    char* error = nullptr;
-    int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &error);
-    sqlite3_free(error);
-    if (rc != SQLITE_OK) fail(db_, rc, what);
-  }
-
-  std::string pragma_text(const char* sql) {
-    Statement s(db_, sql);
-    s.bind();
-    return s.step() ? s.text(0) : std::string();
-  }
-
-  std::int64_t pragma(const char* sql) {
-    Statement s(db_, sql);
-    s.bind();
-    return s.step() ? s.i64(0) : 0;
   }
 
   // A connection must not be used by a process it was not opened in (after
@@ -1969,173 +1029,12 @@ class SqliteBackend final : public Backend {
     if (shortened) set_busy_timeout(lock_timeout_);
   }
 
-  // Reads the schema version in a read transaction and refuses what this
-  // build must not touch. Returns the version (0: an empty file, to create).
-  int identify() {
-    exec("BEGIN DEFERRED", "cannot read database " + path_);
-    struct End {
-      sqlite3* db;
-      ~End() { sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr); }
-    } end{db_};
-    std::int64_t version = 0, application = 0;
-    bool has_tables = false;
-    try {
-      version = pragma("PRAGMA user_version");
-      application = pragma("PRAGMA application_id");
-      has_tables = pragma("SELECT count(*) FROM sqlite_master") != 0;
-    } catch (const StorageError& e) {
-      if (e.category() == StorageError::Category::busy) {
-        throw StorageError(
-            StorageError::Category::busy,
-            fmt::format("gave up after {} waiting to open {}: another connection holds it "
-                        "exclusively (recovering its WAL index, or an old cplane checkpointing "
-                        "as it closes), and may be stopped; retry, or raise --lock-timeout",
-                        WriterLock::describe_timeout(lock_timeout_), path_));
-      }
-      throw StorageError(e.category(), fmt::format("cannot read database {}: {}", path_, e.what()));
-    }
-    if (version == 0 && !has_tables && application != 0 && application != kApplicationId) {
-      throw StorageError(StorageError::Category::corruption,
-                         fmt::format("{} is an empty SQLite database of another application "
-                                     "(application id {}), not a cplane one",
-                                     path_, application));
-    }
-    if (version == 0 && !has_tables) {
-      if (read_only_) {
-        throw StorageError(StorageError::Category::unavailable,
-                           fmt::format("{} is an empty database, not a cplane one (this command "
-                                       "never creates one)",
-                                       path_));
-      }
-      return 0;
-    }
-    if (application != kApplicationId) {
-      throw StorageError(StorageError::Category::corruption,
-                         fmt::format("{} is an SQLite database but not a cplane one", path_));
-    }
-    if (version < 1) {
-      throw StorageError(StorageError::Category::corruption,
-                         fmt::format("database {} has schema version {}, which no cplane wrote",
-                                     path_, version));
-    }
-    if (version > kSqliteSchemaVersion) {
-      throw StorageError(StorageError::Category::incompatible,
-                         fmt::format("database {} has schema version {}, newer than this "
-                                     "cplane understands ({}): upgrade cplane, do not restore",
-                                     path_, version, kSqliteSchemaVersion));
-    }
-    if (read_only_ && version < kSqliteSchemaVersion) {
-      throw StorageError(StorageError::Category::incompatible,
-                         fmt::format("database {} has schema version {}, older than this cplane "
-                                     "reads ({}), and a read never migrates: run `cplane "
-                                     "migrate` (or any write) once to upgrade it",
-                                     path_, version, kSqliteSchemaVersion));
-    }
-    return static_cast<int>(version);
-  }
-
-  // Creates or migrates the schema under the write lock; the version is read
-  // again inside, since another process may have done it meanwhile.
-  void migrate() {
-    const auto start = Clock::now();
-    const auto deadline = start + lock_timeout_;
-    writer_lock_.lock(deadline, lock_timeout_);
-    struct Unlock {
-      WriterLock& l;
-      ~Unlock() { l.unlock(); }
-    } unlock{writer_lock_};
-    exec("BEGIN IMMEDIATE", "cannot open database " + path_);
-    try {
-      const auto version = pragma("PRAGMA user_version");
-      if (version == 0) {
-        if (pragma("SELECT count(*) FROM sqlite_master") != 0) {
-          throw StorageError(StorageError::Category::corruption,
-                             fmt::format("{} is an SQLite database but not a cplane one", path_));
-        }
-        exec(kSchema.c_str(), "cannot create schema");
-        stamp_database_id();
-        exec(fmt::format("PRAGMA application_id={}", kApplicationId).c_str(),
-             "cannot stamp application id");
-      } else {
-        for (auto v = version; v < kSqliteSchemaVersion; ++v) {
-          exec(kMigrations[v + 1], fmt::format("cannot migrate the schema from version {} to {}",
-                                               v, v + 1));
-          if (v + 1 == 4) {
-            chain_existing_log();
-            stamp_database_id();
-          }
-        }
-      }
-      exec(fmt::format("PRAGMA user_version={}", kSqliteSchemaVersion).c_str(),
-           "cannot stamp schema version");
-      exec("COMMIT", "cannot commit schema");
-    } catch (...) {
-      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-      throw;
-    }
-  }
-
-  // A random id that names this database (and not its copies' paths) in
-  // exports, so that an audit can say which log it read.
-  void stamp_database_id() {
-    unsigned char bytes[16];
-    if (sodium_init() < 0) throw InternalError("libsodium failed to initialise");
-    randombytes_buf(bytes, sizeof bytes);
-    std::string id;
-    for (unsigned char b : bytes) id += fmt::format("{:02x}", b);
-    Statement(db_, "INSERT INTO store_info (key, value) VALUES ('database_id', ?1)").bind(id).run();
-  }
-
   int schema_version() const noexcept override { return kSqliteSchemaVersion; }
 
   std::string database_id() override {
     Statement s(db_, "SELECT value FROM store_info WHERE key = 'database_id'");
     s.bind();
     return s.step() ? s.text(0) : std::string();
-  }
-
-  // Migration to version 4: the chain computed once over the log as it
-  // stands, stream by stream. Whatever was edited before this cannot be
-  // seen: the chain vouches only for what comes after.
-  void chain_existing_log() {
-    Statement scan(db_, "SELECT seq, stream_kind, stream_id, body FROM events "
-                        "ORDER BY stream_kind, stream_id, seq");
-    Statement update(db_, "UPDATE events SET stream_rev = ?1, hash = ?2 WHERE seq = ?3");
-    Statement head(db_, "INSERT INTO stream_heads (stream_kind, stream_id, revision, last_seq, "
-                        "hash) VALUES (?1, ?2, ?3, ?4, ?5)");
-    scan.bind();
-    std::string kind, id, body, prev_kind, prev_id;
-    Hash prev = kNoHash, digest{};
-    std::int64_t revision = 0, events = 0;
-    Seq last = 0, newest = 0;
-    auto close_stream = [&] {
-      if (revision == 0) return;
-      head.bind(prev_kind, prev_id, revision, last, Blob{as_bytes(prev)}).run();
-      xor_into(digest, prev);
-    };
-    while (scan.step()) {
-      const Seq seq = scan.i64(0);
-      scan.text_into(1, kind);
-      scan.text_into(2, id);
-      scan.blob_into(3, body);
-      if (revision == 0 || kind != prev_kind || id != prev_id) {
-        close_stream();
-        prev_kind = kind;
-        prev_id = id;
-        prev = kNoHash;
-        revision = 0;
-      }
-      ++revision;
-      prev = chain_hash(prev, seq, revision, kind, id, body);
-      last = seq;
-      newest = std::max(newest, seq);
-      ++events;
-      update.bind(revision, Blob{as_bytes(prev)}, seq).run();
-    }
-    close_stream();
-    Statement(db_, "INSERT INTO log_digest (shard, events, last_seq, digest) VALUES (0, ?1, ?2, ?3)")
-        .bind(events, newest, Blob{as_bytes(digest)})
-        .run();
   }
 
   void prepare() {
@@ -2296,11 +1195,5 @@ int sqlite_synchronous(Backend& backend) {
 std::unique_ptr<Backend> open_sqlite(const std::string& path, const OpenOptions& options) {
   return std::make_unique<SqliteBackend>(path, options);
 }
-
-namespace sqlite {
-
-void throw_sqlite_error(sqlite3* db, int rc, const std::string& what) { fail(db, rc, what); }
-
-}  // namespace sqlite
 
 }  // namespace cplane::storage
