@@ -1,5 +1,5 @@
-// The SQLite backend: the embedded default. See sqlite_backend.cpp for the
-// on-disk schema and its invariants.
+// The SQLite backend: the embedded default. See schema.cpp for the on-disk
+// schema and its invariants, engine.hpp for the engine and its files.
 #pragma once
 
 #include <chrono>

@@ -1,5 +1,6 @@
-// The one SQLite statement wrapper of the engine (sqlite_backend.cpp) and of
-// salvage (sqlite_salvage.cpp): prepare, bind in order, step, read columns.
+// The one SQLite statement wrapper of the engine (sqlite_backend.cpp and the
+// files beside it) and of salvage (sqlite_salvage.cpp): prepare, bind in
+// order, step, read columns; and the one-shot helpers over it (exec, query).
 // Internal to storage/sqlite/: nothing outside the engine includes sqlite3.h.
 #pragma once
 
@@ -15,7 +16,7 @@ namespace cplane::storage::sqlite {
 
 // Throws the StorageError (or InvalidArgument, InternalError) that SQLite's
 // result code `rc` on `db` means, its message prefixed by `what`: busy,
-// unavailable, full, corruption, io (sqlite_backend.cpp). Never returns.
+// unavailable, full, corruption, io (statement.cpp). Never returns.
 [[noreturn]] void throw_sqlite_error(sqlite3* db, int rc, const std::string& what);
 
 // How a statement reports a failed call: must throw.
@@ -170,5 +171,27 @@ class Statement {
   sqlite3_stmt* stmt_ = nullptr;
   Failure fail_ = throw_sqlite_error;
 };
+
+// Runs `sql` (one or more statements, no parameters) on `db`; a failure
+// throws through throw_sqlite_error, prefixed by `what`.
+inline void exec(sqlite3* db, const char* sql, const std::string& what) {
+  char* error = nullptr;
+  int rc = sqlite3_exec(db, sql, nullptr, nullptr, &error);
+  sqlite3_free(error);
+  if (rc != SQLITE_OK) throw_sqlite_error(db, rc, what);
+}
+
+// The first column of the first row `sql` answers (a PRAGMA, a count): as
+// text, empty when there is no row; as an integer, 0 when there is none.
+inline std::string query_text(sqlite3* db, const char* sql) {
+  Statement s(db, sql);
+  s.bind();
+  return s.step() ? s.text(0) : std::string();
+}
+inline std::int64_t query_int(sqlite3* db, const char* sql) {
+  Statement s(db, sql);
+  s.bind();
+  return s.step() ? s.i64(0) : 0;
+}
 
 }  // namespace cplane::storage::sqlite
