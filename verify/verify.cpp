@@ -812,7 +812,7 @@ struct ItemsProjection {
   static constexpr StreamKind stream = StreamKind::item;
   static constexpr const char* no_creation = "no queued event in the log";
 
-  static std::unique_ptr<storage::Cursor<Stored>> scan(storage::Backend& b) { return b.scan_items(); }
+  static std::unique_ptr<storage::Cursor<Stored>> scan(storage::RowSource& b) { return b.scan_items(); }
   static const std::string& stream_id(const Stored& s) { return s.row.item_id; }
   static bool same(const Stored& s, const Row& r) { return s.row.item_id == r.item_id; }
   static std::string key(const Row& r) { return r.item_id; }
@@ -999,7 +999,7 @@ struct ProjectsProjection : ProjectStreamProjection {
   static constexpr const char* table = "projects";
   static constexpr const char* no_creation = "no project_created event in the log";
 
-  static std::unique_ptr<storage::Cursor<Stored>> scan(storage::Backend& b) {
+  static std::unique_ptr<storage::Cursor<Stored>> scan(storage::RowSource& b) {
     return std::make_unique<VectorCursor<Stored>>(b.all_projects());
   }
   static const std::string& stream_id(const Stored& s) { return s.project_id; }
@@ -1054,7 +1054,7 @@ struct GrantsProjection : ProjectStreamProjection {
   static constexpr const char* table = "project_actors";
   static constexpr const char* no_creation = "no actor_assigned event in the log";
 
-  static std::unique_ptr<storage::Cursor<Stored>> scan(storage::Backend& b) {
+  static std::unique_ptr<storage::Cursor<Stored>> scan(storage::RowSource& b) {
     return std::make_unique<VectorCursor<Stored>>(b.all_assignments());
   }
   static const std::string& stream_id(const Stored& s) { return s.project_id; }
@@ -1112,7 +1112,7 @@ struct TerminalLocksProjection {
   static constexpr StreamKind stream = StreamKind::item;
   static constexpr const char* no_creation = "no terminal_path_entered event in the log";
 
-  static std::unique_ptr<storage::Cursor<Stored>> scan(storage::Backend& b) {
+  static std::unique_ptr<storage::Cursor<Stored>> scan(storage::RowSource& b) {
     return b.scan_terminal_locks();
   }
   static const std::string& stream_id(const Stored& s) { return s.item_id; }
@@ -1234,7 +1234,7 @@ struct IncidentsProjection : OneRowPerStream<IncidentsProjection, IncidentLinkRo
   static constexpr const char* noun = "incident";
   static constexpr const char* creation = "incident_linked";
 
-  static std::unique_ptr<storage::Cursor<Stored>> scan(storage::Backend& b) {
+  static std::unique_ptr<storage::Cursor<Stored>> scan(storage::RowSource& b) {
     return b.scan_incidents();
   }
   static const std::string& id(const Row& r) { return r.incident_id; }
@@ -1277,7 +1277,7 @@ struct SchedulesProjection : OneRowPerStream<SchedulesProjection, ScheduleRow> {
   static constexpr const char* noun = "schedule";
   static constexpr const char* creation = "schedule_created";
 
-  static std::unique_ptr<storage::Cursor<Stored>> scan(storage::Backend& b) {
+  static std::unique_ptr<storage::Cursor<Stored>> scan(storage::RowSource& b) {
     return b.scan_schedules();
   }
   static const std::string& id(const Row& r) { return r.name; }
@@ -1315,7 +1315,7 @@ struct SessionsProjection : OneRowPerStream<SessionsProjection, SessionRow> {
   static constexpr const char* noun = "session";
   static constexpr const char* creation = "session_opened";
 
-  static std::unique_ptr<storage::Cursor<Stored>> scan(storage::Backend& b) {
+  static std::unique_ptr<storage::Cursor<Stored>> scan(storage::RowSource& b) {
     return b.scan_sessions();
   }
   static const std::string& id(const Row& r) { return r.session_id; }
@@ -1339,7 +1339,11 @@ struct SessionsProjection : OneRowPerStream<SessionsProjection, SessionRow> {
 template <class P>
 class RowSide {
  public:
-  explicit RowSide(storage::Backend& backend) : cursor_(P::scan(backend)) { advance(); }
+  // `rows` null: a side with no rows.
+  explicit RowSide(storage::RowSource* rows)
+      : cursor_(rows != nullptr ? P::scan(*rows) : std::make_unique<NoRows>()) {
+    advance();
+  }
 
   const std::string* next_stream() const { return have_ ? &P::stream_id(row_) : nullptr; }
 
@@ -1355,6 +1359,10 @@ class RowSide {
   }
 
  private:
+  struct NoRows final : storage::Cursor<typename P::Stored> {
+    bool next(typename P::Stored&) override { return false; }
+  };
+
   void advance() {
     have_ = cursor_->next(row_);
     // The merge needs ids in bytewise order (the backend contract). An id
@@ -1478,12 +1486,12 @@ void reconcile(RowSide<P>& side, StreamAudit& audit, const LogFacts& facts, cons
 // Replays every stream of `kind` and reconciles each of the projections
 // with it. `on_stream(audit)` sees each stream's audit after its fold.
 template <class... P, class OnStream>
-void replay(storage::Backend& backend, StreamKind kind, LogFacts& facts,
+void replay(storage::LogSource& log, storage::RowSource* rows, StreamKind kind, LogFacts& facts,
             const Reconcile& r, std::int64_t& events_read, std::int64_t total,
             const Progress& progress, OnStream&& on_stream) {
-  auto events = backend.scan_stream(kind);
-  auto heads = backend.scan_heads(kind);
-  std::tuple<RowSide<P>...> sides{RowSide<P>(backend)...};
+  auto events = log.scan_stream(kind);
+  auto heads = log.scan_heads(kind);
+  std::tuple<RowSide<P>...> sides{RowSide<P>(rows)...};
   storage::RawEvent raw;
   storage::StreamHead head;
   bool have_event = events->next(raw);
@@ -1557,29 +1565,32 @@ void replay(storage::Backend& backend, StreamKind kind, LogFacts& facts,
 // Events whose stream_kind column names no kind: each is an index fault (its
 // body says where it belongs), and no stream's scan sees it. (Scanned last,
 // so the streams they belong to are already reconciled.)
-void audit_unfiled(storage::Backend& backend, StreamAudit& audit, LogFacts& facts,
+void audit_unfiled(storage::LogSource& log, StreamAudit& audit, LogFacts& facts,
                    std::int64_t& events_read) {
-  auto events = backend.scan_unfiled();
+  auto events = log.scan_unfiled();
   storage::RawEvent raw;
   while (events->next(raw)) {
     ++events_read;
     facts.chain.event(raw.seq);
     read_event(raw, audit, facts);  // reports the stream_kind column, or the body
   }
-  for (const auto& head : backend.unfiled_heads()) facts.chain.head(head);
+  for (const auto& head : log.unfiled_heads()) facts.chain.head(head);
 }
 
 // Every stream kind in kStreamKinds' order: projects and sessions first
-// (items are checked against their grants and lives), then items. `on_stream(audit)` sees each stream's audit (its log problems)
-// before its rows are reconciled.
+// (items are checked against their grants and lives), then items. `rows`:
+// the stored rows each projection is merged with (null: none).
+// `on_stream(audit)` sees each stream's audit (its log problems) before its
+// rows are reconciled.
 template <class OnStream>
-void replay_all(storage::Backend& backend, const Reconcile& r, LogFacts& facts,
-                std::int64_t& events_read, const Progress& progress, OnStream&& on_stream) {
+void replay_all(storage::LogSource& log, storage::RowSource* rows, const Reconcile& r,
+                LogFacts& facts, std::int64_t& events_read, const Progress& progress,
+                OnStream&& on_stream) {
   // The total is for a progress display only: counting reads the log once
   // more, so only when someone is watching.
-  const std::int64_t total = progress ? backend.event_count() : 0;
+  const std::int64_t total = progress ? log.event_count() : 0;
   replay<ProjectsProjection, GrantsProjection>(
-      backend, StreamKind::project, facts, r, events_read, total, progress,
+      log, rows, StreamKind::project, facts, r, events_read, total, progress,
       [&](StreamAudit& audit) {
         if (audit.project) {
           facts.projects.insert(audit.stream.id);
@@ -1591,7 +1602,7 @@ void replay_all(storage::Backend& backend, const Reconcile& r, LogFacts& facts,
         if (audit.unreadable) facts.project_log_unreadable = true;
         on_stream(audit);
       });
-  replay<SessionsProjection>(backend, StreamKind::session, facts, r, events_read, total,
+  replay<SessionsProjection>(log, rows, StreamKind::session, facts, r, events_read, total,
                              progress, [&](StreamAudit& audit) {
                                if (audit.session) {
                                  facts.sessions[audit.stream.id] = {
@@ -1608,16 +1619,16 @@ void replay_all(storage::Backend& backend, const Reconcile& r, LogFacts& facts,
     if (kind == StreamKind::session) facts.session_log_unreadable = true;
   }
   replay<TerminalLocksProjection, ItemsProjection>(
-      backend, StreamKind::item, facts, r, events_read, total, progress,
+      log, rows, StreamKind::item, facts, r, events_read, total, progress,
       [&](StreamAudit& audit) {
         // An unreadable item may be a schedule's: which items schedules
         // made is then no longer known for sure.
         if (audit.unreadable) facts.item_log_unreadable = true;
         on_stream(audit);
       });
-  replay<IncidentsProjection>(backend, StreamKind::incident, facts, r, events_read, total,
+  replay<IncidentsProjection>(log, rows, StreamKind::incident, facts, r, events_read, total,
                               progress, on_stream);
-  replay<SchedulesProjection>(backend, StreamKind::schedule, facts, r, events_read, total,
+  replay<SchedulesProjection>(log, rows, StreamKind::schedule, facts, r, events_read, total,
                               progress, on_stream);
   // Every item a schedule made is named by exactly one fire.
   {
@@ -1635,10 +1646,10 @@ void replay_all(storage::Backend& backend, const Reconcile& r, LogFacts& facts,
     if (!orphans.problems.empty()) on_stream(orphans);
   }
   StreamAudit unfiled;
-  audit_unfiled(backend, unfiled, facts, events_read);
+  audit_unfiled(log, unfiled, facts, events_read);
   // What no stream could show: a stream removed with its head, a head
   // edited, seqs missing.
-  facts.chain.finish(backend.log_digest(), backend.seqs_dense(), unfiled.chain_problems);
+  facts.chain.finish(log.log_digest(), log.seqs_dense(), unfiled.chain_problems);
   on_stream(unfiled);
   if (progress) progress(events_read, total);
 }
@@ -1649,7 +1660,15 @@ RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& p
                       const SalvageBounds* bounds);
 
 std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progress& progress) {
-  return verify_ledger(backend, progress, nullptr, true);
+  std::vector<LedgerProblem> out;
+  verify_ledger(backend, &backend, progress, nullptr,
+                [&](LedgerProblem&& p) { out.push_back(std::move(p)); });
+  return out;
+}
+
+void verify_ledger(storage::Backend& backend, const Progress& progress, LogSummary* summary,
+                   bool compare_rows, const std::function<void(LedgerProblem&&)>& sink) {
+  verify_ledger(backend, compare_rows ? &backend : nullptr, progress, summary, sink);
 }
 
 namespace {
@@ -1733,17 +1752,9 @@ class ProblemSpool {
 
 }  // namespace
 
-std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progress& progress,
-                                         LogSummary* summary, bool compare_rows) {
-  std::vector<LedgerProblem> out;
-  verify_ledger(backend, progress, summary, compare_rows,
-                [&](LedgerProblem&& p) { out.push_back(std::move(p)); });
-  return out;
-}
-
-void verify_ledger(storage::Backend& backend, const Progress& progress, LogSummary* summary,
-                   bool compare_rows, const std::function<void(LedgerProblem&&)>& sink) {
-  auto tx = storage::Transaction::read(backend);
+void verify_ledger(storage::LogSource& log, storage::RowSource* rows, const Progress& progress,
+                   LogSummary* summary, const std::function<void(LedgerProblem&&)>& sink) {
+  auto tx = storage::Transaction::read(log);
   std::vector<LedgerProblem> problems;
   // The stream each problem is about, to drop what a fault found later
   // (an event filed away from its stream, seen only when its body is read)
@@ -1755,7 +1766,7 @@ void verify_ledger(storage::Backend& backend, const Progress& progress, LogSumma
   Reconcile r;
   r.problems = &problems;
   r.about = &about;
-  r.compare_rows = compare_rows;
+  r.compare_rows = rows != nullptr;
   ProblemSpool spool;
   // What reconcile added for the stream before, then this stream's own.
   auto drain = [&] {
@@ -1765,7 +1776,7 @@ void verify_ledger(storage::Backend& backend, const Progress& progress, LogSumma
     problems.clear();
     about.clear();
   };
-  replay_all(backend, r, facts, events_read, progress, [&](StreamAudit& audit) {
+  replay_all(log, rows, r, facts, events_read, progress, [&](StreamAudit& audit) {
     if (summary != nullptr) summarize(audit, *summary);
     drain();
     for (auto* list : {&audit.chain_problems, &audit.problems}) {
@@ -1779,11 +1790,11 @@ void verify_ledger(storage::Backend& backend, const Progress& progress, LogSumma
   tx.commit();
   if (summary != nullptr) {
     summary->events = events_read;
-    if (auto digest = backend.log_digest()) {
+    if (auto digest = log.log_digest()) {
       Hash h{};
       if (hash_from_bytes(digest->digest, h)) summary->chain_head = to_hex(h);
     }
-    summary->source_database = backend.database_id();
+    summary->source_database = log.database_id();
   }
   spool.each([&](LedgerProblem& p, StreamKind kind, const std::string& id) {
     if (!facts.incomplete.empty() && p.kind != ProblemKind::index_disagrees &&
@@ -1827,7 +1838,7 @@ RebuildReport rebuild(storage::Backend& backend, bool dry_run, const Progress& p
   std::vector<LedgerProblem> refusals;
   std::int64_t refusals_total = 0;
   LogFacts facts;
-  replay_all(backend, r, facts, report.events, progress, [&](StreamAudit& audit) {
+  replay_all(backend, &backend, r, facts, report.events, progress, [&](StreamAudit& audit) {
     if (audit.stream.kind == StreamKind::item && audit.created) ++report.items;
     for (auto* list : {&audit.chain_problems, &audit.problems}) {
       for (auto& p : *list) {
