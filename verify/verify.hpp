@@ -8,7 +8,11 @@
 // memory does not grow with the number of events or items.
 //
 // rebuild writes the fold's result over the rows in one write transaction.
-
+//
+// Inside verify/: the replay both share (replay.hpp), one stream's audit
+// (stream_audit.hpp) and its checks per stream kind (event_checks.hpp,
+// audit_*.cpp), the projection descriptors (descriptors.hpp), and the
+// hash chain's checks (chain_check.hpp).
 #pragma once
 
 #include <array>
