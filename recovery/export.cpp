@@ -94,19 +94,19 @@ void put_head(Writer& w, const storage::StreamHead& h) {
 
 }  // namespace
 
-ExportSummary export_log(storage::Backend& backend, std::FILE* out, const ExportOptions& options) {
+ExportSummary export_log(storage::LogSource& log, std::FILE* out, const ExportOptions& options) {
   if (options.since < 0) throw InvalidArgument("--since must not be negative");
-  auto tx = storage::Transaction::read(backend);
+  auto tx = storage::Transaction::read(log);
   ExportSummary summary;
-  const std::int64_t total = backend.event_count();
-  const auto digest = backend.log_digest();
+  const std::int64_t total = log.event_count();
+  const auto digest = log.log_digest();
   Writer w(out);
   {
     capnp::MallocMessageBuilder message(128);
     auto h = message.initRoot<wire::ExportRecord>().initHeader();
     h.setFormatVersion(kExportFormatVersion);
     h.setSchemaId(kEventsSchemaId);
-    h.setSourceDatabase(backend.database_id());
+    h.setSourceDatabase(log.database_id());
     h.setSinceSeq(options.since);
     h.setHasDigest(digest.has_value());
     if (digest) {
@@ -116,7 +116,7 @@ ExportSummary export_log(storage::Backend& backend, std::FILE* out, const Export
       Hash d{};
       if (hash_from_bytes(digest->digest, d)) summary.chain_head = to_hex(d);
     }
-    h.setDenseSeqs(backend.seqs_dense());
+    h.setDenseSeqs(log.seqs_dense());
     h.setExportedAt(now_micros());
     h.setCplaneVersion(kVersion);
     // The number of events written is known only at the end: the header
@@ -130,8 +130,8 @@ ExportSummary export_log(storage::Backend& backend, std::FILE* out, const Export
   };
   // Each stream's events, then its head, merged on the stream id.
   for (const StreamKind kind : kStreamKinds) {
-    auto events = backend.scan_stream(kind);
-    auto heads = backend.scan_heads(kind);
+    auto events = log.scan_stream(kind);
+    auto heads = log.scan_heads(kind);
     storage::RawEvent raw;
     storage::StreamHead head;
     bool have_event = events->next(raw);
@@ -164,7 +164,7 @@ ExportSummary export_log(storage::Backend& backend, std::FILE* out, const Export
   }
   // Whatever is filed under a stream kind this build does not know.
   {
-    auto events = backend.scan_unfiled();
+    auto events = log.scan_unfiled();
     storage::RawEvent raw;
     while (events->next(raw)) {
       tick();
@@ -173,7 +173,7 @@ ExportSummary export_log(storage::Backend& backend, std::FILE* out, const Export
         ++summary.events;
       }
     }
-    for (const auto& head : backend.unfiled_heads()) {
+    for (const auto& head : log.unfiled_heads()) {
       put_head(w, head);
       ++summary.heads;
     }
@@ -468,25 +468,25 @@ class Reader {
 
 // ---- the export as a log -------------------------------------------------------
 
-// Presents an export to verify as a backend whose log is the file: events
-// and heads of each stream kind come out of the one sequential reader in the
-// order verify asks for them (the file is written in that order), so that
-// only one stream's records are ever held. Rows come from `rows` (audit
-// --against), or there are none.
-class ExportLog final : public storage::Backend {
+// Presents an export to verify as a log source whose log is the file:
+// events and heads of each stream kind come out of the one sequential reader
+// in the order verify asks for them (the file is written in that order), so
+// that only one stream's records are ever held. The rows verify compares
+// with are another database's (audit --against), whose read snapshot this
+// log's transaction is, or there are none.
+class ExportLog final : public storage::LogSource {
  public:
-  ExportLog(Reader& reader, storage::Backend* rows) : reader_(reader), rows_(rows) {}
+  ExportLog(Reader& reader, storage::Backend* against) : reader_(reader), against_(against) {}
 
   void begin_read() override {
-    if (rows_ != nullptr) rows_->begin_read();
+    if (against_ != nullptr) against_->begin_read();
   }
   void commit() override {
-    if (rows_ != nullptr) rows_->commit();
+    if (against_ != nullptr) against_->commit();
   }
   void rollback() noexcept override {
-    if (rows_ != nullptr) rows_->rollback();
+    if (against_ != nullptr) against_->rollback();
   }
-  void begin_write(storage::Sync) override { read_only(); }
 
   std::unique_ptr<storage::Cursor<storage::RawEvent>> scan_stream(StreamKind kind) override {
     return std::make_unique<EventCursor>(*this, std::string(to_string(kind)));
@@ -514,86 +514,7 @@ class ExportLog final : public storage::Backend {
   bool seqs_dense() override { return reader_.header().dense; }
   std::int64_t event_count() override { return std::max<std::int64_t>(reader_.header().event_count, 0); }
 
-  // Rows: the database's, or none.
-  std::unique_ptr<storage::Cursor<storage::ScannedItem>> scan_items() override {
-    if (rows_ != nullptr) return rows_->scan_items();
-    return std::make_unique<None<storage::ScannedItem>>();
-  }
-  std::vector<ProjectRow> all_projects() override {
-    return rows_ != nullptr ? rows_->all_projects() : std::vector<ProjectRow>{};
-  }
-  std::unique_ptr<storage::Cursor<SessionRow>> scan_sessions() override {
-    if (rows_ != nullptr) return rows_->scan_sessions();
-    return std::make_unique<None<SessionRow>>();
-  }
-  std::unique_ptr<storage::Cursor<ScheduleRow>> scan_schedules() override {
-    if (rows_ != nullptr) return rows_->scan_schedules();
-    return std::make_unique<None<ScheduleRow>>();
-  }
-  std::optional<ScheduleRow> find_schedule(std::string_view) override { read_only(); }
-  void put_schedule(const ScheduleRow&) override { read_only(); }
-  void delete_schedule(std::string_view) override { read_only(); }
-  std::vector<ScheduleRow> due_schedules(Micros, std::size_t) override { read_only(); }
-  std::unique_ptr<storage::Cursor<TerminalLockRow>> scan_terminal_locks() override {
-    if (rows_ != nullptr) return rows_->scan_terminal_locks();
-    return std::make_unique<None<TerminalLockRow>>();
-  }
-  std::unique_ptr<storage::Cursor<IncidentLinkRow>> scan_incidents() override {
-    if (rows_ != nullptr) return rows_->scan_incidents();
-    return std::make_unique<None<IncidentLinkRow>>();
-  }
-  std::vector<ProjectActorRow> all_assignments() override {
-    return rows_ != nullptr ? rows_->all_assignments() : std::vector<ProjectActorRow>{};
-  }
-
-  // Nothing else is asked of a log under audit.
-  Seq append(const Event&) override { read_only(); }
-  void import_event(const storage::RawEvent&) override { read_only(); }
-  void put_head(const storage::StreamHead&) override { read_only(); }
-  void put_log_digest(const storage::LogDigest&) override { read_only(); }
-  void put_seqs_sparse() override { read_only(); }
-  std::vector<storage::RawEvent> stream_events(const StreamRef&) override { read_only(); }
-  std::optional<ItemRow> find_item(std::string_view) override { read_only(); }
-  void insert_item(const ItemRow&) override { read_only(); }
-  void put_item(const ItemRow&) override { read_only(); }
-  void delete_item(std::string_view) override { read_only(); }
-  std::optional<ItemRow> find_item_by_key(const std::string&, std::string_view) override {
-    read_only();
-  }
-  std::optional<Micros> next_lapse(const std::string&) override { read_only(); }
-  void announce_work() override { read_only(); }
-  void wait_for_work(std::chrono::steady_clock::time_point) override { read_only(); }
-  std::optional<ItemRow> oldest_ready(const std::string&) override { read_only(); }
-  std::optional<ItemRow> earliest_lapsed(Micros, const std::string&) override { read_only(); }
-  std::optional<ItemRow> earliest_due(Micros, const std::string&) override { read_only(); }
-  std::vector<ItemRow> items_in_status(const std::string&, ItemStatus, std::size_t) override {
-    read_only();
-  }
-  std::vector<ItemRow> lapsed_items(Micros, const std::string&) override { read_only(); }
-  std::optional<SessionRow> find_session(std::string_view) override { read_only(); }
-  std::unique_ptr<storage::Cursor<ItemRow>> scan_allocatable(const std::string&) override {
-    read_only();
-  }
-  void put_terminal_lock(const TerminalLockRow&) override { read_only(); }
-  void delete_terminal_lock(std::string_view) override { read_only(); }
-  std::optional<IncidentLinkRow> find_incident(std::string_view) override { read_only(); }
-  void put_incident(const IncidentLinkRow&) override { read_only(); }
-  void delete_incident(std::string_view) override { read_only(); }
-  std::vector<IncidentLinkRow> incidents_for(std::string_view) override { read_only(); }
-  void put_session(const SessionRow&) override { read_only(); }
-  void delete_session(std::string_view) override { read_only(); }
-  std::vector<ItemRow> session_items(std::string_view) override { read_only(); }
-  std::optional<ProjectRow> find_project(std::string_view) override { read_only(); }
-  void put_project(const ProjectRow&) override { read_only(); }
-  void delete_project(std::string_view) override { read_only(); }
-  bool is_assigned(std::string_view, std::string_view) override { read_only(); }
-  void put_assignment(const ProjectActorRow&) override { read_only(); }
-  void delete_assignment(std::string_view, std::string_view) override { read_only(); }
-  std::vector<std::string> project_ids(const std::string*) override { read_only(); }
-  Seq last_seq() override { return reader_.header().digest ? reader_.header().digest->last_seq : 0; }
-  Micros now() override { return now_micros(); }
-  std::array<std::int64_t, kItemStatuses + 1> status_counts(const std::string*) override { read_only(); }
-
+ private:
   // Records of stream kind `kind` ("" for kinds this build does not know),
   // in file order: events of it wait in events_, heads in heads_, until
   // their cursor asks. A record of a later section stops both.
@@ -611,19 +532,10 @@ class ExportLog final : public storage::Backend {
     return true;
   }
 
-  std::deque<storage::RawEvent> events_;
-  std::deque<storage::StreamHead> heads_;
-
- private:
   static bool in_section(const std::string& record_kind, const std::string& kind) {
     if (!kind.empty()) return record_kind == kind;
     return !parse_stream_kind(record_kind).has_value();
   }
-
-  template <class Row>
-  struct None final : storage::Cursor<Row> {
-    bool next(Row&) override { return false; }
-  };
 
   struct EventCursor final : storage::Cursor<storage::RawEvent> {
     EventCursor(ExportLog& log, std::string kind) : log(log), kind(std::move(kind)) {}
@@ -652,12 +564,10 @@ class ExportLog final : public storage::Backend {
     std::string kind;
   };
 
-  [[noreturn]] static void read_only() {
-    throw InternalError("an export under audit is read-only, and holds no rows");
-  }
-
   Reader& reader_;
-  storage::Backend* rows_;
+  storage::Backend* against_;
+  std::deque<storage::RawEvent> events_;
+  std::deque<storage::StreamHead> heads_;
 };
 
 // A partial export (--since): only the chain can be checked, each stream
@@ -724,7 +634,8 @@ AuditReport audit_export(std::FILE* in, storage::Backend* against, const Progres
   }
   ExportLog log(reader, against);
   LogSummary summary;
-  report.problems = verify_ledger(log, progress, &summary, against != nullptr);
+  verify_ledger(log, against, progress, &summary,
+                [&](LedgerProblem&& p) { report.problems.push_back(std::move(p)); });
   if (reader.kind() != Reader::Kind::end) {
     throw damaged(fmt::format("the export is out of order after {} event(s): a record of another "
                               "section follows (not written by cplane export)",

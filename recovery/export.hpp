@@ -4,7 +4,8 @@
 // file. audit_export replays such a file with no database: the chain, the
 // file's own integrity, every check verify makes of the log on its own,
 // and (against a database) the rows, exactly as verify does: the file is
-// presented to verify as a backend whose log is the file. restore_export
+// presented to verify as a log source (storage::LogSource) whose log is
+// the file, and the database as the rows. restore_export
 // builds a fresh database from a file. All three stream: memory does not
 // grow with the number of events.
 #pragma once
@@ -18,6 +19,7 @@
 #include <cplane/ledger.hpp>
 
 #include "storage/backend.hpp"
+#include "storage/log_source.hpp"
 #include "verify/verify.hpp"
 
 namespace cplane {
@@ -26,7 +28,7 @@ inline constexpr std::uint32_t kExportFormatVersion = 1;
 
 // Writes the log (one read snapshot) to `out`. Throws StorageError (io)
 // when the file cannot be written.
-ExportSummary export_log(storage::Backend& backend, std::FILE* out, const ExportOptions& options);
+ExportSummary export_log(storage::LogSource& log, std::FILE* out, const ExportOptions& options);
 
 // Replays an export. `against`: also compare the fold with that database's
 // rows, as verify does. Throws StorageError when the file is not an export

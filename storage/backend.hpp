@@ -47,6 +47,7 @@
 #include "events/errors.hpp"
 #include "events/event.hpp"
 #include "projections/rows.hpp"
+#include "storage/log_source.hpp"
 
 namespace cplane::storage {
 
@@ -68,69 +69,6 @@ enum class Sync {
   full,    // survives a power loss: the log is on disk before commit returns
 };
 
-// An event row as stored: the index columns and the canonical body. Verify
-// decodes the body and checks the columns against it.
-struct RawEvent {
-  Seq seq = 0;
-  std::string stream_kind;  // as stored: "item", "project", or whatever tampering left
-  std::string stream_id;
-  std::string item_id;      // "" for events of a project stream
-  std::string project_id;
-  std::string type;
-  Micros at = 0;
-  std::string body;         // encoded event (events/codec.hpp)
-  // Its place in the hash chain (events/chain.hpp): the revision within its
-  // stream (1, 2, ...) and the stored hash (32 bytes, or whatever tampering
-  // left).
-  std::int64_t revision = 0;
-  std::string hash;
-  // Set when a column is stored with another type than the engine writes
-  // (an INTEGER column holding text, an id stored as a BLOB): what it is.
-  std::string bad_column;
-};
-
-// A stream's head as stored beside the log: its newest revision, that
-// event's seq and hash. A cut-off tail disagrees with it.
-struct StreamHead {
-  std::string stream_kind;
-  std::string stream_id;
-  std::int64_t revision = 0;
-  Seq last_seq = 0;
-  std::string hash;
-};
-
-// The log as a whole: how many events it holds, its newest seq, and the XOR
-// of every stream head's hash. A deleted head disagrees with it.
-struct LogDigest {
-  std::int64_t events = 0;
-  Seq last_seq = 0;
-  std::string digest;
-};
-
-// An item row as scanned for verify and rebuild. A row whose status column
-// holds none of the five statuses, or whose kind or review is none of
-// theirs (only tampering does that), is still returned, so that it can be
-// reported and repaired: `invalid_*` holds the stored text and that field
-// of the row is meaningless.
-struct ScannedItem {
-  ItemRow row;
-  std::string invalid_status;
-  std::string invalid_kind;
-  std::string invalid_review;
-  // priority or terminal_since stored as something the engine never
-  // writes (text, a priority beyond 32 bits, a terminal_since of 0 that is
-  // not NULL): the allocator's index would read it otherwise than the row.
-  std::string invalid_routing;
-};
-
-template <class Row>
-class Cursor {
- public:
-  virtual ~Cursor() = default;
-  // Fills `row` with the next row and returns true, or returns false at the end.
-  virtual bool next(Row& row) = 0;
-};
-
 // The ORDER BY of items_in_status for `status`: the order of its index.
 // InternalError for a status that has none.
 inline const char* status_order(ItemStatus status) {
@@ -146,7 +84,9 @@ inline const char* status_order(ItemStatus status) {
                       "or cancelled");
 }
 
-class Backend {
+// The log's and the rows' reads (LogSource, RowSource) are declared in
+// storage/log_source.hpp; here, everything else a command needs.
+class Backend : public LogSource, public RowSource {
  public:
   virtual ~Backend() = default;
 
@@ -154,12 +94,9 @@ class Backend {
   // A write transaction takes the write lock before anything is read, so the
   // state a command decides on cannot change under it. `sync` is the
   // durability its commit must have. busy when the lock timeout runs out.
+  // It ends with commit() or rollback(), as a read transaction
+  // (LogSource::begin_read) does.
   virtual void begin_write(Sync sync) = 0;
-  // A read transaction: one consistent snapshot until commit/rollback. Never
-  // waits for a writer.
-  virtual void begin_read() = 0;
-  virtual void commit() = 0;
-  virtual void rollback() noexcept = 0;
 
   // ---- the log (append-only) ---------------------------------------------
   // Encodes and appends the event, filed under its stream and chained to its
@@ -180,31 +117,13 @@ class Backend {
   virtual void import_event(const RawEvent& event) = 0;
   virtual void put_head(const StreamHead& head) = 0;
   virtual void put_log_digest(const LogDigest& digest) = 0;
-  // The heads of one stream kind, ordered by stream id (bytewise); every
-  // head whose kind names no kind this build knows, by unfiled_heads().
-  virtual std::unique_ptr<Cursor<StreamHead>> scan_heads(StreamKind kind) = 0;
-  virtual std::vector<StreamHead> unfiled_heads() = 0;
-  // The log's digest, or nullopt when its row is gone (only tampering).
-  virtual std::optional<LogDigest> log_digest() = 0;
-  // A random id given to the database when it was created (exports name
-  // their source by it); "" if it has none.
-  virtual std::string database_id() = 0;
   // The schema version of the open database, in this backend's own numbering
   // (SQLite's and PostgreSQL's count apart): the one this build writes, since
   // an open store is at it (an older one was migrated or refused, a newer
-  // one refused). 0 for a backend that is no database (an export read as
-  // one). Never throws.
+  // one refused). 0 for a backend that is no database. Never throws.
   virtual int schema_version() const noexcept { return 0; }
   // The events of one stream, oldest first.
   virtual std::vector<RawEvent> stream_events(const StreamRef& stream) = 0;
-  // Every event of one stream kind, ordered by (stream id bytewise, seq).
-  virtual std::unique_ptr<Cursor<RawEvent>> scan_stream(StreamKind kind) = 0;
-  // Every event whose stream_kind column names no kind this build knows
-  // (only tampering, or a newer cplane, files one there), in no particular
-  // order. Costs an index seek when there are none, not a scan.
-  virtual std::unique_ptr<Cursor<RawEvent>> scan_unfiled() = 0;
-  // How many events the log holds (replay progress; not the newest seq).
-  virtual std::int64_t event_count() = 0;
 
   // ---- items --------------------------------------------------------------
   virtual std::optional<ItemRow> find_item(std::string_view item_id) = 0;
@@ -277,8 +196,6 @@ class Backend {
   // earliest lease end of its claimed items or run_at of its scheduled ones;
   // nullopt when there is none.
   virtual std::optional<Micros> next_lapse(const std::string& project_id) = 0;
-  // Every item row, ordered by item_id (bytewise).
-  virtual std::unique_ptr<Cursor<ScannedItem>> scan_items() = 0;
 
   // The open items (ready, claimed or scheduled) of a project in the allocator's order:
   // on the terminal path first, then higher priority, then queued first. An
@@ -293,15 +210,11 @@ class Backend {
   // ---- the terminal path (terminal_locks) -------------------------------------
   virtual void put_terminal_lock(const TerminalLockRow& row) = 0;  // insert or replace
   virtual void delete_terminal_lock(std::string_view item_id) = 0;
-  // By item id (bytewise).
-  virtual std::unique_ptr<Cursor<TerminalLockRow>> scan_terminal_locks() = 0;
 
   // ---- incident links ---------------------------------------------------------
   virtual std::optional<IncidentLinkRow> find_incident(std::string_view incident_id) = 0;
   virtual void put_incident(const IncidentLinkRow& row) = 0;  // insert or replace
   virtual void delete_incident(std::string_view incident_id) = 0;
-  // By incident id (bytewise).
-  virtual std::unique_ptr<Cursor<IncidentLinkRow>> scan_incidents() = 0;
   virtual std::vector<IncidentLinkRow> incidents_for(std::string_view target) = 0;
 
   // ---- sessions -------------------------------------------------------------
@@ -311,15 +224,11 @@ class Backend {
   // The claimed items whose assignment is this session's, by item id (an
   // index range; lapsed leases included).
   virtual std::vector<ItemRow> session_items(std::string_view session_id) = 0;
-  // Every session row, ordered by session id (bytewise).
-  virtual std::unique_ptr<Cursor<SessionRow>> scan_sessions() = 0;
 
   // ---- cron schedules -------------------------------------------------------
   virtual std::optional<ScheduleRow> find_schedule(std::string_view name) = 0;
   virtual void put_schedule(const ScheduleRow& row) = 0;  // insert or replace
   virtual void delete_schedule(std::string_view name) = 0;
-  // Every schedule row, ordered by name (bytewise).
-  virtual std::unique_ptr<Cursor<ScheduleRow>> scan_schedules() = 0;
   // The active schedules whose next occurrence is at or before `now`, the
   // earliest first, at most `limit`: an index seek (a claim makes it), so
   // that a thousand idle schedules cost nothing. A server backend locks
@@ -335,15 +244,9 @@ class Backend {
   virtual void delete_assignment(std::string_view project_id, std::string_view actor) = 0;
   // Sorted project ids: all of them, or those assigned to `actor`.
   virtual std::vector<std::string> project_ids(const std::string* actor) = 0;
-  virtual std::vector<ProjectRow> all_projects() = 0;
-  virtual std::vector<ProjectActorRow> all_assignments() = 0;
 
   // The seq of the newest event (0 for an empty log). Seqs may have gaps.
   virtual Seq last_seq() = 0;
-  // True when this backend hands out seqs 1, 2, 3, ... with no gaps (SQLite:
-  // a rolled-back transaction takes none), so that a missing seq is
-  // evidence; false when gaps are normal (a PostgreSQL sequence).
-  virtual bool seqs_dense() { return false; }
   // Restore: the log imported came from a backend whose seqs have gaps
   // (PostgreSQL), so a gap here is no evidence either. Kept with the store.
   virtual void put_seqs_sparse() {}
@@ -400,25 +303,25 @@ class Transaction {
     backend.begin_write(sync);
     return Transaction(backend);
   }
-  static Transaction read(Backend& backend) {
-    backend.begin_read();
-    return Transaction(backend);
+  static Transaction read(LogSource& source) {
+    source.begin_read();
+    return Transaction(source);
   }
-  Transaction(Transaction&& other) noexcept : backend_(other.backend_) { other.backend_ = nullptr; }
+  Transaction(Transaction&& other) noexcept : source_(other.source_) { other.source_ = nullptr; }
   Transaction(const Transaction&) = delete;
   Transaction& operator=(const Transaction&) = delete;
   ~Transaction() {
-    if (backend_ != nullptr) backend_->rollback();
+    if (source_ != nullptr) source_->rollback();
   }
   void commit() {
-    Backend* b = backend_;
-    backend_ = nullptr;
-    b->commit();
+    LogSource* s = source_;
+    source_ = nullptr;
+    s->commit();
   }
 
  private:
-  explicit Transaction(Backend& backend) : backend_(&backend) {}
-  Backend* backend_;
+  explicit Transaction(LogSource& source) : source_(&source) {}
+  LogSource* source_;
 };
 
 }  // namespace cplane::storage

@@ -11,7 +11,7 @@
 #include <cplane/ledger.hpp>
 
 #include "events/chain.hpp"
-#include "storage/backend.hpp"
+#include "storage/log_source.hpp"
 
 namespace cplane {
 
@@ -59,7 +59,7 @@ class LogChain {
   // Compares with the stored digest (nullopt: its row is gone). Reports
   // only what no stream already named: a deleted or edited head, events
   // removed together with their heads, seqs missing with intact chains.
-  // `dense`: the backend hands out seqs with no gaps (Backend::seqs_dense).
+  // `dense`: the backend hands out seqs with no gaps (LogSource::seqs_dense).
   void finish(const std::optional<storage::LogDigest>& digest, bool dense,
               std::vector<LedgerProblem>& out);
 

@@ -1,5 +1,6 @@
-// verify and rebuild on a backend (the public forms, on a ControlStore, are
-// in <cplane/verify.hpp>): the log is the truth, the rows a cache of its fold.
+// verify of a log (storage::LogSource) against rows (storage::RowSource),
+// and rebuild on a backend (the public forms, on a ControlStore, are in
+// <cplane/verify.hpp>): the log is the truth, the rows a cache of its fold.
 //
 // verify_ledger replays the log through `apply` (projections/) and compares
 // the result with the stored rows, field by field, in one consistent read
@@ -7,6 +8,11 @@
 // memory does not grow with the number of events or items.
 //
 // rebuild writes the fold's result over the rows in one write transaction.
+//
+// Inside verify/: the replay both share (replay.hpp), one stream's audit
+// (stream_audit.hpp) and its checks per stream kind (event_checks.hpp,
+// audit_*.cpp), the projection descriptors (descriptors.hpp), and the
+// hash chain's checks (chain_check.hpp).
 #pragma once
 
 #include <array>
@@ -19,21 +25,26 @@
 
 #include "projections/rows.hpp"
 #include "storage/backend.hpp"
+#include "storage/log_source.hpp"
 
 namespace cplane {
 
-// Throws StorageError if the database cannot be read; every problem in its
-// contents is reported, never thrown.
+// A database's log against its own rows. Throws StorageError if the
+// database cannot be read; every problem in its contents is reported, never
+// thrown.
 std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progress& progress = {});
 
-
-// verify_ledger, and the summary of the fold. Without `compare_rows`, only
-// what the log says on its own is checked (audit of an export with no
-// database): no row is read.
-std::vector<LedgerProblem> verify_ledger(storage::Backend& backend, const Progress& progress,
-                                         LogSummary* summary, bool compare_rows);
-// The same, each problem handed to `sink` in order once the replay is done
-// (memory stays flat: problems wait in a temporary file, not in memory).
+// A log against rows, each problem handed to `sink` in order once the
+// replay is done (memory stays flat: problems wait in a temporary file, not
+// in memory), and the summary of the fold. The replay reads in one
+// snapshot, `log`'s read transaction, which must cover `rows` (a Backend is
+// both; an export's log opens the snapshot of the database its rows come
+// from). `rows` null: only what the log says on its own is checked (audit
+// of an export with no database), and no row is read.
+void verify_ledger(storage::LogSource& log, storage::RowSource* rows, const Progress& progress,
+                   LogSummary* summary, const std::function<void(LedgerProblem&&)>& sink);
+// The same on one database: its log against its own rows, or (without
+// `compare_rows`) alone.
 void verify_ledger(storage::Backend& backend, const Progress& progress, LogSummary* summary,
                    bool compare_rows, const std::function<void(LedgerProblem&&)>& sink);
 

@@ -1,0 +1,330 @@
+// The replay of verify and rebuild (verify/replay.hpp): each stream kind's
+// events, heads and rows merged on the stream id, each stream audited and
+// each of its projections reconciled with the stored rows.
+#include "verify/replay.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "events/errors.hpp"
+#include "verify/chain_check.hpp"
+#include "verify/descriptors.hpp"
+#include "verify/quote.hpp"
+
+namespace cplane::verify_detail {
+
+namespace {
+
+// The differences of one row, each as "field: stored -> folded".
+std::vector<std::string> describe(const std::vector<FieldDiff>& diffs) {
+  std::vector<std::string> out;
+  for (const auto& d : diffs) {
+    out.push_back(fmt::format("{}: {} -> {}", d.field, d.stored, d.folded));
+  }
+  return out;
+}
+
+// One projection's side of the merge: its row cursor, the current row.
+template <class P>
+class RowSide {
+ public:
+  // `rows` null: a side with no rows.
+  explicit RowSide(storage::RowSource* rows)
+      : cursor_(rows != nullptr ? P::scan(*rows) : std::make_unique<NoRows>()) {
+    advance();
+  }
+
+  const std::string* next_stream() const { return have_ ? &P::stream_id(row_) : nullptr; }
+
+  // The stored rows of `stream_id` (the cursor must be at or past it).
+  std::vector<typename P::Stored> take(const std::string& stream_id) {
+    std::vector<typename P::Stored> out;
+    while (have_ && P::stream_id(row_) == stream_id) {
+      last_.assign(P::stream_id(row_));
+      out.push_back(std::move(row_));
+      advance();
+    }
+    return out;
+  }
+
+ private:
+  struct NoRows final : storage::Cursor<typename P::Stored> {
+    bool next(typename P::Stored&) override { return false; }
+  };
+
+  void advance() {
+    have_ = cursor_->next(row_);
+    // The merge needs ids in bytewise order (the backend contract). An id
+    // stored as a BLOB (only by tampering) sorts elsewhere: stop rather
+    // than report false problems.
+    if (have_ && !last_.empty() && P::stream_id(row_) < last_) {
+      throw StorageError(StorageError::Category::corruption,
+                         fmt::format("{} rows are out of order near '{}': an id is stored with a "
+                                     "type other than TEXT",
+                                     P::table, P::stream_id(row_)));
+    }
+  }
+
+  std::unique_ptr<storage::Cursor<typename P::Stored>> cursor_;
+  typename P::Stored row_{};
+  bool have_ = false;
+  std::string last_;  // the stream id of the last row taken
+};
+
+void note(std::vector<RowChange>& list, std::int64_t& total, RowChange change) {
+  ++total;
+  if (list.size() < kMaxListedChanges) list.push_back(std::move(change));
+}
+
+template <class P>
+void reconcile(RowSide<P>& side, StreamAudit& audit, const LogFacts& facts, const Reconcile& r) {
+  auto stored = side.take(audit.stream.id);
+  const std::size_t first_problem = r.problems != nullptr ? r.problems->size() : 0;
+  if (r.problems != nullptr && audit.stream.kind == P::stream) {
+    P::cross_check(audit, facts, *r.problems);
+  }
+  if (!r.compare_rows) {
+    if (r.about != nullptr) {
+      for (std::size_t i = first_problem; i < r.problems->size(); ++i) {
+        r.about->emplace_back(audit.stream.kind, audit.stream.id);
+      }
+    }
+    return;
+  }
+  const bool comparable = P::comparable(audit);
+  const bool creates = P::creates(audit);
+  // Rows per stream are few (one, or one per grant): match them by key in
+  // place, without maps.
+  std::vector<typename P::Row> folded = P::folded(audit);
+  std::vector<bool> matched(folded.size(), false);
+  for (auto& row : stored) {
+    std::size_t at = 0;
+    while (at < folded.size() && !P::same(row, folded[at])) ++at;
+    const bool found = at < folded.size();
+    if (found) matched[at] = true;
+    if (r.problems != nullptr) {
+      if (!found) {
+        if (auto p = P::unexplained(row, audit)) r.problems->push_back(std::move(*p));
+      } else if (comparable) {
+        for (auto& p : P::disagree(row, folded[at], audit)) r.problems->push_back(std::move(p));
+      }
+    }
+    if (r.report != nullptr) {
+      if (!found && P::erasable(audit)) {
+        // A row its stream's whole, readable history does not make.
+        note(r.report->changes, r.report->changes_total,
+             {P::table, P::stored_key(row), "delete", {}});
+        if (r.write_to != nullptr) P::erase(*r.write_to, row);
+      } else if (!found) {
+        // No history at all. The row may be the last copy of an item whose
+        // history was lost (the heads and digest are plain values: removing
+        // a stream and fixing them needs no hashing), or it was made up
+        // outside cplane: rebuild cannot tell, so it never destroys it.
+        // verify keeps naming it; delete it by hand if it was made up.
+        note(r.report->kept, r.report->kept_total,
+             {P::table, P::stored_key(row), "keep",
+              {std::string(P::no_creation) + ": no history in the log, so the row may be the "
+                                              "last copy; left alone"}});
+      } else if (auto loss = P::evidence_of_loss(row, folded[at]); !loss.empty()) {
+        note(r.report->kept, r.report->kept_total,
+             {P::table, P::key(folded[at]), "keep", {std::move(loss)}});
+      } else if (!creates) {
+        // Events without their creation: the log fails its own checks and
+        // rebuild refuses (see rebuild below); nothing to decide here.
+      } else if (auto d = P::diff(row, folded[at]); !d.empty()) {
+        note(r.report->changes, r.report->changes_total,
+             {P::table, P::key(folded[at]), "update", describe(d)});
+        if (r.write_to != nullptr) P::put(*r.write_to, folded[at]);
+      }
+    }
+  }
+  // Folded rows with no stored counterpart.
+  for (std::size_t at = 0; at < folded.size(); ++at) {
+    if (matched[at]) continue;
+    if (r.problems != nullptr) {
+      if (auto p = P::missing(folded[at], audit)) r.problems->push_back(std::move(*p));
+    }
+    if (r.report != nullptr && creates) {
+      note(r.report->changes, r.report->changes_total,
+           {P::table, P::key(folded[at]), "insert", {}});
+      if (r.write_to != nullptr) P::put(*r.write_to, folded[at]);
+    }
+  }
+  if (r.about != nullptr) {
+    for (std::size_t i = first_problem; i < r.problems->size(); ++i) {
+      r.about->emplace_back(audit.stream.kind, audit.stream.id);
+    }
+  }
+}
+
+// Replays every stream of `kind` and reconciles each of the projections
+// with it. `on_stream(audit)` sees each stream's audit after its fold.
+template <class... P, class OnStream>
+void replay(storage::LogSource& log, storage::RowSource* rows, StreamKind kind, LogFacts& facts,
+            const Reconcile& r, std::int64_t& events_read, std::int64_t total,
+            const Progress& progress, OnStream&& on_stream) {
+  auto events = log.scan_stream(kind);
+  auto heads = log.scan_heads(kind);
+  std::tuple<RowSide<P>...> sides{RowSide<P>(rows)...};
+  storage::RawEvent raw;
+  storage::StreamHead head;
+  bool have_event = events->next(raw);
+  bool have_head = heads->next(head);
+  const std::string kind_name(to_string(kind));
+  std::string previous;
+  bool first = true;
+  for (;;) {
+    // The next stream id: the least of the event side, the heads and every
+    // row side.
+    const std::string* next = have_event ? &raw.stream_id : nullptr;
+    if (have_head && (next == nullptr || head.stream_id < *next)) next = &head.stream_id;
+    std::apply(
+        [&](auto&... side) {
+          ((side.next_stream() != nullptr && (next == nullptr || *side.next_stream() < *next)
+                ? void(next = side.next_stream())
+                : void()),
+           ...);
+        },
+        sides);
+    if (next == nullptr) break;
+    std::string id = *next;
+    if (!first && id <= previous) {
+      throw StorageError(StorageError::Category::corruption,
+                         fmt::format("stream ids are out of order near '{}': an id is stored "
+                                     "with a type other than TEXT",
+                                     id));
+    }
+    first = false;
+    previous.assign(id);
+    StreamAudit audit;
+    audit.stream = {kind, std::move(id)};
+    const std::string& sid = audit.stream.id;
+    if (!facts.incomplete.empty() && facts.incomplete.contains({kind, sid})) {
+      audit.unreadable = true;
+      audit.reported_no_creation = true;
+    }
+    StreamChain chain(kind_name, sid);
+    while (have_event && raw.stream_id == sid) {
+      chain.add(raw, audit.chain_problems);
+      facts.chain.event(raw.seq);
+      fold_event(audit, raw, facts);
+      if (++events_read % kProgressEvery == 0 && progress) progress(events_read, total);
+      have_event = events->next(raw);
+    }
+    const bool headed = have_head && head.stream_id == sid;
+    if (headed) facts.chain.head(head);
+    chain.finish(headed ? &head : nullptr, audit.chain_problems);
+    if (r.bounds != nullptr && kind == StreamKind::item) {
+      const auto& unbounded = r.bounds->unbounded;
+      if (std::binary_search(unbounded.begin(), unbounded.end(), sid)) {
+        // Its head was lost with the page it was on: any of the lost events
+        // may have been its claims.
+        audit.item.fence += r.bounds->lost_events;
+      } else if (chain.broken() && headed) {
+        // recover, over a stream that lost events: a lost claim may have
+        // handed out a fence above the fold's. Every claim is one event, so
+        // the head's revision bounds every fence the item ever had: the row
+        // takes it, and the next claim goes above it.
+        audit.item.fence = std::max<Fence>(audit.item.fence, static_cast<Fence>(head.revision));
+      }
+    }
+    if (headed) have_head = heads->next(head);
+    if (chain.broken()) facts.chain.stream_broken();
+    if (kind == StreamKind::item) audit_end(audit, facts);
+    on_stream(audit);
+    std::apply([&](auto&... side) { (reconcile(side, audit, facts, r), ...); }, sides);
+  }
+}
+
+// Events whose stream_kind column names no kind: each is an index fault (its
+// body says where it belongs), and no stream's scan sees it. (Scanned last,
+// so the streams they belong to are already reconciled.)
+void audit_unfiled(storage::LogSource& log, StreamAudit& audit, LogFacts& facts,
+                   std::int64_t& events_read) {
+  auto events = log.scan_unfiled();
+  storage::RawEvent raw;
+  while (events->next(raw)) {
+    ++events_read;
+    facts.chain.event(raw.seq);
+    read_event(raw, audit, facts);  // reports the stream_kind column, or the body
+  }
+  for (const auto& head : log.unfiled_heads()) facts.chain.head(head);
+}
+
+}  // namespace
+
+void replay_all(storage::LogSource& log, storage::RowSource* rows, const Reconcile& r,
+                LogFacts& facts, std::int64_t& events_read, const Progress& progress,
+                const std::function<void(StreamAudit&)>& on_stream) {
+  // The total is for a progress display only: counting reads the log once
+  // more, so only when someone is watching.
+  const std::int64_t total = progress ? log.event_count() : 0;
+  replay<ProjectsProjection, GrantsProjection>(
+      log, rows, StreamKind::project, facts, r, events_read, total, progress,
+      [&](StreamAudit& audit) {
+        if (audit.project) {
+          facts.projects.insert(audit.stream.id);
+          facts.project_created_at.emplace(audit.stream.id, audit.project_created_seq);
+        }
+        for (const auto& [actor, grant] : audit.grants) {
+          facts.grants.emplace(std::pair{audit.stream.id, actor}, grant.last_seq);
+        }
+        if (audit.unreadable) facts.project_log_unreadable = true;
+        on_stream(audit);
+      });
+  replay<SessionsProjection>(log, rows, StreamKind::session, facts, r, events_read, total,
+                             progress, [&](StreamAudit& audit) {
+                               if (audit.session) {
+                                 facts.sessions[audit.stream.id] = {
+                                     audit.opened_seq, audit.closed_seq, audit.session->actor};
+                               }
+                               if (audit.unreadable) facts.session_log_unreadable = true;
+                               on_stream(audit);
+                             });
+  // An event filed under another project or session by its columns: which
+  // projects the log created, or when sessions lived, is no longer known
+  // for sure.
+  for (const auto& [kind, id] : facts.incomplete) {
+    if (kind == StreamKind::project) facts.project_log_unreadable = true;
+    if (kind == StreamKind::session) facts.session_log_unreadable = true;
+  }
+  replay<TerminalLocksProjection, ItemsProjection>(
+      log, rows, StreamKind::item, facts, r, events_read, total, progress,
+      [&](StreamAudit& audit) {
+        // An unreadable item may be a schedule's: which items schedules
+        // made is then no longer known for sure.
+        if (audit.unreadable) facts.item_log_unreadable = true;
+        on_stream(audit);
+      });
+  replay<IncidentsProjection>(log, rows, StreamKind::incident, facts, r, events_read, total,
+                              progress, on_stream);
+  replay<SchedulesProjection>(log, rows, StreamKind::schedule, facts, r, events_read, total,
+                              progress, on_stream);
+  // Every item a schedule made is named by exactly one fire.
+  {
+    StreamAudit orphans;
+    orphans.stream = {StreamKind::schedule, ""};
+    if (!facts.item_log_unreadable) {
+      for (const auto& [item, key] : facts.schedule_items) {
+        if (facts.fired_items.contains(item)) continue;
+        orphans.problems.push_back({ProblemKind::schedule_fire_unmatched, item, "",
+                                    fmt::format("item {} is keyed {}, but no schedule_fired "
+                                                "names it",
+                                                quoted(item), quoted(key))});
+      }
+    }
+    if (!orphans.problems.empty()) on_stream(orphans);
+  }
+  StreamAudit unfiled;
+  audit_unfiled(log, unfiled, facts, events_read);
+  // What no stream could show: a stream removed with its head, a head
+  // edited, seqs missing.
+  facts.chain.finish(log.log_digest(), log.seqs_dense(), unfiled.chain_problems);
+  on_stream(unfiled);
+  if (progress) progress(events_read, total);
+}
+
+}  // namespace cplane::verify_detail
