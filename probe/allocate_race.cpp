@@ -1,23 +1,18 @@
+// The allocate-race scenario's journal format and its judgement
+// (probe/allocate_race.hpp; the sessions and the probe's side are in
+// allocate_race_run.cpp).
 #include "probe/allocate_race.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <iostream>
 #include <limits>
-#include <random>
 #include <set>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
 #include <tuple>
 #include <utility>
 
-#include "events/clock.hpp"
-#include "probe/fleet.hpp"
 #include "projections/apply.hpp"
 
 namespace cplane::probe::alloc {
@@ -49,18 +44,6 @@ std::vector<Skip> parse_skipped(const std::string& text) {
     out.push_back({part.substr(0, colon), part[colon + 1]});
   }
   return out;
-}
-
-std::vector<Skip> skips_of(const std::vector<SkippedCandidate>& skipped) {
-  std::vector<Skip> out;
-  for (const auto& s : skipped) {
-    out.push_back({s.item_id, s.reason == SkipReason::routed_to_author ? 'r' : 'f'});
-  }
-  return out;
-}
-
-void sleep_for(double seconds) {
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
 }
 
 // ---- the rules, restated ------------------------------------------------------
@@ -217,131 +200,7 @@ struct Window {
   bool matched = false, exact = false, stood_by = false;
 };
 
-// ---- one session at work --------------------------------------------------------
-
-constexpr double kReleaseProbability = 0.15;
-constexpr double kPreviewProbability = 0.1;
-
-class Session {
- public:
-  explicit Session(const SessionConfig& c)
-      : c_(c), rng_(std::random_device{}() ^ static_cast<std::uint64_t>(::getpid())) {
-    journal_.session = c.session;
-  }
-
-  int run() {
-    int code = 0;
-    try {
-      ControlStore store{c_.store};
-      store.open_session(c_.session, c_.project);
-      if (c_.gate_fd >= 0) fleet::StartGate::wait_on(c_.gate_fd);
-      if (!drain(store)) {
-        std::cerr << "cplane-probe: session " << c_.session << " gave up after " << c_.give_up
-                  << " s\n";
-        code = 1;
-      }
-      Entry e;
-      e.kind = EntryKind::session_closed;
-      e.t0 = now_micros();
-      const auto released = store.close_session(c_.session);
-      e.t1 = now_micros();
-      for (const auto& item : released) {
-        e.item = item;
-        journal_.entries.push_back(e);
-      }
-    } catch (const std::exception& e) {
-      std::cerr << "cplane-probe: session " << c_.session << ": " << e.what() << '\n';
-      code = 1;
-    }
-    write_journal(c_.journal, journal_);
-    return code;
-  }
-
- private:
-  double uniform(double low, double high) {
-    return std::uniform_real_distribution<double>(low, high)(rng_);
-  }
-
-  // Until the project has nothing open; false if it gave up first.
-  bool drain(ControlStore& store) {
-    const double give_up = fleet::seconds_now() + c_.give_up;
-    while (fleet::seconds_now() < give_up) {
-      if (uniform(0, 1) < kPreviewProbability) ask(store, false, c_.lease);
-      // Every session abandons its third item, and now and then another.
-      const bool abandon = given_ == 2 || uniform(0, 1) < c_.abandon_probability;
-      const Allocation a = ask(store, true, abandon ? c_.abandon_lease : c_.lease);
-      if (a.outcome == AllocateOutcome::assigned) {
-        ++given_;
-        if (abandon) {
-          Entry e;
-          e.kind = EntryKind::abandoned;
-          e.item = a.item_id;
-          e.fence = a.fence;
-          e.lease_end = a.lease_expires_at;
-          e.t0 = e.t1 = now_micros();
-          journal_.entries.push_back(std::move(e));
-        } else {
-          report(store, a.item_id, a.fence, uniform(0, 1) < kReleaseProbability);
-        }
-      } else if (a.outcome == AllocateOutcome::wait) {
-        sleep_for(std::clamp((a.until - now_micros()) / 1e6, 0.001, 0.01));
-      } else {
-        const auto counts = store.status_counts(c_.project);
-        if (counts.ready == 0 && counts.claimed == 0) return true;
-        sleep_for(uniform(0.002, 0.008));
-      }
-    }
-    return false;
-  }
-
-  Allocation ask(ControlStore& store, bool apply, double lease) {
-    Entry e;
-    e.kind = apply ? EntryKind::applied : EntryKind::preview;
-    e.t0 = now_micros();
-    Allocation a = store.allocate_next(c_.session, apply ? AllocateMode::apply : AllocateMode::preview, {},
-                                       Seconds{lease});
-    e.t1 = now_micros();
-    e.item = a.item_id;
-    e.result = std::string(to_string(a.outcome));
-    e.fence = a.fence;
-    e.lease_end = a.lease_expires_at;
-    e.until = a.until;
-    e.skipped_total = a.skipped_total;
-    e.skipped = skips_of(a.skipped);
-    journal_.entries.push_back(std::move(e));
-    return a;
-  }
-
-  // Finishes the item (done), or gives it back.
-  void report(ControlStore& store, const std::string& item, Fence fence, bool release) {
-    Entry e;
-    e.kind = release ? EntryKind::released : EntryKind::finished;
-    e.item = item;
-    e.fence = fence;
-    e.t0 = now_micros();
-    try {
-      if (release) {
-        store.release(item, fence, "probe gives it back");
-      } else {
-        store.finish(item, fence, Outcome::done);
-      }
-      e.result = "ok";
-    } catch (const FenceRejected& x) {
-      e.result = to_string(x.reason());
-    }
-    e.t1 = now_micros();
-    journal_.entries.push_back(std::move(e));
-  }
-
-  const SessionConfig& c_;
-  std::mt19937_64 rng_;
-  std::int64_t given_ = 0;  // items assigned so far
-  Journal journal_;
-};
-
 }  // namespace
-
-int run_session(const SessionConfig& config) { return Session(config).run(); }
 
 void write_journal(const std::string& path, const Journal& journal) {
   const std::string temporary = path + ".tmp";

@@ -1,5 +1,6 @@
 // The allocate-race scenario's sessions, journals and their judgement
-// (cplane-probe --scenario allocate-race).
+// (cplane-probe --scenario allocate-race; the judgement in allocate_race.cpp,
+// the sessions and the probe's side in allocate_race_run.cpp).
 //
 // Each session runs in a process of its own and drains one project through
 // allocate_next(apply): given an item, it finishes it (done), gives it back
@@ -63,6 +64,8 @@
 #include <vector>
 
 #include <cplane/cplane.hpp>
+
+#include "probe/scenario.hpp"
 
 namespace cplane::probe::alloc {
 
@@ -186,5 +189,13 @@ struct Findings {
 Findings judge(const std::vector<Journal>& journals,
                const std::map<std::string, std::vector<StoredEvent>>& ledger,
                const std::vector<Observation>& observations, Micros lease, Micros abandon_lease);
+
+// The probe's side: sets up the project and its items (one session, s0, the
+// author of about a third of the prs), runs the sessions and the control
+// plane, judges. Every figure in print order, and every check, verify's
+// included. Throws what the store throws while setting up; a session's
+// failure is a failed check. Every process it started is gone when it
+// returns.
+ScenarioResult run(const RunConfig& run);
 
 }  // namespace cplane::probe::alloc

@@ -1,3 +1,6 @@
+// The assign-race scenario's journal format and its judgement
+// (probe/assign_race.hpp; the sessions and the probe's side are in
+// assign_race_run.cpp).
 #include "probe/assign_race.hpp"
 
 #include <algorithm>

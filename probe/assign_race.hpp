@@ -1,5 +1,12 @@
-// The assign-race scenario's journals and their judgement
-// (cplane-probe --scenario assign-race).
+// The assign-race scenario: its sessions, their journals and the judgement
+// (cplane-probe --scenario assign-race; the judgement in assign_race.cpp,
+// the sessions and the probe's side in assign_race_run.cpp).
+//
+// S sessions, each in its own process, race for a few pr items with
+// assign_and_lease while the control plane (the probe's own process) moves
+// heads, closes held items (replacing each with a new item) and three times
+// holds the write lock past a lease's length. R2: no two sessions ever hold
+// one item at one moment.
 //
 // Each session runs in a process of its own and keeps a journal: one line
 // per answer the store gave it, with the wall-clock bounds of the call, t0
@@ -48,6 +55,8 @@
 #include <vector>
 
 #include <cplane/cplane.hpp>
+
+#include "probe/scenario.hpp"
 
 namespace cplane::probe::race {
 
@@ -178,5 +187,33 @@ Findings judge(const std::vector<Journal>& journals,
                const std::map<std::string, std::vector<StoredEvent>>& ledger,
                const std::vector<Observation>& observations,
                const std::vector<WriterStall>& writer_stalls);
+
+// One session's process (cplane-probe --worker assign). It asks for one of
+// the items named in `slots` (one id a line, rewritten as the control plane
+// replaces closed ones) over and over until `duration` has passed; given
+// one, it makes a few mutations through the gate, then gives the item back,
+// keeps it for a while (its heartbeats renew the lease), or stalls past its
+// lease and presents the old fence. Then it closes its session.
+struct SessionConfig {
+  std::string store;
+  std::string project;   // the session's actor
+  std::string session;
+  std::string journal;   // where the journal goes
+  int gate_fd = -1;      // the start gate (fleet::StartGate), if any
+  double lease = 0.3;    // the lease it asks for, seconds
+  double stall_probability = 0;  // per round, besides its second fresh assignment
+  std::string slots;
+  double duration = 0;   // seconds
+};
+// 0 when every call went through; the journal is written either way.
+int run_session(const SessionConfig& config);
+
+// The probe's side: sets up the project and its items, runs the sessions
+// and the control plane, judges. `run.items` is the number of items raced
+// for at once. Every figure in print order, and every check, verify's
+// included. Throws what the store throws while setting up; a session's
+// failure is a failed check. Every process it started is gone when it
+// returns.
+ScenarioResult run(const RunConfig& run);
 
 }  // namespace cplane::probe::race

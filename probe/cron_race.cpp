@@ -7,14 +7,12 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <random>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
 #include <utility>
 
 #include <fmt/format.h>
@@ -28,10 +26,7 @@ namespace cplane::probe::cron {
 namespace {
 
 using fleet::seconds_now;
-
-void sleep_for(double seconds) {
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-}
+using fleet::sleep_for;
 
 std::string field(const std::string& text) { return text.empty() ? "-" : text; }
 std::string unfield(const std::string& text) { return text == "-" ? "" : text; }

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <ostream>
 #include <stdexcept>
+#include <thread>
 
 namespace cplane::fleet {
 
@@ -29,6 +30,10 @@ double percentile(std::vector<double> samples, double p) {
 double seconds_now() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+void sleep_for(double seconds) {
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
 }
 
 StartGate::StartGate() {

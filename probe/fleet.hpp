@@ -17,6 +17,9 @@ double percentile(std::vector<double> samples, double p);
 // Monotonic seconds.
 double seconds_now();
 
+// Sleeps for `seconds` (fractions included).
+void sleep_for(double seconds);
+
 // A pipe every forked child blocks on until the parent releases them all at
 // once, so a drain is timed from a common start.
 class StartGate {

@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -17,12 +16,12 @@
 #include <random>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "events/clock.hpp"
+#include "probe/drain.hpp"
 #include "probe/fleet.hpp"
 #include "projections/apply.hpp"
 #include "projections/rules.hpp"
@@ -31,10 +30,7 @@ namespace cplane::probe::storm {
 namespace {
 
 using fleet::seconds_now;
-
-void sleep_for(double seconds) {
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-}
+using fleet::sleep_for;
 
 std::string field(const std::string& text) { return text.empty() ? "-" : text; }
 std::string unfield(const std::string& text) { return text == "-" ? "" : text; }
@@ -526,21 +522,6 @@ class Workers {
   fleet::Processes processes_;
 };
 
-std::vector<std::string> enqueue_items(ControlStore& store, const std::string& project,
-                                       std::int64_t items) {
-  std::vector<std::string> ids;
-  std::vector<std::string> payloads;
-  for (std::int64_t i = 0; i < items;) {
-    const auto n = std::min<std::int64_t>(1000, items - i);
-    payloads.clear();
-    for (std::int64_t k = 0; k < n; ++k) payloads.push_back(fmt::format(R"({{"n":{}}})", i + k));
-    auto batch = store.enqueue_batch(project, payloads);
-    ids.insert(ids.end(), batch.begin(), batch.end());
-    i += n;
-  }
-  return ids;
-}
-
 }  // namespace
 
 Result run(const ScenarioConfig& c) {
@@ -558,7 +539,7 @@ Result run(const ScenarioConfig& c) {
                        ControlStore::ProjectOptions{.max_attempts = kMaxAttempts,
                                                     .backoff = kBackoff});
   store.grant(c.project, c.project);
-  const auto ids = enqueue_items(store, c.project, c.items);
+  const auto ids = drain::enqueue_more(store, c.project, 0, c.items);
 
   Workers workers(c);
   SharedFlags flags(workers.flags_path(), true);
