@@ -254,6 +254,22 @@ class Cli {
   Validity set_delay(kj::StringPtr text);
   Validity set_no_retry();
   Validity set_statuses(kj::StringPtr text);
+  // ---- flow control (cli/limits.cpp) ----------------------------------------------
+  kj::MainFunc limit_command();
+  kj::MainFunc limit_set_command();
+  kj::MainFunc limit_remove_command();
+  kj::MainFunc limits_command();
+  kj::MainFunc why_command();
+  Validity run_limit_set();
+  Validity run_limit_remove();
+  Validity run_limits();
+  Validity run_why();
+  Validity set_concurrency(kj::StringPtr text);
+  Validity set_rate(kj::StringPtr text);
+  Validity set_burst(kj::StringPtr text);
+  Validity set_weight(kj::StringPtr text);
+  Validity set_concurrency_key(kj::StringPtr text);
+  std::string limit_json(const ControlStore::LimitInfo& info);
   // ---- cron schedules (cli/schedules.cpp) ----------------------------------------
   kj::MainFunc schedule_command();
   kj::MainFunc schedule_add_command();
@@ -535,6 +551,12 @@ class Cli {
   bool no_retry_ = false;
   std::vector<ItemStatus> statuses_;
   std::optional<std::string> cron_, schedule_payload_, tz_;
+  // Flow control's options.
+  std::optional<std::uint32_t> concurrency_;
+  std::optional<std::string> rate_;
+  std::optional<std::uint32_t> burst_;
+  std::optional<std::uint32_t> weight_;
+  std::optional<std::string> concurrency_key_;
   ControlStore::Overlap overlap_ = ControlStore::Overlap::allow;
   std::int64_t catch_up_ = 0;
   // rebuild, restore, recover: one transaction over the whole database,

@@ -36,6 +36,9 @@ kj::MainFunc Cli::enqueue_command() {
                         "scheduled: not claimable before this time (microseconds)")
       .addOptionWithArg({"delay"}, KJ_BIND_METHOD(*this, set_delay), "<duration>",
                         "scheduled: not claimable before now + DURATION (30s, 10m, 2h, ...)")
+      .addOptionWithArg({"concurrency-key"}, KJ_BIND_METHOD(*this, set_concurrency_key), "<key>",
+                        "the concurrency key whose limit (cplane limit set) bounds it, across "
+                        "projects")
       .expectArg("PROJECT", KJ_BIND_METHOD(*this, set_positional))
       .expectOptionalArg("PAYLOAD_JSON", KJ_BIND_METHOD(*this, set_positional))
       .callAfterParsing(KJ_BIND_METHOD(*this, run_enqueue))
@@ -100,9 +103,10 @@ Validity Cli::run_enqueue() {
     return "enqueue needs PAYLOAD_JSON (JSON text, - for standard input, @FILE), or --batch";
   }
   if (batch_ && (kind_ || ref_ || head_ || author_ || priority_ || key_ || max_attempts_ ||
-                 backoff_ || run_at_ || delay_)) {
+                 backoff_ || run_at_ || delay_ || concurrency_key_)) {
     return "enqueue --batch queues plain tasks: --kind, --ref, --head, --author, --priority, "
-           "--key, --max-attempts, --backoff, --run-at and --delay are for one item";
+           "--key, --max-attempts, --backoff, --run-at, --delay and --concurrency-key are for "
+           "one item";
   }
   if (backoff_ && !max_attempts_) return "--backoff needs --max-attempts N";
   return run([&] {
@@ -134,7 +138,8 @@ Validity Cli::run_enqueue() {
                                                .max_attempts = max_attempts_.value_or(0),
                                                .backoff = backoff_.value_or(""),
                                                .run_at = run_at_,
-                                               .delay = delay_};
+                                               .delay = delay_,
+                                               .concurrency_key = concurrency_key_.value_or("")};
     if (options.kind != WorkKind::pr && (head_ || author_)) {
       throw InvalidArgument(fmt::format("only a pr has a {}: add --kind pr",
                                         head_ ? "head" : "author"));
@@ -414,6 +419,7 @@ Validity Cli::run_item() {
                 .num("max_attempts", row.max_attempts)
                 .str_or_null("backoff", row.backoff)
                 .num("attempt_limit", row.attempt_limit)
+                .str_or_null("concurrency_key", row.concurrency_key)
                 .done());
     } else {
       std::string actions;
@@ -424,6 +430,9 @@ Validity Cli::run_item() {
                         row.fence, row.attempts, row.lease_expires_at, row.payload,
                         row.detail));
       if (row.status == ItemStatus::scheduled) print(fmt::format("run_at: {}", row.run_at));
+      if (!row.concurrency_key.empty()) {
+        print(fmt::format("concurrency_key: {}", escape_invisible(row.concurrency_key)));
+      }
       if (row.attempt_limit != 0 || row.max_attempts != 0) {
         print(fmt::format("max_attempts: {}\nbackoff: {}\nattempt_limit: {}", row.max_attempts,
                           row.backoff.empty() ? "none" : row.backoff, row.attempt_limit));

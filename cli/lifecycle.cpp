@@ -91,17 +91,34 @@ kj::MainFunc Cli::project_set_command() {
                         "attempts per item, at least 1")
       .addOptionWithArg({"backoff"}, KJ_BIND_METHOD(*this, set_backoff), "<spec>",
                         "none, fixed:DURATION or exponential:BASE[:CAP] (CAP 1h by default)")
+      .addOptionWithArg({"weight"}, KJ_BIND_METHOD(*this, set_weight), "<w>",
+                        "its share of the claims that choose among several projects, 1 to "
+                        "1000 (default 1): weighted round-robin")
+      .addOptionWithArg({"actor"}, KJ_BIND_METHOD(*this, set_actor), "<actor>",
+                        "who sets it, recorded in the event")
       .expectArg("ID", KJ_BIND_METHOD(*this, set_positional))
       .callAfterParsing(KJ_BIND_METHOD(*this, run_project_set))
       .build();
 }
 
 Validity Cli::run_project_set() {
-  if (!max_attempts_ && !backoff_) return "project set needs --max-attempts N or --backoff SPEC";
+  if (!max_attempts_ && !backoff_ && !weight_) {
+    return "project set needs --max-attempts N, --backoff SPEC or --weight W";
+  }
   return run([&] {
     require_name(args_[0], "project id");
     auto store = open();
     const ProjectRow before = store.project(args_[0]);
+    if (!max_attempts_ && !backoff_) {
+      changed_ = store.set_weight(args_[0], *weight_, {.actor = actor_, .now = now_});
+      print(json_ ? JsonObject()
+                        .str("project_id", args_[0])
+                        .num("weight", *weight_)
+                        .boolean("changed", changed_)
+                        .done()
+                  : fmt::format("{} weight {}", args_[0], *weight_));
+      return;
+    }
     const std::uint32_t attempts = max_attempts_.value_or(before.max_attempts);
     if (attempts == 0) {
       throw InvalidArgument(InvalidArgument::Reason::conflict,
@@ -110,14 +127,27 @@ Validity Cli::run_project_set() {
                                         quote_id(args_[0])));
     }
     const std::string backoff = backoff_.value_or(before.backoff.empty() ? "none" : before.backoff);
+    // The weight first: a refused weight changes nothing, the policy included.
+    bool weight_changed = false;
+    if (weight_) {
+      if (*weight_ < 1 || *weight_ > kMaxWeight) {
+        throw InvalidArgument(fmt::format("a weight must be between 1 and {}, not {}", kMaxWeight,
+                                          *weight_));
+      }
+    }
     changed_ = store.set_retry_policy(args_[0], attempts, backoff, now_);
+    if (weight_) weight_changed = store.set_weight(args_[0], *weight_, {.actor = actor_, .now = now_});
+    changed_ = changed_ || weight_changed;
+    const std::uint32_t weight = weight_.value_or(before.weight);
     print(json_ ? JsonObject()
                       .str("project_id", args_[0])
                       .num("max_attempts", attempts)
                       .str("backoff", backoff)
+                      .num("weight", weight)
                       .boolean("changed", changed_)
                       .done()
-                : fmt::format("{} max_attempts {} backoff {}", args_[0], attempts, backoff));
+                : fmt::format("{} max_attempts {} backoff {}{}", args_[0], attempts, backoff,
+                              weight_ ? fmt::format(" weight {}", weight) : std::string()));
   });
 }
 
@@ -198,6 +228,7 @@ Validity Cli::run_project_show() {
                 .str("backoff", p.backoff.empty() ? "none" : p.backoff)
                 .boolean("paused", p.paused)
                 .str_or_null("pause_reason", p.pause_reason)
+                .num("weight", p.weight)
                 .done());
     } else {
       print(fmt::format("project_id: {}\ntitle: {}\nstatus: {}\nmax_attempts: {}\nbackoff: {}\n"
@@ -209,6 +240,7 @@ Validity Cli::run_project_show() {
                         p.paused && !p.pause_reason.empty()
                             ? " (" + escape_invisible(p.pause_reason) + ")"
                             : ""));
+      print(fmt::format("weight: {}", p.weight));
     }
   });
 }

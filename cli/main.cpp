@@ -57,6 +57,12 @@ kj::MainFunc Cli::main() {
                      "cron schedules: add, list, pause, resume, remove")
       .addSubCommand("tick", KJ_BIND_METHOD(*this, tick_command),
                      "fire the schedule occurrences that are due")
+      .addSubCommand("limit", KJ_BIND_METHOD(*this, limit_command),
+                     "limits on concurrency keys: set, remove")
+      .addSubCommand("limits", KJ_BIND_METHOD(*this, limits_command),
+                     "list the limits and what holds them")
+      .addSubCommand("why", KJ_BIND_METHOD(*this, why_command),
+                     "say why an item is not being claimed now")
       .addSubCommand("retry", KJ_BIND_METHOD(*this, retry_command),
                      "redrive a failed or cancelled item (or a project's, in bulk)")
       .addSubCommand("cancel", KJ_BIND_METHOD(*this, cancel_command),

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "commands/decide.hpp"
+#include "commands/flow.hpp"
 #include "commands/internal.hpp"
 #include "events/errors.hpp"
 #include "projections/apply.hpp"
@@ -33,6 +34,8 @@ std::string_view to_string(SkipReason reason) {
     case SkipReason::routed_to_author: return "routed_to_author";
     case SkipReason::foreign_lease: return "foreign_lease";
     case SkipReason::project_paused: return "project_paused";
+    case SkipReason::key_full: return "key_full";
+    case SkipReason::rate_limited: return "rate_limited";
   }
   return "unknown";
 }
@@ -88,11 +91,15 @@ AllocationPlan plan_allocation(std::vector<Candidate> candidates, std::size_t ma
       plan.until = row.lease_expires_at;
     }
     if (plan.skipped.size() < max_listed) {
-      plan.skipped.push_back({row.item_id, fate == CandidateFate::routed_to_author
-                                               ? SkipReason::routed_to_author
-                                           : fate == CandidateFate::project_paused
-                                               ? SkipReason::project_paused
-                                               : SkipReason::foreign_lease});
+      SkipReason reason = SkipReason::foreign_lease;
+      switch (fate) {
+        case CandidateFate::routed_to_author: reason = SkipReason::routed_to_author; break;
+        case CandidateFate::project_paused: reason = SkipReason::project_paused; break;
+        case CandidateFate::key_full: reason = SkipReason::key_full; break;
+        case CandidateFate::rate_limited: reason = SkipReason::rate_limited; break;
+        default: break;
+      }
+      plan.skipped.push_back({row.item_id, reason});
     }
   }
   // A wait names a foreign lease: routing alone never makes a session wait.
@@ -123,6 +130,7 @@ Allocation ControlStore::Impl::allocate_next(const std::string& session, Allocat
     // at the first item the session may take: the cost grows with the
     // candidates skipped before it, never with the depth of the queue.
     std::vector<Candidate> candidates;
+    KeyGate gate(*backend_, at);
     for (const auto& project :
          backend_->project_ids(holder.actor.empty() ? nullptr : &holder.actor)) {
       const auto project_row = backend_->find_project(project);
@@ -135,6 +143,13 @@ Allocation ControlStore::Impl::allocate_next(const std::string& session, Allocat
         // A paused project offers nothing, and nothing to wait for: its
         // first candidate is listed as skipped, once.
         if (paused) fate = CandidateFate::project_paused;
+        // A full or rate-limited key: listed, and the walk goes on past it.
+        if (fate == CandidateFate::take) {
+          if (const auto block = gate.block(row.concurrency_key)) {
+            fate = block->kind == KeyBlock::Kind::key_full ? CandidateFate::key_full
+                                                           : CandidateFate::rate_limited;
+          }
+        }
         candidates.push_back(candidate_of(row, fate));
         if (fate == CandidateFate::take || fate == CandidateFate::project_paused) break;
       }
@@ -167,8 +182,9 @@ Allocation ControlStore::Impl::allocate_next(const std::string& session, Allocat
       out.outcome = AllocateOutcome::preview;
       return out;  // the read transaction ends: nothing written
     }
-    const Seq seq = backend_->append(*decision.event);
-    backend_->put_item(cplane::apply(*chosen, StoredEvent{seq, *decision.event}));
+    const StoredEvent stored{backend_->append(*decision.event), *decision.event};
+    backend_->put_item(cplane::apply(*chosen, stored));
+    gate.claimed(chosen->concurrency_key, stored);
     tx.commit();
     out.outcome = AllocateOutcome::assigned;
     return out;

@@ -24,6 +24,8 @@ enum class CandidateFate {
   own,               // `session` holds it: not a candidate
   unavailable,       // scheduled for later, or lapsed with no attempts left
   project_paused,    // eligible, but its project is paused
+  key_full,          // eligible, but its concurrency key's live leases are at the limit
+  rate_limited,      // eligible, but its concurrency key's rate has no token yet
 };
 CandidateFate judge_candidate(const ItemRow& row, std::string_view session, Micros now);
 

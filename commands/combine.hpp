@@ -41,6 +41,7 @@ struct CommandRunner {
   static std::vector<std::string> exec(ControlStore::Impl& s, const detail::cmd::BulkBatch& c);
   static bool exec(ControlStore::Impl& s, const detail::cmd::ScheduleChange& c);
   static Micros exec(ControlStore::Impl& s, const detail::cmd::Tick& c);
+  static bool exec(ControlStore::Impl& s, const detail::cmd::LimitChange& c);
 
   // Runs the command and returns (or throws) what the public call does:
   // through the group-commit area when the store has one and the command

@@ -42,10 +42,11 @@ struct Enqueue {
   std::uint32_t max_attempts = 0;  // the item's own policy (0: the project's)
   std::string backoff;
   std::optional<Micros> run_at, delay;  // checked: at most one
+  std::string concurrency_key;
   template <class S> static auto fields(S& s) {
     return std::tie(s.sync, s.project_id, s.payload, s.forge, s.kind, s.ref, s.head, s.author,
                     s.priority, s.key, s.actor, s.now, s.max_attempts, s.backoff, s.run_at,
-                    s.delay);
+                    s.delay, s.concurrency_key);
   }
 };
 
@@ -66,8 +67,9 @@ struct Claim {
   std::optional<std::string> actor;
   Micros lease = 0;
   std::optional<Micros> now;
+  bool fair = true;
   template <class S> static auto fields(S& s) {
-    return std::tie(s.sync, s.owner, s.actor, s.lease, s.now);
+    return std::tie(s.sync, s.owner, s.actor, s.lease, s.now, s.fair);
   }
 };
 
@@ -78,8 +80,9 @@ struct ClaimBatch {
   std::optional<std::string> actor;
   Micros lease = 0;
   std::optional<Micros> now;
+  bool fair = true;
   template <class S> static auto fields(S& s) {
-    return std::tie(s.sync, s.owner, s.max_items, s.actor, s.lease, s.now);
+    return std::tie(s.sync, s.owner, s.max_items, s.actor, s.lease, s.now, s.fair);
   }
 };
 
@@ -168,7 +171,7 @@ struct CreateProject {
 
 // set_retry_policy, pause_project, resume_project: one fact about a project.
 struct ProjectChange {
-  enum Kind : std::uint8_t { policy, pause, resume };
+  enum Kind : std::uint8_t { policy, pause, resume, weight };  // weight: in max_attempts
   Sync sync = Sync::full;
   Kind kind = policy;
   std::string project_id;
@@ -315,6 +318,24 @@ struct ScheduleChange {
   template <class S> static auto fields(S& s) { return std::tie(s.sync, s.kind, s.name, s.spec); }
 };
 
+// limit set (the limit whole) and limit remove of one concurrency key.
+struct LimitChange {
+  enum Kind : std::uint8_t { set, remove };
+  Sync sync = Sync::full;
+  Kind kind = set;
+  std::string key;
+  std::uint32_t concurrency = 0;
+  std::uint32_t rate_count = 0;
+  Micros rate_period = 0;
+  std::uint32_t burst = 0;
+  std::optional<std::string> actor;
+  std::optional<Micros> now;
+  template <class S> static auto fields(S& s) {
+    return std::tie(s.sync, s.kind, s.key, s.concurrency, s.rate_count, s.rate_period, s.burst,
+                    s.actor, s.now);
+  }
+};
+
 // Fires the due occurrences of every schedule (tick); answers the items made.
 struct Tick {
   Sync sync = Sync::full;
@@ -334,7 +355,8 @@ using Command = std::variant<cmd::Enqueue, cmd::EnqueueBatch, cmd::Claim, cmd::C
                              cmd::SessionHeartbeat, cmd::CloseSession, cmd::Observe,
                              cmd::AssignAndLease, cmd::RecordMutation, cmd::ExpireLeases,
                              cmd::LinkIncident, cmd::ProjectChange, cmd::ItemChange,
-                             cmd::BulkBatch, cmd::ScheduleChange, cmd::Tick>;
+                             cmd::BulkBatch, cmd::ScheduleChange, cmd::Tick,
+                             cmd::LimitChange>;
 
 // A refusal or failure as a value: thrown again, as the same type with the
 // same reason, in the process that asked.

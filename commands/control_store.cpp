@@ -12,6 +12,7 @@
 
 #include "commands/combine.hpp"
 #include "commands/decide.hpp"
+#include "commands/flow.hpp"
 #include "commands/internal.hpp"
 #include "events/json.hpp"
 #include "events/clock.hpp"
@@ -549,6 +550,7 @@ std::string ControlStore::Impl::enqueue_in_tx(const ProjectRow& project, const s
     queued.author = forge->author;
     queued.priority = forge->priority;
     queued.key = forge->key;
+    queued.concurrency_key = forge->concurrency_key;
   }
   const Seq seq = backend_->append(event);
   backend_->insert_item(apply(ItemRow{}, StoredEvent{seq, event}));
@@ -584,7 +586,8 @@ std::string CommandRunner::exec(ControlStore::Impl& s, const cmd::Enqueue& c) {
                                            .author = c.author, .priority = c.priority,
                                            .key = c.key, .actor = c.actor, .now = c.now,
                                            .max_attempts = c.max_attempts, .backoff = c.backoff,
-                                           .run_at = c.run_at, .delay = c.delay};
+                                           .run_at = c.run_at, .delay = c.delay,
+                                           .concurrency_key = c.concurrency_key};
   return s.enqueue_in_tx(project, c.payload, c.actor, at, &forge);
 }
 
@@ -612,6 +615,7 @@ std::string ControlStore::Impl::enqueue(const std::string& project_id, const std
     require_name(*value, what);
   }
   if (!options.key.empty()) require_name(options.key, "key");
+  if (!options.concurrency_key.empty()) require_concurrency_key(options.concurrency_key);
   if (options.key.rfind("schedule:", 0) == 0) {
     throw InvalidArgument(fmt::format("key {} starts with \"schedule:\", which is reserved for "
                                       "the items schedules make",
@@ -643,7 +647,8 @@ std::string ControlStore::Impl::enqueue(const std::string& project_id, const std
                                                 .max_attempts = options.max_attempts,
                                                 .backoff = options.backoff,
                                                 .run_at = options.run_at,
-                                                .delay = options.delay});
+                                                .delay = options.delay,
+                                                .concurrency_key = options.concurrency_key});
 }
 
 std::vector<std::string> ControlStore::Impl::enqueue_batch(const std::string& project_id,
@@ -684,25 +689,19 @@ std::optional<ClaimedItem> ControlStore::Impl::claim_in_tx(const std::string& ow
                                                            const ClaimOptions& options, Micros lease,
                                                            Micros at) {
   fire_due_schedules(at);  // an index seek when none is due
-  std::optional<ItemRow> best;
-  for (;;) {
-    best.reset();
-    // Three index seeks per project in scope: the cost grows with the
-    // number of projects, never with the number of items.
-    for (auto& list :
-         backend_->claim_candidates(at, options.actor ? &*options.actor : nullptr, 1)) {
-      if (list.rows.empty()) continue;
-      if (!best || available_before(list.rows.front(), *best)) best = std::move(list.rows.front());
-    }
-    if (!best) return std::nullopt;
-    if (!lapsed_exhausted(*best, at)) break;
-    // A poison item is never handed out again: failed, and look again.
-    exhaust_in_tx(*best, at);
-  }
-
-  const Event event = decide_claim(*best, owner, options.actor.value_or(owner), lease, at);
-  const Seq seq = backend_->append(event);
-  const ItemRow row = apply(std::move(*best), StoredEvent{seq, event});
+  // A few index seeks per project in scope: the cost grows with the number
+  // of projects (and, past a full key, with the keys that have waiting
+  // items), never with the number of items.
+  KeyGate gate(*backend_, at);
+  ClaimChooser chooser(*this, gate, at, options.actor ? &*options.actor : nullptr, options.fair,
+                       1);
+  auto choice = chooser.next();
+  if (!choice) return std::nullopt;
+  const Event event = decide_claim(choice->row, owner, options.actor.value_or(owner), lease, at,
+                                   choice->fair_pass);
+  const StoredEvent stored{backend_->append(event), event};
+  chooser.claimed(*choice, stored);  // the key's state and the project's pass
+  const ItemRow row = apply(std::move(choice->row), stored);
   backend_->put_item(row);
   return ClaimedItem{row.item_id, row.project_id, row.payload, row.fence, row.attempts,
                      row.lease_expires_at};
@@ -720,7 +719,7 @@ std::optional<ClaimedItem> ControlStore::Impl::claim(const std::string& owner,
       std::chrono::steady_clock::now() +
       std::chrono::duration_cast<std::chrono::steady_clock::duration>(options.wait.value_or(Seconds{0}));
   const cmd::Claim command{.sync = sync_for_claims(), .owner = owner, .actor = options.actor,
-                           .lease = lease, .now = options.now};
+                           .lease = lease, .now = options.now, .fair = options.fair};
   for (;;) {
     auto claimed = CommandRunner::run(*this, command);
     if (claimed || std::chrono::steady_clock::now() >= deadline) return claimed;
@@ -730,7 +729,7 @@ std::optional<ClaimedItem> ControlStore::Impl::claim(const std::string& owner,
 
 std::optional<ClaimedItem> CommandRunner::exec(ControlStore::Impl& s, const cmd::Claim& c) {
   const Micros at = s.clock(c.now);
-  return s.claim_in_tx(c.owner, ClaimOptions{.actor = c.actor}, c.lease, at);
+  return s.claim_in_tx(c.owner, ClaimOptions{.actor = c.actor, .fair = c.fair}, c.lease, at);
 }
 
 // When the first lease in the caller's scope lapses (a claim can take it
@@ -761,67 +760,45 @@ std::vector<ClaimedItem> ControlStore::Impl::claim_batch(const std::string& owne
                                                    .max_items = max_items,
                                                    .actor = options.actor,
                                                    .lease = lease,
-                                                   .now = options.now});
+                                                   .now = options.now,
+                                                   .fair = options.fair});
 }
 
 std::vector<ClaimedItem> CommandRunner::exec(ControlStore::Impl& s, const cmd::ClaimBatch& c) {
-  auto& backend_ = s.backend_;
-  const std::string& owner = c.owner;
-  const std::size_t max_items = c.max_items;
-  const Micros lease = c.lease;
-  const ClaimOptions options{.actor = c.actor};
-  {
-    const Micros at = s.clock(c.now);
-    s.fire_due_schedules(at);
-    std::vector<ClaimedItem> out;
-    while (out.size() < max_items) {
-      // The next claims, in the order one claim after another would take
-      // them: the oldest queued first among the heads of every candidate
-      // list, until a list that may go on runs out (then ask again).
-      const std::size_t want = max_items - out.size();
-      auto lists = backend_->claim_candidates(at, options.actor ? &*options.actor : nullptr, want);
-      std::vector<std::size_t> next(lists.size(), 0);
-      std::vector<ItemRow> chosen;
-      bool exhausted_any = false;
-      while (chosen.size() < want) {
-        std::optional<std::size_t> best;
-        bool ran_out = false;
-        for (std::size_t l = 0; l < lists.size(); ++l) {
-          if (next[l] == lists[l].rows.size()) {
-            ran_out = ran_out || lists[l].more;
-            continue;
-          }
-          if (!best || available_before(lists[l].rows[next[l]], lists[*best].rows[next[*best]])) {
-            best = l;
-          }
-        }
-        if (ran_out || !best) break;
-        ItemRow row = std::move(lists[*best].rows[next[*best]++]);
-        if (lapsed_exhausted(row, at)) {
-          s.exhaust_in_tx(row, at);  // never handed out again
-          exhausted_any = true;
-          continue;
-        }
-        chosen.push_back(std::move(row));
-      }
-      if (chosen.empty()) {
-        if (exhausted_any) continue;  // the lists held only the exhausted: ask again
-        break;
-      }
-      std::vector<Event> events;
-      for (const auto& row : chosen) {
-        events.push_back(decide_claim(row, owner, options.actor.value_or(owner), lease, at));
-      }
-      const auto seqs = backend_->append_batch(events);
-      for (std::size_t i = 0; i < chosen.size(); ++i) {
-        const ItemRow row = apply(std::move(chosen[i]), StoredEvent{seqs[i], events[i]});
-        backend_->put_item(row);
-        out.push_back(ClaimedItem{row.item_id, row.project_id, row.payload, row.fence,
-                                  row.attempts, row.lease_expires_at});
-      }
+  const Micros at = s.clock(c.now);
+  s.fire_due_schedules(at);
+  const std::string& actor = c.actor ? *c.actor : c.owner;
+  // The claims one claim after another would make, decided one at a time
+  // and appended together (one round trip on a server), except where a
+  // read must see them first (a full key's groups, an exhausted item).
+  std::vector<ClaimChooser::Choice> pending;
+  std::vector<Event> events;
+  std::vector<ClaimedItem> out;
+  const auto flush = [&] {
+    if (events.empty()) return;
+    const auto seqs = s.backend_->append_batch(events);
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      const ItemRow row = apply(std::move(pending[i].row), StoredEvent{seqs[i], events[i]});
+      s.backend_->put_item(row);
+      out.push_back(ClaimedItem{row.item_id, row.project_id, row.payload, row.fence, row.attempts,
+                                row.lease_expires_at});
     }
-    return out;
+    pending.clear();
+    events.clear();
+  };
+  KeyGate gate(*s.backend_, at);
+  ClaimChooser chooser(s, gate, at, c.actor ? &*c.actor : nullptr, c.fair, c.max_items, flush);
+  while (out.size() + pending.size() < c.max_items) {
+    auto choice = chooser.next();
+    if (!choice) break;
+    events.push_back(decide_claim(choice->row, c.owner, actor, c.lease, at, choice->fair_pass));
+    // The key's state and the project's pass move on now (apply reads the
+    // claim's time and key, not its seq), so that the next choice sees them.
+    chooser.claimed(*choice, StoredEvent{0, events.back()});
+    pending.push_back(std::move(*choice));
   }
+  flush();
+  return out;
 }
 
 template <class Decide>
@@ -1188,16 +1165,22 @@ Assignment CommandRunner::exec(ControlStore::Impl& s, const cmd::AssignAndLease&
   const bool visible =
       row && (holder.actor.empty() || s.backend_->is_assigned(row->project_id, holder.actor));
   bool paused = false;
+  KeyGate gate(*s.backend_, at);
+  std::optional<Micros> key_wait;
   if (visible) {
     const auto project = s.backend_->find_project(row->project_id);
     paused = project && project->paused;
+    key_wait = key_wait_until(*s.backend_, gate, *row, at);
   }
-  AssignDecision decision =
-      decide_assign(row, visible, session, actions, lease_us, acting_for(holder), at, paused);
+  AssignDecision decision = decide_assign(row, visible, session, actions, lease_us,
+                                          acting_for(holder), at, paused, key_wait);
   decision.answer.item_id = item_id;
   if (decision.event) {
-    const Seq seq = s.backend_->append(*decision.event);
-    s.backend_->put_item(apply(std::move(*row), StoredEvent{seq, *decision.event}));
+    const StoredEvent stored{s.backend_->append(*decision.event), *decision.event};
+    s.backend_->put_item(apply(std::move(*row), stored));
+    if (std::holds_alternative<ItemAssigned>(stored.event.body)) {
+      gate.claimed(std::get<ItemAssigned>(stored.event.body).concurrency_key, stored);
+    }
   }
   return decision.answer;
 }
@@ -1227,8 +1210,17 @@ GateVerdict ControlStore::Impl::gate_in_tx(const std::string& session, const std
     holder = backend_->find_session(session);
     row = backend_->find_item(item_id);
   }
+  // Key-scoped exclusivity: a key of limit one held by another live lease
+  // (the limit was lowered while both ran) lets neither holder mutate.
+  bool key_held = false;
+  if (row && !row->concurrency_key.empty() && lease_live(*row, at)) {
+    if (auto limit = backend_->find_limit(row->concurrency_key);
+        limit && !limit->removed && limit->concurrency == 1) {
+      key_held = backend_->live_leases(row->concurrency_key, at) > 1;
+    }
+  }
   auto verdict = judge_gate(row ? &*row : nullptr, holder && holder->is_open(), session, item_id,
-                            fence, action, head, at);
+                            fence, action, head, at, key_held);
   if (row_out != nullptr) *row_out = std::move(row);
   if (session_out != nullptr) *session_out = std::move(holder);
   return verdict;

@@ -135,6 +135,13 @@ class ControlStore::Impl {
   bool change_schedule(const std::string& name, std::uint8_t kind, std::optional<Micros> now);
   std::vector<ScheduleRow> schedules();
   std::int64_t tick(std::optional<Micros> now);
+  bool set_limit(const std::string& key, const LimitSpec& spec);
+  bool remove_limit(const std::string& key, const LifecycleOptions& options);
+  std::vector<LimitInfo> limits(std::optional<Micros> now);
+  bool set_weight(const std::string& project_id, std::uint32_t weight,
+                  const LifecycleOptions& options);
+  Explanation explain(const std::string& item_id, const std::optional<std::string>& actor,
+                      std::optional<Micros> now);
   // Fires the due occurrences of the schedules due at `at` (a bounded
   // number): what every claim does first, inside its transaction. Returns
   // the items made.

@@ -34,7 +34,7 @@ Event decide_enqueue(const ProjectRow& project, const std::string& item_id,
 bool is_claimable(const ItemRow& row, Micros now) { return claimable(row, now); }
 
 Event decide_claim(const ItemRow& candidate, const std::string& owner, const std::string& actor,
-                   Micros lease, Micros now) {
+                   Micros lease, Micros now, std::int64_t fair_pass) {
   if (owner.empty()) throw InvalidArgument("a claim needs a non-empty owner");
   if (lease <= 0) throw InvalidArgument("a lease must be a positive number of seconds");
   if (!is_claimable(candidate, now)) {
@@ -45,7 +45,8 @@ Event decide_claim(const ItemRow& candidate, const std::string& owner, const std
                actor.empty() ? owner : actor,
                candidate.project_id,
                candidate.item_id,
-               ItemClaimed{owner, candidate.fence + 1, now + lease, candidate.attempts + 1}};
+               ItemClaimed{owner, candidate.fence + 1, now + lease, candidate.attempts + 1,
+                           candidate.concurrency_key, fair_pass}};
 }
 
 FenceVerdict judge_fence(const ItemRow* item, std::string_view item_id, Fence fence) {
@@ -119,8 +120,8 @@ Event decide_release(const std::optional<ItemRow>& item, std::string_view item_i
 
 GateVerdict judge_gate(const ItemRow* row, bool session_open, std::string_view session,
                        std::string_view item_id, Fence fence, std::string_view action,
-                       const std::optional<std::string>& head, Micros now) {
-  const auto reason = gate_refusal(row, session_open, session, fence, action, head, now);
+                       const std::optional<std::string>& head, Micros now, bool key_held) {
+  const auto reason = gate_refusal(row, session_open, session, fence, action, head, now, key_held);
   if (!reason) return GateVerdict::allowed();
   std::string message;
   switch (*reason) {
@@ -161,13 +162,19 @@ GateVerdict judge_gate(const ItemRow* row, bool session_open, std::string_view s
                     : fmt::format("head {} is not the pinned head {} of item {}", quote_id(*head),
                                   quote_id(row->expected_head), quote_id(item_id));
       break;
+    case GateReason::key_held:
+      message = fmt::format("concurrency key {} of item {} (limit 1) is held by another live "
+                            "lease: only one holder may mutate",
+                            quote_id(row->concurrency_key), quote_id(item_id));
+      break;
   }
   return GateVerdict::denied(*reason, std::move(message));
 }
 
 AssignDecision decide_assign(const std::optional<ItemRow>& row, bool visible,
                              const std::string& session, const std::vector<std::string>& actions,
-                             Micros lease, const std::string& actor, Micros now, bool paused) {
+                             Micros lease, const std::string& actor, Micros now, bool paused,
+                             std::optional<Micros> key_wait) {
   AssignDecision out;
   out.answer.item_id = row ? row->item_id : std::string();
   // R3: terminal, invisible and missing are one answer, and an invisible
@@ -197,8 +204,15 @@ AssignDecision decide_assign(const std::optional<ItemRow>& row, bool visible,
                             row->expected_head, row->actions, 0};
     return out;
   }
+  // Its key has no room now: ask again when a slot or a token may be there.
+  if (key_wait) {
+    out.answer.outcome = AssignOutcome::wait;
+    out.answer.until = *key_wait;
+    return out;
+  }
   // Ready, or its lease lapsed: a fresh fence, whoever held it.
-  ItemAssigned assigned{session, row->fence + 1, now + lease, row->attempts + 1, actions, row->head};
+  ItemAssigned assigned{session, row->fence + 1, now + lease, row->attempts + 1,
+                        actions, row->head,   row->concurrency_key};
   out.answer = Assignment{AssignOutcome::assigned, row->item_id, assigned.fence,
                           assigned.lease_expires_at, row->head, actions, 0};
   out.event = Event{now, actor, row->project_id, row->item_id, std::move(assigned)};

@@ -31,8 +31,10 @@ Event decide_enqueue(const ProjectRow& project, const std::string& item_id,
 
 // Claiming `candidate` (ready, or claimed with a lapsed lease) for `owner`:
 // the fence rises by one, the attempt count by one. Requires a lease > 0.
+// The event names the item's concurrency key and the project's new
+// fair-share pass (0: unchanged).
 Event decide_claim(const ItemRow& candidate, const std::string& owner, const std::string& actor,
-                   Micros lease, Micros now);
+                   Micros lease, Micros now, std::int64_t fair_pass = 0);
 
 // Extending the current claim's lease to `now + lease`; releasing the item
 // back to the queue. Both refuse (FenceRejected) exactly as a finish does.
@@ -58,7 +60,7 @@ Event decide_finish(const std::optional<ItemRow>& item, std::string_view item_id
 // verdict with a sentence naming what failed.
 GateVerdict judge_gate(const ItemRow* row, bool session_open, std::string_view session,
                        std::string_view item_id, Fence fence, std::string_view action,
-                       const std::optional<std::string>& head, Micros now);
+                       const std::optional<std::string>& head, Micros now, bool key_held = false);
 
 // Assigning `row` (nullopt: no such item) to `session`: the answer, and
 // the event that follows (assigned; lease_extended for a renewal by its
@@ -69,11 +71,13 @@ struct AssignDecision {
   std::optional<Event> event;
 };
 // `paused`: the item's project is paused (no_safe_work). A scheduled item
-// not yet due is wait, until its run_at.
+// not yet due is wait, until its run_at. `key_wait`: its concurrency key
+// is full or rate-limited (KeyGate::block), wait until this time (a
+// holder's lease end, the next token) unless the session holds it already.
 AssignDecision decide_assign(const std::optional<ItemRow>& row, bool visible,
                              const std::string& session, const std::vector<std::string>& actions,
                              Micros lease, const std::string& actor, Micros now,
-                             bool paused = false);
+                             bool paused = false, std::optional<Micros> key_wait = {});
 
 // A candidate may be claimed at `now`: ready, or claimed with lease lapsed.
 bool is_claimable(const ItemRow& row, Micros now);
@@ -147,6 +151,23 @@ Event decide_reschedule(const std::optional<ItemRow>& row, std::string_view item
 Event decide_cancel(const std::optional<ItemRow>& row, std::string_view item_id,
                     const std::string& reason, const std::string& actor,
                     const std::string& operation, Micros now);
+
+// ---- flow control (commands/limits.cpp) -------------------------------------------
+
+// Setting a key's limit whole (`existing`: its row, or nullopt): limit_set;
+// nullopt when it is the limit already. InvalidArgument for no bound at all
+// or a burst without a rate.
+std::optional<Event> decide_set_limit(const std::optional<LimitRow>& existing, const LimitSet& set,
+                                      const std::string& actor, Micros now);
+// Removing it: limit_removed; nullopt when removed already. NotFound
+// (unknown_limit) for a key never limited.
+std::optional<Event> decide_remove_limit(const std::optional<LimitRow>& existing,
+                                         const std::string& key, const std::string& actor,
+                                         Micros now);
+// A project's weight: project_weight_set; nullopt when it is the weight
+// already. InvalidArgument outside 1..kMaxWeight.
+std::optional<Event> decide_set_weight(const ProjectRow& project, std::uint32_t weight,
+                                       const std::string& actor, Micros now);
 
 // ---- cron schedules (commands/schedules.cpp) ------------------------------------
 

@@ -179,6 +179,9 @@ bool CommandRunner::exec(ControlStore::Impl& s, const cmd::ProjectChange& c) {
       break;
     case cmd::ProjectChange::pause: event = decide_pause(project, c.text, by, at); break;
     case cmd::ProjectChange::resume: event = decide_resume(project, by, at); break;
+    case cmd::ProjectChange::weight:
+      event = decide_set_weight(project, c.max_attempts, by, at);
+      break;
   }
   if (!event) return false;  // as it was already: nothing to record
   const Seq seq = s.backend_->append(*event);

@@ -51,6 +51,7 @@ const char* to_string(NotFound::Reason reason) noexcept {
     case NotFound::Reason::session_closed: return "session_closed";
     case NotFound::Reason::unknown_incident: return "unknown_incident";
     case NotFound::Reason::unknown_schedule: return "unknown_schedule";
+    case NotFound::Reason::unknown_limit: return "unknown_limit";
   }
   return "unknown";
 }
@@ -62,6 +63,7 @@ const char* to_string(GateReason reason) noexcept {
     case GateReason::work_terminal: return "work_terminal";
     case GateReason::action_not_allowed: return "action_not_allowed";
     case GateReason::head_drift: return "head_drift";
+    case GateReason::key_held: return "key_held";
   }
   return "unknown";
 }

@@ -106,6 +106,7 @@ struct EventTraits<ItemQueued> : OnItemStream, Unfenced {
     f("max_attempts", e.max_attempts);
     f("backoff", e.backoff);
     f("run_at", e.run_at);
+    f("concurrency_key", e.concurrency_key);
   }
 };
 template <>
@@ -235,6 +236,42 @@ struct EventTraits<ScheduleRemoved> : OnScheduleStream, Unfenced {
   }
 };
 template <>
+struct EventTraits<ProjectWeightSet> : OnProjectStream, Unfenced {
+  static std::string_view name(const ProjectWeightSet&) { return "project_weight_set"; }
+  template <class F>
+  static void fields(const ProjectWeightSet& e, F&& f) {
+    f("weight", e.weight);
+  }
+};
+// A limit's events name its key in their body.
+struct OnLimitStream {
+  static constexpr StreamKind stream = StreamKind::limit;
+  template <class E>
+  static std::string stream_id(const Event&, const E& e) {
+    return e.key;
+  }
+};
+template <>
+struct EventTraits<LimitSet> : OnLimitStream, Unfenced {
+  static std::string_view name(const LimitSet&) { return "limit_set"; }
+  template <class F>
+  static void fields(const LimitSet& e, F&& f) {
+    f("limit_key", e.key);
+    f("concurrency", e.concurrency);
+    f("rate_count", e.rate_count);
+    f("rate_period", e.rate_period);
+    f("burst", e.burst);
+  }
+};
+template <>
+struct EventTraits<LimitRemoved> : OnLimitStream, Unfenced {
+  static std::string_view name(const LimitRemoved&) { return "limit_removed"; }
+  template <class F>
+  static void fields(const LimitRemoved& e, F&& f) {
+    f("limit_key", e.key);
+  }
+};
+template <>
 struct EventTraits<ProjectResumed> : OnProjectStream, Unfenced {
   static std::string_view name(const ProjectResumed&) { return "project_resumed"; }
   template <class F>
@@ -248,6 +285,8 @@ struct EventTraits<ItemClaimed> : OnItemStream, Fenced {
     f("owner", e.owner);
     f("lease_expires_at", e.lease_expires_at);
     f("attempt", e.attempt);
+    f("concurrency_key", e.concurrency_key);
+    f("fair_pass", e.fair_pass);
   }
 };
 template <>
@@ -294,6 +333,7 @@ struct EventTraits<ItemAssigned> : OnItemStream, Fenced {
     f("attempt", e.attempt);
     f("actions", e.actions);
     f("expected_head", e.expected_head);
+    f("concurrency_key", e.concurrency_key);
   }
 };
 template <>

@@ -59,6 +59,7 @@ struct ItemQueued {
   maxAttempts @7 :UInt32;  # 0: no retry policy (every item before policies)
   backoff @8 :Text;        # the policy's wait between attempts: "", "none", "fixed:30s", ...
   runAt @9 :Int64;         # not claimable before this time; 0: at once
+  concurrencyKey @10 :Text;  # the limit it runs under, or empty
 }
 
 struct AttemptFailed {
@@ -136,6 +137,24 @@ struct ItemClaimed {
   fence @1 :UInt64;           # strictly greater than every earlier fence of the item
   leaseExpiresAt @2 :Int64;   # microseconds; after this the item may be reclaimed
   attempt @3 :UInt32;         # 1 for the first claim, +1 for each reclaim
+  concurrencyKey @4 :Text;    # the item's concurrency key, or empty
+  fairPass @5 :Int64;         # the project's fair-share pass after it; 0: unchanged
+}
+
+struct ProjectWeightSet {
+  weight @0 :UInt32;
+}
+
+struct LimitSet {
+  key @0 :Text;
+  concurrency @1 :UInt32;     # 0: no bound
+  rateCount @2 :UInt32;       # 0: no rate
+  ratePeriod @3 :Int64;       # microseconds
+  burst @4 :UInt32;
+}
+
+struct LimitRemoved {
+  key @0 :Text;
 }
 
 struct ItemFinished {
@@ -151,6 +170,7 @@ enum StreamKind {
   session @3;
   incident @4;
   schedule @5;
+  limit @6;
 }
 
 struct LeaseExtended {
@@ -176,6 +196,7 @@ struct ItemAssigned {
   attempt @3 :UInt32;
   actions @4 :List(Text);     # what the session may do on the forge: sorted, no duplicates
   expectedHead @5 :Text;      # the item's head when assigned, pinned (empty: none)
+  concurrencyKey @6 :Text;
 }
 
 struct HeadMoved {
@@ -287,6 +308,9 @@ struct Event {
     schedulePaused @36 :SchedulePaused;
     scheduleResumed @37 :ScheduleResumed;
     scheduleRemoved @38 :ScheduleRemoved;
+    projectWeightSet @39 :ProjectWeightSet;
+    limitSet @40 :LimitSet;
+    limitRemoved @41 :LimitRemoved;
   }
 
   streamKind @9 :StreamKind;  # the stream this event belongs to

@@ -24,6 +24,7 @@ inline wire::StreamKind to_wire(StreamKind kind) {
     case StreamKind::session: return wire::StreamKind::SESSION;
     case StreamKind::incident: return wire::StreamKind::INCIDENT;
     case StreamKind::schedule: return wire::StreamKind::SCHEDULE;
+    case StreamKind::limit: return wire::StreamKind::LIMIT;
   }
   return wire::StreamKind::UNSPECIFIED;
 }
@@ -126,12 +127,13 @@ struct WireCodec<ItemQueued> {
     b.setMaxAttempts(e.max_attempts);
     b.setBackoff(text(e.backoff));
     b.setRunAt(e.run_at);
+    b.setConcurrencyKey(text(e.concurrency_key));
   }
   static ItemQueued decode(Body::Reader body) {
     auto b = body.getItemQueued();
     return {str(b.getPayload()), from_wire(b.getKind()), str(b.getRef()), str(b.getHead()),
             str(b.getAuthor()),  b.getPriority(),        str(b.getKey()), b.getMaxAttempts(),
-            str(b.getBackoff()), b.getRunAt()};
+            str(b.getBackoff()), b.getRunAt(),           str(b.getConcurrencyKey())};
   }
 };
 template <>
@@ -361,11 +363,12 @@ struct WireCodec<ItemAssigned> {
     auto actions = b.initActions(static_cast<unsigned>(e.actions.size()));
     for (unsigned i = 0; i < e.actions.size(); ++i) actions.set(i, text(e.actions[i]));
     b.setExpectedHead(text(e.expected_head));
+    b.setConcurrencyKey(text(e.concurrency_key));
   }
   static ItemAssigned decode(Body::Reader body) {
     auto b = body.getItemAssigned();
     ItemAssigned e{str(b.getSession()), b.getFence(), b.getLeaseExpiresAt(), b.getAttempt(),
-                   {}, str(b.getExpectedHead())};
+                   {}, str(b.getExpectedHead()), str(b.getConcurrencyKey())};
     for (auto action : b.getActions()) e.actions.push_back(str(action));
     return e;
   }
@@ -456,11 +459,49 @@ struct WireCodec<ItemClaimed> {
     b.setFence(e.fence);
     b.setLeaseExpiresAt(e.lease_expires_at);
     b.setAttempt(e.attempt);
+    b.setConcurrencyKey(text(e.concurrency_key));
+    b.setFairPass(e.fair_pass);
   }
   static ItemClaimed decode(Body::Reader body) {
     auto b = body.getItemClaimed();
-    return {str(b.getOwner()), b.getFence(), b.getLeaseExpiresAt(), b.getAttempt()};
+    return {str(b.getOwner()),          b.getFence(),   b.getLeaseExpiresAt(), b.getAttempt(),
+            str(b.getConcurrencyKey()), b.getFairPass()};
   }
+};
+template <>
+struct WireCodec<ProjectWeightSet> {
+  static constexpr Body::Which tag = Body::PROJECT_WEIGHT_SET;
+  static void encode(Body::Builder body, const ProjectWeightSet& e) {
+    body.initProjectWeightSet().setWeight(e.weight);
+  }
+  static ProjectWeightSet decode(Body::Reader body) {
+    return {body.getProjectWeightSet().getWeight()};
+  }
+};
+template <>
+struct WireCodec<LimitSet> {
+  static constexpr Body::Which tag = Body::LIMIT_SET;
+  static void encode(Body::Builder body, const LimitSet& e) {
+    auto b = body.initLimitSet();
+    b.setKey(text(e.key));
+    b.setConcurrency(e.concurrency);
+    b.setRateCount(e.rate_count);
+    b.setRatePeriod(e.rate_period);
+    b.setBurst(e.burst);
+  }
+  static LimitSet decode(Body::Reader body) {
+    auto b = body.getLimitSet();
+    return {str(b.getKey()), b.getConcurrency(), b.getRateCount(), b.getRatePeriod(),
+            b.getBurst()};
+  }
+};
+template <>
+struct WireCodec<LimitRemoved> {
+  static constexpr Body::Which tag = Body::LIMIT_REMOVED;
+  static void encode(Body::Builder body, const LimitRemoved& e) {
+    body.initLimitRemoved().setKey(text(e.key));
+  }
+  static LimitRemoved decode(Body::Reader body) { return {str(body.getLimitRemoved().getKey())}; }
 };
 template <>
 struct WireCodec<LeaseExtended> {

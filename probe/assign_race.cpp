@@ -268,6 +268,9 @@ Findings judge(const std::vector<Journal>& journals,
               [&](const SchedulePaused&) { ++f.foreign_events; },
               [&](const ScheduleResumed&) { ++f.foreign_events; },
               [&](const ScheduleRemoved&) { ++f.foreign_events; },
+              [&](const ProjectWeightSet&) { ++f.foreign_events; },
+              [&](const LimitSet&) { ++f.foreign_events; },
+              [&](const LimitRemoved&) { ++f.foreign_events; },
           },
           e.body);
       row = apply(std::move(row), stored);

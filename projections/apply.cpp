@@ -1,6 +1,7 @@
 #include "projections/apply.hpp"
 
 #include "events/names.hpp"
+#include "projections/rules.hpp"
 
 namespace cplane {
 
@@ -34,6 +35,7 @@ ItemRow apply(ItemRow row, const StoredEvent& stored) {
             row.max_attempts = queued.max_attempts;
             row.backoff = queued.backoff;
             row.attempt_limit = queued.max_attempts;
+            row.concurrency_key = queued.concurrency_key;
             // Delayed: scheduled until run_at; a run_at already past is no delay.
             if (queued.run_at > e.at) {
               row.status = ItemStatus::scheduled;
@@ -222,6 +224,15 @@ ProjectRow apply(ProjectRow row, const StoredEvent& stored) {
                    row.pause_reason.clear();
                    row.last_seq = stored.seq;
                  },
+                 [&](const ProjectWeightSet& set) {
+                   row.weight = set.weight;
+                   row.last_seq = stored.seq;
+                 },
+                 // The round-robin's state: an item's claim, not a project
+                 // event (last_seq stays the project stream's).
+                 [&](const ItemClaimed& claimed) {
+                   if (claimed.fair_pass != 0) row.fair_pass = claimed.fair_pass;
+                 },
                  [](const ActorAssigned&) {},  // an assignment row's, not the project's
                  OfOtherStreams<StreamKind::project>{},
              },
@@ -242,6 +253,7 @@ ProjectActorRow apply(ProjectActorRow row, const StoredEvent& stored) {
                  [](const RetryPolicySet&) {},
                  [](const ProjectPaused&) {},
                  [](const ProjectResumed&) {},
+                 [](const ProjectWeightSet&) {},
                  OfOtherStreams<StreamKind::project>{},
              },
              e.body);
@@ -321,6 +333,43 @@ ScheduleRow apply(ScheduleRow row, const StoredEvent& stored) {
     row.updated_at = e.at;
     row.last_seq = stored.seq;
   }
+  return row;
+}
+
+LimitRow apply(LimitRow row, const StoredEvent& stored) {
+  const Event& e = stored.event;
+  // A claim of an item with the key: the rate's next arrival moves on.
+  const auto claim = [&](const std::string& key) {
+    if (key != row.key || row.removed) return;
+    row.tat = gcra_advance(row, e.at);
+  };
+  std::visit(Overloaded{
+                 [&](const LimitSet& set) {
+                   if (row.last_seq == 0 || row.removed) row.created_at = e.at;
+                   row.key = set.key;
+                   row.concurrency = set.concurrency;
+                   row.rate_count = set.rate_count;
+                   row.rate_period = set.rate_period;
+                   row.burst = set.burst;
+                   row.removed = false;
+                   row.updated_at = e.at;
+                   row.last_seq = stored.seq;
+                 },
+                 [&](const LimitRemoved&) {
+                   row.removed = true;
+                   row.concurrency = 0;
+                   row.rate_count = 0;
+                   row.rate_period = 0;
+                   row.burst = 0;
+                   row.tat = 0;
+                   row.updated_at = e.at;
+                   row.last_seq = stored.seq;
+                 },
+                 [&](const ItemClaimed& claimed) { claim(claimed.concurrency_key); },
+                 [&](const ItemAssigned& assigned) { claim(assigned.concurrency_key); },
+                 OfOtherStreams<StreamKind::limit>{},
+             },
+             e.body);
   return row;
 }
 

@@ -19,7 +19,9 @@ namespace cplane {
 // row. Any other event leaves the row unchanged.
 ItemRow apply(ItemRow row, const StoredEvent& event);
 
-// Folds a project_created event into the project's row.
+// Folds a project's events (created, retry policy, pause, weight) into its
+// row, and a claimed event's fair_pass (a claim of one of its items that
+// chose among several projects; the caller passes only its own project's).
 ProjectRow apply(ProjectRow row, const StoredEvent& event);
 
 // Folds an actor_assigned event into the assignment row.
@@ -33,6 +35,11 @@ IncidentLinkRow apply(IncidentLinkRow row, const StoredEvent& event);
 
 // Folds a schedule's events (created, fired, skipped, paused, resumed, removed).
 ScheduleRow apply(ScheduleRow row, const StoredEvent& event);
+
+// Folds a limit's events (limit_set, limit_removed) and the claims of its
+// key (claimed, assigned naming it: the rate's state moves on). The claims
+// are the caller's to route: it passes only those whose key is the row's.
+LimitRow apply(LimitRow row, const StoredEvent& event);
 
 // The row a stream of events folds to, starting from an empty row.
 template <class Row, class Events>

@@ -58,6 +58,69 @@ inline bool available_before(const ItemRow& a, const ItemRow& b) {
   return x != y ? x < y : a.queued_seq < b.queued_seq;
 }
 
+// Within a project, which of two available items a claim takes first: the
+// higher priority, then the one available earliest, ties in queue order.
+inline bool claim_before(const ItemRow& a, const ItemRow& b) {
+  return a.priority != b.priority ? a.priority > b.priority : available_before(a, b);
+}
+
+// ---- limits --------------------------------------------------------------
+// The rate is a GCRA (generic cell rate algorithm, a token bucket kept as
+// one time): claims are spaced `interval` = period / count apart, and up to
+// `burst` may start back to back. `tat` is the theoretical arrival time of
+// the next claim; a claim at `at` is allowed when at >= tat - (burst - 1) *
+// interval, and moves tat to max(tat, at) + interval.
+inline Micros gcra_interval(const LimitRow& l) {
+  if (l.rate_count == 0) return 0;
+  return std::max<Micros>(1, l.rate_period / static_cast<Micros>(l.rate_count));
+}
+inline bool has_rate(const LimitRow& l) { return !l.removed && l.rate_count > 0; }
+// The earliest time a claim of the key may start (the next token).
+inline Micros gcra_next_token(const LimitRow& l) {
+  if (!has_rate(l)) return 0;
+  const Micros burst = std::max<Micros>(1, l.burst);
+  return l.tat - (burst - 1) * gcra_interval(l);
+}
+inline Micros gcra_advance(const LimitRow& l, Micros at) {
+  if (!has_rate(l)) return l.tat;
+  return std::max(l.tat, at) + gcra_interval(l);
+}
+
+// Why a claim at `at` may not start an item of the key: its live leases
+// (`live`, counted from the claimed rows) are at the bound, or the rate's
+// next token is later. nullopt: it may.
+struct KeyBlock {
+  enum class Kind { key_full, rate_limited } kind = Kind::key_full;
+  std::int64_t live = 0;  // key_full: the live leases, the bound is the limit's
+  Micros until = 0;       // rate_limited: the next token
+};
+inline std::optional<KeyBlock> key_block(const LimitRow* limit, std::int64_t live, Micros at) {
+  if (limit == nullptr || limit->removed) return std::nullopt;
+  if (limit->concurrency > 0 && live >= static_cast<std::int64_t>(limit->concurrency)) {
+    return KeyBlock{KeyBlock::Kind::key_full, live, 0};
+  }
+  if (has_rate(*limit) && at < gcra_next_token(*limit)) {
+    return KeyBlock{KeyBlock::Kind::rate_limited, live, gcra_next_token(*limit)};
+  }
+  return std::nullopt;
+}
+
+// ---- fairness across projects -------------------------------------------------
+// Weighted round-robin by claims (stride scheduling): of the projects with
+// an item to take, the claim takes the one whose pass is lowest (ties: its
+// item as claim_before ranks it), and that project's pass becomes
+// fair_pass_after(...). `others_min` is the lowest pass of the other
+// candidate projects: a project that comes back after being idle starts at
+// most kFairStride (one claim at weight 1) behind them, so it takes its
+// share, not a burst of everything it missed.
+inline std::int64_t fair_stride(std::uint32_t weight) {
+  return kFairStride / std::max<std::uint32_t>(1, weight);
+}
+inline std::int64_t fair_pass_after(std::int64_t pass, std::uint32_t weight,
+                                    std::int64_t others_min) {
+  return std::max(pass, others_min - kFairStride) + fair_stride(weight);
+}
+
 // A claim's fence must be strictly above every earlier fence of the item.
 inline bool fence_rises(Fence before, Fence claimed) { return claimed > before; }
 
@@ -84,7 +147,9 @@ inline bool lease_live(const ItemRow& row, Micros at) {
 
 // Why the mutation gate must deny `session` a mutation on `row` (null: an
 // unknown item), or nullopt to allow it. The checks go in the order of
-// GateReason, and the first that holds is the reason. `session_open` is
+// GateReason, and the first that holds is the reason. `key_held_elsewhere`:
+// the item's key has a limit of one and another item of the key is under a
+// live lease (a limit lowered while both ran): key-scoped exclusivity. `session_open` is
 // false for an unknown or closed session: it holds no lease.
 //
 // A terminal item has no lease, but its holder on record (the session of
@@ -94,7 +159,7 @@ inline std::optional<GateReason> gate_refusal(const ItemRow* row, bool session_o
                                               std::string_view session, Fence fence,
                                               std::string_view action,
                                               const std::optional<std::string>& head,
-                                              Micros at) {
+                                              Micros at, bool key_held_elsewhere = false) {
   if (!session_open || row == nullptr || row->session != session) return GateReason::no_live_lease;
   const bool terminal = is_terminal(row->status);
   if (!terminal && !lease_live(*row, at)) return GateReason::no_live_lease;
@@ -107,6 +172,7 @@ inline std::optional<GateReason> gate_refusal(const ItemRow* row, bool session_o
       (head && *head != row->expected_head)) {
     return GateReason::head_drift;
   }
+  if (key_held_elsewhere) return GateReason::key_held;
   return std::nullopt;
 }
 

@@ -86,6 +86,19 @@ inline const char* status_order(ItemStatus status) {
 
 // The log's and the rows' reads (LogSource, RowSource) are declared in
 // storage/log_source.hpp; here, everything else a command needs.
+// The order of one key group's items in `status` (key_heads): ready by
+// priority then queue order, scheduled by run_at, claimed by lease end.
+// InternalError for another status.
+inline const char* key_group_order(ItemStatus status) {
+  switch (status) {
+    case ItemStatus::ready: return "priority DESC, queued_seq";
+    case ItemStatus::scheduled: return "run_at, queued_seq";
+    case ItemStatus::claimed: return "lease_expires_at, queued_seq";
+    default: break;
+  }
+  throw InternalError("key groups are read only for ready, scheduled or claimed items");
+}
+
 class Backend : public LogSource, public RowSource {
  public:
   virtual ~Backend() = default;
@@ -142,7 +155,8 @@ class Backend : public LogSource, public RowSource {
   virtual void insert_item(const ItemRow& row) = 0;
   virtual void put_item(const ItemRow& row) = 0;  // insert or replace
   virtual void delete_item(std::string_view item_id) = 0;
-  // The ready item of a project queued first: an index seek.
+  // The ready item of a project a claim takes first (higher priority, then
+  // queued first): an index seek.
   virtual std::optional<ItemRow> oldest_ready(const std::string& project_id) = 0;
   // The claimed item of a project whose lease lapsed first, at or before
   // `now`: an index seek.
@@ -234,6 +248,29 @@ class Backend : public LogSource, public RowSource {
   // that a thousand idle schedules cost nothing. A server backend locks
   // them, skipping those another transaction is firing.
   virtual std::vector<ScheduleRow> due_schedules(Micros now, std::size_t limit) = 0;
+
+  // ---- limits and concurrency keys -------------------------------------------
+  virtual std::optional<LimitRow> find_limit(std::string_view key) = 0;
+  virtual void put_limit(const LimitRow& row) = 0;  // insert or replace
+  // (scan_limits, every limit row: RowSource's.)
+  // How many items of `key` (of any project) are claimed under a lease
+  // that has not lapsed at `now` (it ends after `now`): an index range
+  // count inside the caller's transaction. A slot is this, never a counter.
+  virtual std::int64_t live_leases(std::string_view key, Micros now) = 0;
+  // Those items, the lease ending first first, at most `limit`.
+  virtual std::vector<ItemRow> key_holders(std::string_view key, Micros now,
+                                           std::size_t limit) = 0;
+  // Per concurrency-key group of a project's items in `status` (ready,
+  // scheduled or claimed; "" is a group too), the group's first in that
+  // status's claim order: ready by priority (higher first) then queue
+  // order; scheduled by run_at; claimed by lease end. Groups in key order
+  // (bytewise), at most `limit`: one index seek per group, however many
+  // items each holds. The caller judges whether each is due or lapsed.
+  virtual std::vector<ItemRow> key_heads(const std::string& project_id, ItemStatus status,
+                                         std::size_t limit) = 0;
+  // How many ready items of `row`'s project a claim takes before it: a
+  // higher priority, or the same and queued earlier. An index range count.
+  virtual std::int64_t ready_ahead(const ItemRow& row) = 0;
 
   // ---- projects and scope ---------------------------------------------------
   virtual std::optional<ProjectRow> find_project(std::string_view project_id) = 0;

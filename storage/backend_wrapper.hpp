@@ -128,6 +128,22 @@ class BackendWrapper : public Backend {
   std::unique_ptr<Cursor<ScheduleRow>> scan_schedules() override {
     return inner_->scan_schedules();
   }
+  std::optional<LimitRow> find_limit(std::string_view key) override {
+    return inner_->find_limit(key);
+  }
+  void put_limit(const LimitRow& row) override { inner_->put_limit(row); }
+  std::unique_ptr<Cursor<LimitRow>> scan_limits() override { return inner_->scan_limits(); }
+  std::int64_t live_leases(std::string_view key, Micros now) override {
+    return inner_->live_leases(key, now);
+  }
+  std::vector<ItemRow> key_holders(std::string_view key, Micros now, std::size_t limit) override {
+    return inner_->key_holders(key, now, limit);
+  }
+  std::vector<ItemRow> key_heads(const std::string& project_id, ItemStatus status,
+                                 std::size_t limit) override {
+    return inner_->key_heads(project_id, status, limit);
+  }
+  std::int64_t ready_ahead(const ItemRow& row) override { return inner_->ready_ahead(row); }
   std::vector<ScheduleRow> due_schedules(Micros now, std::size_t limit) override {
     return inner_->due_schedules(now, limit);
   }

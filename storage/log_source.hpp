@@ -135,6 +135,8 @@ class RowSource {
   virtual std::unique_ptr<Cursor<SessionRow>> scan_sessions() = 0;
   // Every schedule row, ordered by name.
   virtual std::unique_ptr<Cursor<ScheduleRow>> scan_schedules() = 0;
+  // Every limit row (removed ones too), ordered by key.
+  virtual std::unique_ptr<Cursor<LimitRow>> scan_limits() = 0;
   // Every project, ordered by project id; every grant, by (project, actor).
   virtual std::vector<ProjectRow> all_projects() = 0;
   virtual std::vector<ProjectActorRow> all_assignments() = 0;

@@ -537,9 +537,10 @@ TEST_CASE("status counts tell how many items are in each state", "[commands]") {
   store.create_project("beta", "B");
   store.enqueue_batch("alpha", {"{}", "{}", "{}", "{}"});
   store.enqueue("beta", "{}");
-  auto a = store.claim("w1");
-  auto b = store.claim("w1");
-  store.claim("w1");
+  // Oldest first across projects (not the round-robin): three of alpha's.
+  auto a = store.claim("w1", {.fair = false});
+  auto b = store.claim("w1", {.fair = false});
+  store.claim("w1", {.fair = false});
   store.finish(a->item_id, a->fence, Outcome::done);
   store.finish(b->item_id, b->fence, Outcome::failed);
   auto alpha = store.status_counts("alpha");

@@ -42,7 +42,7 @@ template <>
 struct Sample<ItemQueued> {
   static ItemQueued make() {
     return {R"({"task":"x"})", WorkKind::pr, "o/r#1", "abc123", "agent-2", 5, "key-1",
-            3, "exponential:1s:1h", 1'700'000'000'000'000};
+            3, "exponential:1s:1h", 1'700'000'000'000'000, "repo:acme/web"};
   }
 };
 template <>
@@ -100,8 +100,20 @@ struct Sample<ProjectResumed> {
   static ProjectResumed make() { return {}; }
 };
 template <>
+struct Sample<ProjectWeightSet> {
+  static ProjectWeightSet make() { return {3}; }
+};
+template <>
+struct Sample<LimitSet> {
+  static LimitSet make() { return {"api", 4, 10, 1'000'000, 5}; }
+};
+template <>
+struct Sample<LimitRemoved> {
+  static LimitRemoved make() { return {"api"}; }
+};
+template <>
 struct Sample<ItemClaimed> {
-  static ItemClaimed make() { return {"w1", 7, 900'000'004, 3}; }
+  static ItemClaimed make() { return {"w1", 7, 900'000'004, 3, "api", 4'000'000}; }
 };
 template <>
 struct Sample<ItemFinished> {
@@ -121,7 +133,9 @@ struct Sample<LeaseExpired> {
 };
 template <>
 struct Sample<ItemAssigned> {
-  static ItemAssigned make() { return {"s1", 8, 900'000'010, 4, {"comment", "push"}, "abc123"}; }
+  static ItemAssigned make() {
+    return {"s1", 8, 900'000'010, 4, {"comment", "push"}, "abc123", "repo:acme/web"};
+  }
 };
 template <>
 struct Sample<HeadMoved> {

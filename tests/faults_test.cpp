@@ -172,5 +172,5 @@ TEST_CASE("a write that cannot begin (busy, unavailable) changes nothing and lea
     CHECK_NOTHROW(store.status_counts());
   }
   CHECK(test_context().tables(db) ==
-        std::vector<std::string>{"events", "incident_links", "items", "log_digest", "project_actors", "projects", "schedules", "sessions", "store_info", "stream_heads", "terminal_locks"});
+        std::vector<std::string>{"events", "incident_links", "items", "limits", "log_digest", "project_actors", "projects", "schedules", "sessions", "store_info", "stream_heads", "terminal_locks"});
 }

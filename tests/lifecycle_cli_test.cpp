@@ -20,22 +20,16 @@ namespace {
 
 constexpr long long T0 = 1'800'000'000'000'000;
 
+using cplane::test::cli_at;
+
 CliResult cli(const std::string& db, std::vector<std::string> args, long long now) {
-  args.insert(args.begin(), {"--db", db});
-  args.push_back("--now");
-  args.push_back(std::to_string(now));
-  return run_cli(args);
+  return cli_at(db, std::move(args), now);
 }
-
-std::string line(const std::string& out) { return out.substr(0, out.find('\n')); }
-
+std::string line(const std::string& out) { return cplane::test::first_line(out); }
 bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
+  return cplane::test::has_text(text, part);
 }
-
-std::string events(const std::string& db) {
-  return sql_column(db, "SELECT count(*) FROM events").at(0);
-}
+std::string events(const std::string& db) { return cplane::test::event_count_of(db); }
 
 }  // namespace
 

@@ -81,13 +81,21 @@ void sql(const std::string& db, const std::string& statements);
 void forged_sql(const std::string& db, const std::string& statements);
 std::vector<std::string> sql_column(const std::string& db, const std::string& query);
 
-// SQL that takes a database of the current schema back to what version 6
-// was (before the job lifecycle), 4
+// SQL that takes a database of the current schema back to what version 7
+// was (before flow control), 6 (before the job lifecycle), 4
 // was (before sessions and forge items), 3 (before the hash chain), and 1
 // (before streams, with the lease index without queued_seq): migration
 // tests start from them. (Version 4's items had no 'closed' in its CHECK;
 // a copy that keeps it migrates the same.)
+#define CPLANE_BACK_TO_7                                                                     \
+  "DROP TABLE limits; DROP INDEX items_ready_key; DROP INDEX items_due_key; "               \
+  "DROP INDEX items_lease_key; DROP INDEX items_live_key; DROP INDEX items_ready; "          \
+  "CREATE INDEX items_ready ON items(project_id, queued_seq) WHERE status = 'ready'; "       \
+  "ALTER TABLE items DROP COLUMN concurrency_key; "                                          \
+  "ALTER TABLE projects DROP COLUMN weight; ALTER TABLE projects DROP COLUMN fair_pass; "
+inline constexpr const char* kBackToVersion7 = CPLANE_BACK_TO_7 "PRAGMA user_version = 7; ";
 #define CPLANE_BACK_TO_6                                                                     \
+  CPLANE_BACK_TO_7                                                                           \
   "DROP TABLE schedules; "                                                                   \
   "DROP INDEX items_due; DROP INDEX items_failed; DROP INDEX items_cancelled; "              \
   "ALTER TABLE items DROP COLUMN max_attempts; ALTER TABLE items DROP COLUMN backoff; "     \

@@ -38,6 +38,8 @@ void fold_rows(StreamAudit& a, const StoredEvent& stored) {
         a.session = apply(a.session.value_or(SessionRow{}), stored);
       }
       break;
+    case StreamKind::limit:
+      break;  // its row is the flow replay's (verify/flow_check.cpp)
     case StreamKind::project:
       if (std::holds_alternative<ProjectCreated>(e.body)) {
         if (!a.project) a.project_created_seq = stored.seq;
@@ -103,9 +105,10 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
   const EventCheck check{a, e, stored.seq, facts};
   if (a.stream.kind == StreamKind::item) ItemChecks{check}.cross_stream();
   std::visit(Overloaded{ItemChecks{check}, ProjectChecks{check}, SessionChecks{check},
-                        IncidentChecks{check}, ScheduleChecks{check}},
+                        IncidentChecks{check}, ScheduleChecks{check}, LimitChecks{check}},
              e.body);
   fold_rows(a, stored);
+  facts.flow.observe(stored, a.item);
 }
 
 void fold_event(StreamAudit& audit, const storage::RawEvent& raw, LogFacts& facts) {

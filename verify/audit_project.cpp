@@ -37,4 +37,6 @@ void ProjectChecks::operator()(const ProjectPaused&) const { project_created_fir
 
 void ProjectChecks::operator()(const ProjectResumed&) const { project_created_first(); }
 
+void ProjectChecks::operator()(const ProjectWeightSet&) const { project_created_first(); }
+
 }  // namespace cplane::verify_detail

@@ -83,4 +83,15 @@ void ScheduleChecks::operator()(const ScheduleResumed&) const { schedule_created
 
 void ScheduleChecks::operator()(const ScheduleRemoved&) const { schedule_created_first(); }
 
+void LimitChecks::operator()(const LimitSet&) const { a.created = true; }
+
+void LimitChecks::operator()(const LimitRemoved&) const {
+  if (!a.created && !a.reported_no_creation) {
+    a.reported_no_creation = true;
+    problem(ProblemKind::no_creation_event,
+            fmt::format("limit {} has a limit_removed event (seq {}) before limit_set",
+                        a.stream.id, seq));
+  }
+}
+
 }  // namespace cplane::verify_detail

@@ -86,6 +86,7 @@ std::vector<FieldDiff> ItemsProjection::diff(const Stored& scanned, const Row& f
   d.text("project_id", stored.project_id, folded.project_id);
   d.as(ProblemKind::payload_disagrees).text("payload", stored.payload, folded.payload);
   d.as(ProblemKind::key_disagrees).text("key", stored.key, folded.key);
+  d.text("concurrency_key", stored.concurrency_key, folded.concurrency_key);
   // (disagree tells the terminal cases of a status apart.)
   d.as(ProblemKind::status_disagrees);
   if (!scanned.invalid_status.empty()) {
@@ -222,7 +223,8 @@ std::vector<FieldDiff> ProjectsProjection::diff(const Stored& stored, const Row&
       .text("backoff", stored.backoff, folded.backoff)
       .add("paused", stored.paused, folded.paused)
       .text("pause_reason", stored.pause_reason, folded.pause_reason)
-      .done();
+      .add("weight", stored.weight, folded.weight)
+      .done();  // fair_pass: the claims' (verify/flow_check.cpp)
 }
 
 std::vector<LedgerProblem> ProjectsProjection::disagree(const Stored& stored, const Row& folded,

@@ -11,6 +11,8 @@
 //   ProjectChecks   verify/audit_project.cpp
 //   SessionChecks   verify/audit_session.cpp
 //   ScheduleChecks  verify/audit_schedule.cpp
+//   LimitChecks     verify/audit_schedule.cpp (with the schedules: both
+//                   are a small stream kind of their own)
 //   IncidentChecks  here (an incident_linked is the link whole: the fold
 //                   is the check)
 #pragma once
@@ -78,9 +80,17 @@ struct ProjectChecks : EventCheck {
   void operator()(const RetryPolicySet&) const;
   void operator()(const ProjectPaused&) const;
   void operator()(const ProjectResumed&) const;
+  void operator()(const ProjectWeightSet&) const;
 
  private:
   void project_created_first() const;
+};
+
+// A limit's stream: limit_set first (the limit whole each time), then
+// limit_removed or more limit_set.
+struct LimitChecks : EventCheck {
+  void operator()(const LimitSet&) const;
+  void operator()(const LimitRemoved&) const;
 };
 
 struct SessionChecks : EventCheck {

@@ -303,6 +303,32 @@ void replay_all(storage::LogSource& log, storage::RowSource* rows, const Reconci
                               progress, on_stream);
   replay<SchedulesProjection>(log, rows, StreamKind::schedule, facts, r, events_read, total,
                               progress, on_stream);
+  // Limits: their rows are the flow replay's, once every stream was read.
+  replay<>(log, rows, StreamKind::limit, facts, r, events_read, total, progress, on_stream);
+  {
+    StreamAudit flow;
+    flow.stream = {StreamKind::limit, ""};
+    const FlowLog::Fold fold = facts.flow.fold();
+    flow.problems = fold.problems;
+    if (rows != nullptr && r.problems != nullptr && r.compare_rows && !facts.item_log_unreadable) {
+      const std::size_t first = r.problems->size();
+      check_flow_rows(fold, *rows, *r.problems);
+      if (r.about != nullptr) {
+        for (std::size_t i = first; i < r.problems->size(); ++i) {
+          r.about->emplace_back(StreamKind::limit, (*r.problems)[i].project_id);
+        }
+      }
+    }
+    if (r.report != nullptr) {
+      storage::Backend* target = r.write_to;
+      if (target == nullptr) target = dynamic_cast<storage::Backend*>(rows);
+      if (target != nullptr) {
+        rebuild_flow_rows(fold, *target, r.write_to != nullptr, r.report->changes,
+                          r.report->changes_total);
+      }
+    }
+    if (!flow.problems.empty()) on_stream(flow);
+  }
   // Every item a schedule made is named by exactly one fire.
   {
     StreamAudit orphans;

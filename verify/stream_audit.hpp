@@ -22,6 +22,7 @@
 #include "projections/rows.hpp"
 #include "storage/log_source.hpp"
 #include "verify/chain_check.hpp"
+#include "verify/flow_check.hpp"
 
 namespace cplane::verify_detail {
 
@@ -50,6 +51,9 @@ struct LogFacts {
   // audit goes (it sees the facts as read-only otherwise).
   mutable std::map<std::string, std::string> schedule_items;
   mutable std::set<std::string> fired_items;
+  // The events of items with a key and of limits, for the flow replay
+  // once every stream was read (verify/flow_check.hpp).
+  mutable FlowLog flow;
   bool item_log_unreadable = false;
 
   // Why `session` was not open at `seq`, or "" when it was (or the session

@@ -101,6 +101,7 @@ class NotFound : public Error {
     session_closed,   // the session was closed: open a new one
     unknown_incident, // no link under this (provider, fingerprint, scope)
     unknown_schedule, // no schedule of this name
+    unknown_limit,    // no limit on this concurrency key
   };
   NotFound(Reason reason, const std::string& message) : Error(message), reason_(reason) {}
   Reason reason() const noexcept { return reason_; }
@@ -110,7 +111,7 @@ class NotFound : public Error {
 };
 
 // "unknown_item", "unknown_project", "unknown_session", "session_closed",
-// "unknown_incident", "unknown_schedule".
+// "unknown_incident", "unknown_schedule", "unknown_limit".
 const char* to_string(NotFound::Reason reason) noexcept;
 
 // Why the mutation gate denies (require_valid_assignment), in the order it
@@ -121,9 +122,11 @@ enum class GateReason {
   work_terminal,       // the item was closed, merged, done or failed since
   action_not_allowed,  // not among the assignment's allowed actions
   head_drift,          // the head moved since it was pinned, or the caller's differs
+  key_held,            // its concurrency key (limit 1) is held by another live lease
 };
 
-// "no_live_lease", "stale_fence", "work_terminal", "action_not_allowed", "head_drift".
+// "no_live_lease", "stale_fence", "work_terminal", "action_not_allowed", "head_drift",
+// "key_held".
 const char* to_string(GateReason reason) noexcept;
 
 // The gate denied a mutation (thrown by require() on a GateVerdict, for

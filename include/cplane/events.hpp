@@ -69,6 +69,9 @@ struct ItemQueued {
   std::string backoff;
   // Not claimable before this time (enqueue --run-at / --delay); 0: at once.
   Micros run_at = 0;
+  // Its concurrency key (enqueue --concurrency-key), or "": the limit set
+  // on that key (limit set) bounds how many of its items run at once.
+  std::string concurrency_key;
   bool operator==(const ItemQueued&) const = default;
 };
 
@@ -118,6 +121,27 @@ struct ProjectPaused {
 };
 struct ProjectResumed {
   bool operator==(const ProjectResumed&) const = default;
+};
+// The project's share of claims that choose among several projects
+// (project set --weight): weighted round-robin by claims.
+struct ProjectWeightSet {
+  std::uint32_t weight = 1;
+  bool operator==(const ProjectWeightSet&) const = default;
+};
+
+// ---- limits: a concurrency key's own stream (the key is the stream id; the
+// event's project is ""). The limit is whole in each event.
+struct LimitSet {
+  std::string key;
+  std::uint32_t concurrency = 0;  // at most this many live leases at once; 0: no bound
+  std::uint32_t rate_count = 0;   // at most rate_count claims per rate_period; 0: no rate
+  Micros rate_period = 0;
+  std::uint32_t burst = 0;        // claims that may start back to back (>= 1 with a rate)
+  bool operator==(const LimitSet&) const = default;
+};
+struct LimitRemoved {
+  std::string key;
+  bool operator==(const LimitRemoved&) const = default;
 };
 
 // ---- cron schedules: the schedule's own stream (its name is the stream id;
@@ -174,6 +198,12 @@ struct ItemClaimed {
   Fence fence = 0;
   Micros lease_expires_at = 0;
   std::uint32_t attempt = 0;
+  // The item's concurrency key, recorded so that the key's limit row (its
+  // rate state) and verify's replay read it from the claim itself.
+  std::string concurrency_key;
+  // The project's fair-share pass after this claim (kFairStride / weight
+  // added), when the claim chose among several projects; 0: not changed.
+  std::int64_t fair_pass = 0;
   bool operator==(const ItemClaimed&) const = default;
 };
 
@@ -219,6 +249,7 @@ struct ItemAssigned {
   std::uint32_t attempt = 0;
   std::vector<std::string> actions;  // sorted, no duplicates
   std::string expected_head;         // the item's head when assigned ("" for none)
+  std::string concurrency_key;       // as ItemClaimed's
   bool operator==(const ItemAssigned&) const = default;
 };
 
@@ -312,7 +343,7 @@ using EventBody = std::variant<ProjectCreated, ActorAssigned, ItemQueued, ItemCl
                                AttemptFailed, ItemRetried, ItemRescheduled, ItemCancelled,
                                RetryPolicySet, ProjectPaused, ProjectResumed, ScheduleCreated,
                                ScheduleFired, ScheduleSkipped, SchedulePaused, ScheduleResumed,
-                               ScheduleRemoved>;
+                               ScheduleRemoved, ProjectWeightSet, LimitSet, LimitRemoved>;
 
 // ---- streams ----------------------------------------------------------------
 // Every event belongs to exactly one stream: a kind and an id. Replays,
@@ -323,6 +354,7 @@ enum class StreamKind : std::uint8_t {
   session,  // id: the session id. session_opened, session_heartbeat, session_closed
   incident,  // id: incident_stream_id(key). incident_linked
   schedule,  // id: the schedule's name. schedule_created, schedule_fired, ...
+  limit,     // id: the concurrency key. limit_set, limit_removed
 };
 
 // Every kind, in the order replays and exports go: projects and sessions
@@ -330,9 +362,9 @@ enum class StreamKind : std::uint8_t {
 // Schedules come after items: verify checks each fire against the item it made.
 inline constexpr StreamKind kStreamKinds[] = {StreamKind::project, StreamKind::session,
                                               StreamKind::item, StreamKind::incident,
-                                              StreamKind::schedule};
+                                              StreamKind::schedule, StreamKind::limit};
 
-// "item", "project", "session", "incident", "schedule": the stored names (the events table's
+// "item", "project", "session", "incident", "schedule", "limit": the stored names (the events table's
 // stream_kind).
 std::string_view to_string(StreamKind kind);
 std::optional<StreamKind> parse_stream_kind(std::string_view text);

@@ -100,6 +100,13 @@ namespace cplane {
   X(lifecycle_not_allowed,                                                                         \
     "an attempt_failed, retried, rescheduled or cancelled the item's state did not allow, or a "   \
     "claim of an item not due yet or with no attempts left")                                       \
+  X(concurrency_exceeded,                                                                          \
+    "a claim or assignment made while its concurrency key's live leases were at the limit")        \
+  X(rate_exceeded, "a claim or assignment made before its concurrency key's rate had a token")     \
+  X(limit_row_missing, "a limit with events and no row")                                           \
+  X(limit_row_without_event, "a limits row with no limit_set event")                               \
+  X(limit_row_disagrees,                                                                           \
+    "a field of a limit's row, or a project's fair-share pass, is not the log's")                  \
   /* The hash chain: each names the stream and the seq. */                                         \
   X(event_edited, "an event whose body, seq, stream or revision is not what was hashed")           \
   X(event_missing, "revisions missing inside a stream: events deleted")                            \

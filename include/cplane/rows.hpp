@@ -76,6 +76,9 @@ struct ItemRow {
   // failed item retried), until the next claim: a late report under it is
   // stale_fence, where one after a release is not_claimed.
   Fence ended_fence = 0;
+  // Its concurrency key (enqueue --concurrency-key), or "": the key's limit
+  // (LimitRow) bounds its claims.
+  std::string concurrency_key;
   bool operator==(const ItemRow&) const = default;
 };
 
@@ -149,8 +152,39 @@ struct ProjectRow {
   std::string backoff;
   bool paused = false;
   std::string pause_reason;
+  // Its share of the claims that choose among several projects (project
+  // set --weight, at least 1), and its pass in the weighted round-robin:
+  // the claim takes the project with the lowest pass, which then rises by
+  // kFairStride / weight (the fair_pass its claimed event records).
+  std::uint32_t weight = 1;
+  std::int64_t fair_pass = 0;
   bool operator==(const ProjectRow&) const = default;
 };
+
+// One stride of the fair-share round-robin at weight 1.
+inline constexpr std::int64_t kFairStride = 1'000'000;
+inline constexpr std::uint32_t kMaxWeight = 1000;
+
+// A concurrency key's limit (limits): the fold of the key's stream, and its
+// rate state, the GCRA's theoretical arrival time, moved on by each claim
+// of an item with the key (the claimed or assigned event names the key).
+// A removed limit keeps its row (removed): it bounds nothing.
+struct LimitRow {
+  std::string key;
+  std::uint32_t concurrency = 0;  // live leases at most; 0: no bound
+  std::uint32_t rate_count = 0;   // claims per rate_period; 0: no rate
+  Micros rate_period = 0;
+  std::uint32_t burst = 0;
+  Micros tat = 0;                 // the rate's theoretical arrival time; 0: none yet
+  bool removed = false;
+  Micros created_at = 0;
+  Micros updated_at = 0;          // the last limit_set or limit_removed
+  Seq last_seq = 0;               // of the key's own stream
+  bool operator==(const LimitRow&) const = default;
+};
+
+// The longest concurrency key, in bytes.
+inline constexpr std::size_t kMaxConcurrencyKey = 256;
 
 // A cron schedule (schedules): the fold of its stream. A removed schedule
 // keeps its row (removed), so that its name is not reused.

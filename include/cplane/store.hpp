@@ -94,6 +94,19 @@ Micros parse_duration(std::string_view text);
 // 1h when left out, at least BASE). InvalidArgument naming what is wrong.
 void require_backoff(std::string_view spec);
 
+// A rate "N/PERIOD": N claims (1 to 1,000,000) per PERIOD, a unit (s, m, h,
+// d, or second, minute, hour, day) or a duration (30s, 10m): "10/s",
+// "100/m", "5/30s". InvalidArgument for anything else ("10/fortnight").
+struct Rate {
+  std::uint32_t count = 0;
+  Micros period = 0;
+  bool operator==(const Rate&) const = default;
+};
+Rate parse_rate(std::string_view text);
+// A concurrency key: 1 to 256 bytes, no control characters. InvalidArgument
+// otherwise.
+void require_concurrency_key(std::string_view key);
+
 
 using Item = ItemRow;
 
@@ -151,8 +164,10 @@ enum class SkipReason {
   routed_to_author,  // changes_requested: it goes back to its author session only
   foreign_lease,     // under another session's (or a plain claim's) live lease
   project_paused,    // its project is paused: the first such item of each is listed
+  key_full,          // its concurrency key's live leases are at the limit
+  rate_limited,      // its concurrency key's rate has no token yet
 };
-// "routed_to_author", "foreign_lease", "project_paused".
+// "routed_to_author", "foreign_lease", "project_paused", "key_full", "rate_limited".
 std::string_view to_string(SkipReason reason);
 
 struct SkippedCandidate {
@@ -249,6 +264,10 @@ struct ClaimOptions {
   // when it comes to nothing. PostgreSQL wakes by LISTEN/NOTIFY, SQLite by
   // an inotify watch on the database's WAL: neither polls.
   std::optional<Seconds> wait;
+  // Take projects in weighted round-robin (ProjectRow::weight) when several
+  // have work; false: the item available earliest of any project (the
+  // order before fairness; for comparisons).
+  bool fair = true;
 };
 
 class ControlStore {
@@ -375,6 +394,92 @@ class ControlStore {
   // many items it queued.
   std::int64_t tick(std::optional<Micros> now = {});
 
+  // ---- flow control: concurrency keys, rate limits, fairness --------------------
+  // A limit on a concurrency key (EnqueueOptions::concurrency_key): at most
+  // `concurrency` of the key's items under a live lease at any moment, and
+  // claims of its items started no faster than `rate` ("N/PERIOD", a GCRA:
+  // spaced PERIOD / N apart, `burst` back to back). A key is global: the
+  // items of every project that carry it share it. A slot is a live fenced
+  // lease, never a counter: the claim counts the key's claimed rows whose
+  // lease has not lapsed, inside its transaction, so a crashed holder's
+  // slot frees when its lease lapses and a stale holder frees nothing.
+  // set_limit replaces the key's limit whole (limit_set); it takes effect
+  // at the next claim and never revokes a live lease. False when it is the
+  // limit already. InvalidArgument for a concurrency of 0 with no rate, a
+  // rate that does not parse, a burst without a rate, a bad key.
+  struct LimitSpec {
+    std::uint32_t concurrency = 0;  // 0: no bound on live leases (a rate is then needed)
+    std::string rate;               // "N/PERIOD", or "" for none
+    std::uint32_t burst = 0;        // with a rate: claims back to back (0: 1)
+    std::optional<std::string> actor;
+    std::optional<Micros> now;
+  };
+  bool set_limit(const std::string& key, const LimitSpec& spec);
+  // Removes the limit (limit_removed): the key bounds nothing. False when it
+  // was removed already; NotFound (unknown_limit) for a key never limited.
+  bool remove_limit(const std::string& key, const LifecycleOptions& options = {});
+  // A limit with what holds it now.
+  struct KeyHolder {
+    std::string item_id;
+    std::string project_id;
+    Fence fence = 0;
+    Micros lease_expires_at = 0;
+    bool operator==(const KeyHolder&) const = default;
+  };
+  struct LimitInfo {
+    LimitRow row;
+    std::int64_t live = 0;            // items of the key under a live lease now
+    std::vector<KeyHolder> holders;   // at most kMaxHoldersListed, lease end first
+    Micros next_token = 0;            // with a rate: when the next claim may start
+  };
+  static constexpr std::size_t kMaxHoldersListed = 20;
+  // Every limit not removed, by key; `now` is when live leases are counted.
+  std::vector<LimitInfo> limits(std::optional<Micros> now = {});
+  // Sets the project's weight (project_weight_set): its share of the claims
+  // that choose among several projects. 1 to kMaxWeight. False when it is
+  // the weight already; NotFound for no project.
+  bool set_weight(const std::string& project_id, std::uint32_t weight,
+                  const LifecycleOptions& options = {});
+
+  // Why an item is not being claimed now (cplane why): every reason that
+  // holds, each with what would change it.
+  enum class WhyKind {
+    terminal,       // done, failed, closed or cancelled: nothing will claim it
+    running,        // claimed under a live lease (until: its end)
+    scheduled,      // not before `until` (a delay, a backoff)
+    project_paused, // its project is paused: resume it
+    key_full,       // its key's live leases are at the limit (holders)
+    rate_limited,   // its key's next token is at `until`
+    behind,         // `ahead` items its project's claims take first
+    out_of_scope,   // the actor asked about may not claim from its project
+    exhausted,      // its lease lapsed with no attempts left: the next claim fails it
+  };
+  struct WhyReason {
+    WhyKind kind = WhyKind::behind;
+    std::string message;        // what holds it, and what would change it
+    Micros until = 0;
+    std::string key;
+    std::uint32_t limit = 0;
+    std::int64_t live = 0;
+    std::vector<KeyHolder> holders;
+    std::int64_t ahead = 0;
+    std::uint32_t weight = 0;   // behind: its project's weight
+    std::int64_t competing = 0; // behind: projects with work in the claim's scope
+    bool operator==(const WhyReason&) const = default;
+  };
+  struct Explanation {
+    std::string item_id;
+    std::string project_id;
+    ItemStatus status = ItemStatus::ready;
+    Micros at = 0;
+    bool claimable = false;  // a claim now could take it (no reason but `behind`)
+    std::vector<WhyReason> reasons;
+  };
+  // NotFound for no item; a scoped actor that may not see it is told
+  // out_of_scope (its project's name only).
+  Explanation explain(const std::string& item_id, const std::optional<std::string>& actor = {},
+                      std::optional<Micros> now = {});
+
   // The project's row: title, status, retry policy, pause. NotFound (or
   // ScopeDenied for a scoped actor), as enqueue.
   ProjectRow project(const std::string& project_id, const std::optional<std::string>& actor = {});
@@ -417,6 +522,9 @@ class ControlStore {
     // at most one of the two.
     std::optional<Micros> run_at;
     std::optional<Micros> delay;
+    // Its concurrency key (require_concurrency_key), or "": the key's limit
+    // bounds how many of its items run at once, across projects.
+    std::string concurrency_key;
   };
 
   // Appends queued and returns the new item id. InvalidArgument for a payload
@@ -743,5 +851,9 @@ class ControlStore {
   explicit ControlStore(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// "terminal", "running", "scheduled", "project_paused", "key_full",
+// "rate_limited", "behind", "out_of_scope", "exhausted".
+std::string_view to_string(ControlStore::WhyKind kind);
 
 }  // namespace cplane

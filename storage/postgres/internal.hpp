@@ -305,6 +305,14 @@ class PostgresBackend final : public Backend {
   void delete_schedule(std::string_view name) override;
   std::unique_ptr<Cursor<ScheduleRow>> scan_schedules() override;
   std::vector<ScheduleRow> due_schedules(Micros now, std::size_t limit) override;
+  std::optional<LimitRow> find_limit(std::string_view key) override;
+  void put_limit(const LimitRow& row) override;
+  std::unique_ptr<Cursor<LimitRow>> scan_limits() override;
+  std::int64_t live_leases(std::string_view key, Micros now) override;
+  std::vector<ItemRow> key_holders(std::string_view key, Micros now, std::size_t limit) override;
+  std::vector<ItemRow> key_heads(const std::string& project_id, ItemStatus status,
+                                 std::size_t limit) override;
+  std::int64_t ready_ahead(const ItemRow& row) override;
   std::optional<ProjectRow> find_project(std::string_view project_id) override;
   void put_project(const ProjectRow& r) override;
   void delete_project(std::string_view project_id) override;

@@ -67,7 +67,7 @@ void PostgresBackend::delete_item(std::string_view item_id) {
 
 std::optional<ItemRow> PostgresBackend::oldest_ready(const std::string& project_id) {
   return one_item(run(fmt::format("SELECT {} FROM items WHERE status = 'ready' AND project_id = "
-                                  "$1 ORDER BY queued_seq LIMIT 1{}",
+                                  "$1 ORDER BY priority DESC, queued_seq LIMIT 1{}",
                                   kItemColumns, claim_lock()),
                       Params().text(project_id)));
 }
@@ -118,7 +118,7 @@ std::vector<Backend::CandidateList> PostgresBackend::claim_candidates(Micros now
   static const std::string kSql = [] {
     const std::string ready = fmt::format(
         "SELECT {} FROM items WHERE status = 'ready' AND project_id = p.project_id ORDER BY "
-        "queued_seq LIMIT $3 FOR UPDATE SKIP LOCKED",
+        "priority DESC, queued_seq LIMIT $3 FOR UPDATE SKIP LOCKED",
         kItemColumns);
     const std::string lapsed = fmt::format(
         "SELECT {} FROM items WHERE status = 'claimed' AND project_id = p.project_id AND "
@@ -150,7 +150,7 @@ std::vector<Backend::CandidateList> PostgresBackend::claim_candidates(Micros now
   std::vector<CandidateList> out;
   std::string list;
   for (int i = 0; i < r.rows(); ++i) {
-    std::string key = r.text(i, 32);
+    std::string key = r.text(i, kItemColumnCount);  // the list's tag, after the row
     if (out.empty() || key != list) {
       out.emplace_back();
       list = std::move(key);

@@ -51,6 +51,7 @@ void fill_item(const Result& r, int i, ScannedItem& scanned) {
   row.attempt_limit = static_cast<std::uint32_t>(r.i64(i, 29));
   row.run_at = r.i64(i, 30);
   row.ended_fence = static_cast<Fence>(r.i64(i, 31));
+  row.concurrency_key = r.text(i, 32);
 }
 
 ItemRow read_item(const Result& r, int i) {
@@ -132,9 +133,32 @@ ScheduleRow read_schedule(const Result& r, int i) {
 }
 
 ProjectRow read_project(const Result& r, int i) {
-  return ProjectRow{r.text(i, 0), r.text(i, 1), r.text(i, 2),
-                    r.i64(i, 3),  r.i64(i, 4),  static_cast<std::uint32_t>(r.i64(i, 5)),
-                    r.text(i, 6), r.text(i, 7) == "t", r.text(i, 8)};
+  return ProjectRow{r.text(i, 0),
+                    r.text(i, 1),
+                    r.text(i, 2),
+                    r.i64(i, 3),
+                    r.i64(i, 4),
+                    static_cast<std::uint32_t>(r.i64(i, 5)),
+                    r.text(i, 6),
+                    r.text(i, 7) == "t",
+                    r.text(i, 8),
+                    static_cast<std::uint32_t>(r.i64(i, 9)),
+                    r.i64(i, 10)};
+}
+
+LimitRow read_limit(const Result& r, int i) {
+  LimitRow row;
+  row.key = r.text(i, 0);
+  row.concurrency = static_cast<std::uint32_t>(r.i64(i, 1));
+  row.rate_count = static_cast<std::uint32_t>(r.i64(i, 2));
+  row.rate_period = r.i64(i, 3);
+  row.burst = static_cast<std::uint32_t>(r.i64(i, 4));
+  row.tat = r.i64(i, 5);
+  row.removed = r.text(i, 6) == "t";
+  row.created_at = r.i64(i, 7);
+  row.updated_at = r.i64(i, 8);
+  row.last_seq = r.i64(i, 9);
+  return row;
 }
 
 void fill_allocatable(const Result& r, int i, ItemRow& row) {
@@ -159,6 +183,7 @@ void fill_allocatable(const Result& r, int i, ItemRow& row) {
   row.run_at = r.i64(i, 10);
   row.attempts = static_cast<std::uint32_t>(r.i64(i, 11));
   row.attempt_limit = static_cast<std::uint32_t>(r.i64(i, 12));
+  row.concurrency_key = r.text(i, 13);
 }
 
 Params item_params(const ItemRow& r) {
@@ -194,7 +219,8 @@ Params item_params(const ItemRow& r) {
       .text_or_null(r.backoff)
       .i64(r.attempt_limit)
       .i64_or_null(r.run_at)
-      .i64(static_cast<std::int64_t>(r.ended_fence));
+      .i64(static_cast<std::int64_t>(r.ended_fence))
+      .text(r.concurrency_key);
   return p;
 }
 

@@ -15,10 +15,12 @@ inline constexpr const char* kItemColumns =
     "item_id, project_id, payload, status, owner, fence, attempts, lease_expires_at, detail, "
     "queued_seq, queued_at, updated_at, last_seq, kind, ref, head, review, author, session, "
     "actions, expected_head, close_reason, head_moved, priority, terminal_since, "
-    "terminal_reason, idem_key, max_attempts, backoff, attempt_limit, run_at, ended_fence";
+    "terminal_reason, idem_key, max_attempts, backoff, attempt_limit, run_at, ended_fence, "
+    "concurrency_key";
+inline constexpr int kItemColumnCount = 33;
 inline constexpr const char* kItemValues =
     "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, "
-    "$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32";
+    "$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33";
 inline constexpr const char* kItemUpdate =
     "project_id = EXCLUDED.project_id, payload = EXCLUDED.payload, status = EXCLUDED.status, "
     "owner = EXCLUDED.owner, fence = EXCLUDED.fence, attempts = EXCLUDED.attempts, "
@@ -32,15 +34,19 @@ inline constexpr const char* kItemUpdate =
     "terminal_since = EXCLUDED.terminal_since, terminal_reason = EXCLUDED.terminal_reason, "
     "idem_key = EXCLUDED.idem_key, max_attempts = EXCLUDED.max_attempts, "
     "backoff = EXCLUDED.backoff, attempt_limit = EXCLUDED.attempt_limit, run_at = EXCLUDED.run_at, "
-    "ended_fence = EXCLUDED.ended_fence";
+    "ended_fence = EXCLUDED.ended_fence, concurrency_key = EXCLUDED.concurrency_key";
 inline constexpr const char* kIncidentColumns =
     "provider, fingerprint, org, repo, environment, target, status, event_count, permalink, "
     "first_seen, last_seen, linked_prs, incident_id, linked_at, updated_at, last_seq";
 inline constexpr const char* kAllocationColumns =
     "item_id, project_id, status, session, lease_expires_at, review, author, terminal_since, "
-    "priority, queued_seq, run_at, attempts, attempt_limit";
+    "priority, queued_seq, run_at, attempts, attempt_limit, concurrency_key";
 inline constexpr const char* kProjectColumns =
-    "project_id, title, status, created_at, last_seq, max_attempts, backoff, paused, pause_reason";
+    "project_id, title, status, created_at, last_seq, max_attempts, backoff, paused, pause_reason, "
+    "weight, fair_pass";
+inline constexpr const char* kLimitColumns =
+    "key, concurrency, rate_count, rate_period, burst, tat, removed, created_at, updated_at, "
+    "last_seq";
 inline constexpr const char* kScheduleColumns =
     "name, project_id, cron, zone, payload, overlap_skip, catch_up, next_at, paused, removed, "
     "last_item, last_occurrence, fired, created_at, updated_at, last_seq";
@@ -57,7 +63,7 @@ ItemRow read_item(const Result& r, int i);
 // kAllocationColumns: the fields an allocation reads (StorageError
 // corruption for a terminal_since cplane never writes).
 void fill_allocatable(const Result& r, int i, ItemRow& row);
-// kItemColumns' parameters ($1..$32) for `r`.
+// kItemColumns' parameters ($1..$33) for `r`.
 Params item_params(const ItemRow& r);
 
 void fill_event(const Result& r, int i, RawEvent& e);
@@ -67,6 +73,7 @@ IncidentLinkRow read_incident(const Result& r, int i);
 SessionRow read_session(const Result& r, int i);
 ScheduleRow read_schedule(const Result& r, int i);
 ProjectRow read_project(const Result& r, int i);
+LimitRow read_limit(const Result& r, int i);
 // item_id, since, reason.
 void fill_terminal_lock(const Result& r, int i, TerminalLockRow& row);
 

@@ -59,7 +59,9 @@ CREATE TABLE projects (
   max_attempts bigint NOT NULL DEFAULT 0,
   backoff      text NOT NULL DEFAULT '',
   paused       boolean NOT NULL DEFAULT false,
-  pause_reason text NOT NULL DEFAULT ''
+  pause_reason text NOT NULL DEFAULT '',
+  weight       bigint NOT NULL DEFAULT 1,
+  fair_pass    bigint NOT NULL DEFAULT 0
 );
 CREATE TABLE project_actors (
   project_id  text COLLATE "C" NOT NULL,
@@ -103,9 +105,10 @@ CREATE TABLE items (
   backoff          text,
   attempt_limit    bigint NOT NULL DEFAULT 0,
   run_at           bigint,
-  ended_fence      bigint NOT NULL DEFAULT 0
+  ended_fence      bigint NOT NULL DEFAULT 0,
+  concurrency_key  text COLLATE "C" NOT NULL DEFAULT ''
 );
-CREATE INDEX items_ready ON items (project_id, queued_seq) WHERE status = 'ready';
+CREATE INDEX items_ready ON items (project_id, priority DESC, queued_seq) WHERE status = 'ready';
 CREATE INDEX items_lease ON items (project_id, lease_expires_at, queued_seq)
   WHERE status = 'claimed';
 CREATE INDEX items_by_session ON items (session, item_id)
@@ -117,6 +120,14 @@ CREATE UNIQUE INDEX items_by_key ON items (project_id, idem_key) WHERE idem_key 
 CREATE INDEX items_due ON items (project_id, run_at, queued_seq) WHERE status = 'scheduled';
 CREATE INDEX items_failed ON items (project_id, item_id) WHERE status = 'failed';
 CREATE INDEX items_cancelled ON items (project_id, item_id) WHERE status = 'cancelled';
+CREATE INDEX items_ready_key ON items (project_id, concurrency_key, priority DESC, queued_seq)
+  WHERE status = 'ready';
+CREATE INDEX items_due_key ON items (project_id, concurrency_key, run_at, queued_seq)
+  WHERE status = 'scheduled';
+CREATE INDEX items_lease_key ON items (project_id, concurrency_key, lease_expires_at, queued_seq)
+  WHERE status = 'claimed';
+CREATE INDEX items_live_key ON items (concurrency_key, lease_expires_at)
+  WHERE status = 'claimed' AND concurrency_key <> '';
 CREATE TABLE sessions (
   session_id   text COLLATE "C" PRIMARY KEY,
   actor        text,
@@ -170,6 +181,18 @@ CREATE TABLE schedules (
   last_seq        bigint NOT NULL
 );
 CREATE INDEX schedules_due ON schedules (next_at) WHERE NOT paused AND NOT removed;
+CREATE TABLE limits (
+  key          text COLLATE "C" PRIMARY KEY,
+  concurrency  bigint NOT NULL,
+  rate_count   bigint NOT NULL,
+  rate_period  bigint NOT NULL,
+  burst        bigint NOT NULL,
+  tat          bigint NOT NULL,
+  removed      boolean NOT NULL,
+  created_at   bigint NOT NULL,
+  updated_at   bigint NOT NULL,
+  last_seq     bigint NOT NULL
+);
 )sql";
 
 const char* const kMigration2 = R"sql(
@@ -209,6 +232,37 @@ CREATE TABLE schedules (
 );
 CREATE INDEX schedules_due ON schedules (next_at) WHERE NOT paused AND NOT removed;
 UPDATE store_info SET value = '2' WHERE key = 'schema_version';
+)sql";
+
+// Version 3: flow control (issue 23). The claim's ready index ranks by
+// priority; the key groups' indexes; the limits table.
+const char* const kMigration3 = R"sql(
+ALTER TABLE projects ADD COLUMN weight bigint NOT NULL DEFAULT 1,
+  ADD COLUMN fair_pass bigint NOT NULL DEFAULT 0;
+ALTER TABLE items ADD COLUMN concurrency_key text COLLATE "C" NOT NULL DEFAULT '';
+DROP INDEX items_ready;
+CREATE INDEX items_ready ON items (project_id, priority DESC, queued_seq) WHERE status = 'ready';
+CREATE INDEX items_ready_key ON items (project_id, concurrency_key, priority DESC, queued_seq)
+  WHERE status = 'ready';
+CREATE INDEX items_due_key ON items (project_id, concurrency_key, run_at, queued_seq)
+  WHERE status = 'scheduled';
+CREATE INDEX items_lease_key ON items (project_id, concurrency_key, lease_expires_at, queued_seq)
+  WHERE status = 'claimed';
+CREATE INDEX items_live_key ON items (concurrency_key, lease_expires_at)
+  WHERE status = 'claimed' AND concurrency_key <> '';
+CREATE TABLE limits (
+  key          text COLLATE "C" PRIMARY KEY,
+  concurrency  bigint NOT NULL,
+  rate_count   bigint NOT NULL,
+  rate_period  bigint NOT NULL,
+  burst        bigint NOT NULL,
+  tat          bigint NOT NULL,
+  removed      boolean NOT NULL,
+  created_at   bigint NOT NULL,
+  updated_at   bigint NOT NULL,
+  last_seq     bigint NOT NULL
+);
+UPDATE store_info SET value = '3' WHERE key = 'schema_version';
 )sql";
 
 void PostgresBackend::identify_or_create() {
@@ -262,6 +316,7 @@ void PostgresBackend::migrate(int& version) {
     run("SELECT pg_advisory_xact_lock(hashtext('cplane:' || current_schema()))");
     version = read_version();
     if (version == 1) simple(kMigration2, "cannot migrate the schema from version 1 to 2");
+    if (version <= 2) simple(kMigration3, "cannot migrate the schema from version 2 to 3");
     simple("COMMIT", "cannot commit the schema's migration");
   } catch (...) {
     PQclear(PQexec(conn_, "ROLLBACK"));

@@ -30,5 +30,7 @@ extern const char* const kSchema;
 // Version 2: the job lifecycle (the statuses scheduled and cancelled, retry
 // policies, run_at, pause), as kSchema creates it whole.
 extern const char* const kMigration2;
+// Version 3: flow control (concurrency keys, limits, weights, priority).
+extern const char* const kMigration3;
 
 }  // namespace cplane::storage::postgres

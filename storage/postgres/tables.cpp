@@ -204,12 +204,13 @@ std::optional<ProjectRow> PostgresBackend::find_project(std::string_view project
 }
 
 void PostgresBackend::put_project(const ProjectRow& r) {
-  run(fmt::format("INSERT INTO projects ({}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON "
-                  "CONFLICT (project_id) DO UPDATE SET title = EXCLUDED.title, status = "
+  run(fmt::format("INSERT INTO projects ({}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
+                  "$11) ON CONFLICT (project_id) DO UPDATE SET title = EXCLUDED.title, status = "
                   "EXCLUDED.status, created_at = EXCLUDED.created_at, last_seq = "
                   "EXCLUDED.last_seq, max_attempts = EXCLUDED.max_attempts, backoff = "
                   "EXCLUDED.backoff, paused = EXCLUDED.paused, pause_reason = "
-                  "EXCLUDED.pause_reason",
+                  "EXCLUDED.pause_reason, weight = EXCLUDED.weight, fair_pass = "
+                  "EXCLUDED.fair_pass",
                   kProjectColumns),
       Params()
           .text(r.project_id)
@@ -220,7 +221,9 @@ void PostgresBackend::put_project(const ProjectRow& r) {
           .i64(r.max_attempts)
           .text(r.backoff)
           .text(r.paused ? "true" : "false")
-          .text(r.pause_reason));
+          .text(r.pause_reason)
+          .i64(r.weight)
+          .i64(r.fair_pass));
 }
 
 void PostgresBackend::delete_project(std::string_view project_id) {

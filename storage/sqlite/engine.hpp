@@ -130,6 +130,14 @@ class SqliteBackend final : public Backend {
   void delete_schedule(std::string_view name) override;
   std::unique_ptr<Cursor<ScheduleRow>> scan_schedules() override;
   std::vector<ScheduleRow> due_schedules(Micros now, std::size_t limit) override;
+  std::optional<LimitRow> find_limit(std::string_view key) override;
+  void put_limit(const LimitRow& row) override;
+  std::unique_ptr<Cursor<LimitRow>> scan_limits() override;
+  std::int64_t live_leases(std::string_view key, Micros now) override;
+  std::vector<ItemRow> key_holders(std::string_view key, Micros now, std::size_t limit) override;
+  std::vector<ItemRow> key_heads(const std::string& project_id, ItemStatus status,
+                                 std::size_t limit) override;
+  std::int64_t ready_ahead(const ItemRow& row) override;
   void put_terminal_lock(const TerminalLockRow& r) override;
   void delete_terminal_lock(std::string_view item_id) override;
   std::unique_ptr<Cursor<TerminalLockRow>> scan_terminal_locks() override;
@@ -153,6 +161,7 @@ class SqliteBackend final : public Backend {
     Statement find_project, put_project, delete_project;
     Statement is_assigned, put_assignment, delete_assignment;
     Statement all_project_ids, actor_project_ids;
+    Statement find_limit, put_limit, live_leases;
   };
 
   // The log's digest as this write transaction leaves it: read at its first

@@ -67,6 +67,7 @@ class AllocationCursor final : public Cursor<ItemRow> {
     row.run_at = stmt_.i64(10);
     row.attempts = static_cast<std::uint32_t>(stmt_.i64(11));
     row.attempt_limit = static_cast<std::uint32_t>(stmt_.i64(12));
+    stmt_.text_into(13, row.concurrency_key);
     return true;
   }
 
@@ -201,7 +202,7 @@ namespace cplane::storage {
 std::vector<std::string> claim_queries() {
   return {
       fmt::format("SELECT {} FROM items WHERE status = 'ready' AND project_id = ?1 "
-                  "ORDER BY queued_seq LIMIT 1",
+                  "ORDER BY priority DESC, queued_seq LIMIT 1",
                   sqlite::kItemColumns),
       fmt::format("SELECT {} FROM items WHERE status = 'claimed' AND project_id = ?1 "
                   "AND lease_expires_at <= ?2 ORDER BY lease_expires_at, queued_seq LIMIT 1",

@@ -69,7 +69,8 @@ void SqliteBackend::put_project(const ProjectRow& r) {
   stmts_.put_project
       .bind(r.project_id, r.title, r.status, r.created_at, r.last_seq,
             static_cast<std::int64_t>(r.max_attempts), r.backoff,
-            static_cast<std::int64_t>(r.paused ? 1 : 0), r.pause_reason)
+            static_cast<std::int64_t>(r.paused ? 1 : 0), r.pause_reason,
+            static_cast<std::int64_t>(r.weight), r.fair_pass)
       .run();
 }
 
@@ -175,6 +176,15 @@ std::unique_ptr<Cursor<ScheduleRow>> SqliteBackend::scan_schedules() {
   auto c = std::make_unique<RowCursor<ScheduleRow>>(
       db_, fmt::format("SELECT {} FROM schedules ORDER BY name", kScheduleColumns),
       &fill_schedule);
+  c->bind();
+  return c;
+}
+
+// The limits table's scan (limits.cpp has the rest of flow control).
+std::unique_ptr<Cursor<LimitRow>> SqliteBackend::scan_limits() {
+  auto c = std::make_unique<RowCursor<LimitRow>>(
+      db_, fmt::format("SELECT {} FROM limits ORDER BY key", kLimitColumns),
+      [](const Statement& s, LimitRow& row) { row = read_limit(s); });
   c->bind();
   return c;
 }

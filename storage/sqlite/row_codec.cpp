@@ -59,6 +59,7 @@ void fill_item(const Statement& s, ScannedItem& scanned) {
   row.attempt_limit = static_cast<std::uint32_t>(s.i64(29));
   row.run_at = s.i64(30);
   row.ended_fence = static_cast<Fence>(s.i64(31));
+  s.text_into(32, row.concurrency_key);
 }
 
 ItemRow read_item(const Statement& s) {
@@ -158,8 +159,32 @@ void fill_schedule(const Statement& s, ScheduleRow& row) {
 }
 
 ProjectRow read_project(const Statement& s) {
-  return ProjectRow{s.text(0), s.text(1), s.text(2), s.i64(3), s.i64(4),
-                    static_cast<std::uint32_t>(s.i64(5)), s.text(6), s.i64(7) != 0, s.text(8)};
+  return ProjectRow{s.text(0),
+                    s.text(1),
+                    s.text(2),
+                    s.i64(3),
+                    s.i64(4),
+                    static_cast<std::uint32_t>(s.i64(5)),
+                    s.text(6),
+                    s.i64(7) != 0,
+                    s.text(8),
+                    static_cast<std::uint32_t>(s.i64(9)),
+                    s.i64(10)};
+}
+
+LimitRow read_limit(const Statement& s) {
+  LimitRow row;
+  row.key = s.text(0);
+  row.concurrency = static_cast<std::uint32_t>(s.i64(1));
+  row.rate_count = static_cast<std::uint32_t>(s.i64(2));
+  row.rate_period = s.i64(3);
+  row.burst = static_cast<std::uint32_t>(s.i64(4));
+  row.tat = s.i64(5);
+  row.removed = s.i64(6) != 0;
+  row.created_at = s.i64(7);
+  row.updated_at = s.i64(8);
+  row.last_seq = s.i64(9);
+  return row;
 }
 
 Statement& bind_item(Statement& s, const ItemRow& r) {
@@ -175,7 +200,7 @@ Statement& bind_item(Statement& s, const ItemRow& r) {
                 NullIfEmpty{r.terminal_reason}, NullIfEmpty{r.key},
                 static_cast<std::int64_t>(r.max_attempts), NullIfEmpty{r.backoff},
                 static_cast<std::int64_t>(r.attempt_limit), NullIfZero{r.run_at},
-                r.ended_fence);
+                r.ended_fence, r.concurrency_key);
 }
 
 

@@ -13,10 +13,10 @@ inline constexpr const char* kItemColumns =
     "item_id, project_id, payload, status, owner, fence, attempts, lease_expires_at, detail, "
     "queued_seq, queued_at, updated_at, last_seq, kind, ref, head, review, author, session, "
     "actions, expected_head, close_reason, head_moved, priority, terminal_since, terminal_reason, "
-    "idem_key, max_attempts, backoff, attempt_limit, run_at, ended_fence";
+    "idem_key, max_attempts, backoff, attempt_limit, run_at, ended_fence, concurrency_key";
 inline constexpr const char* kItemValues =
     "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, "
-    "?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32";
+    "?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33";
 inline constexpr const char* kIncidentColumns =
     "provider, fingerprint, org, repo, environment, target, status, event_count, permalink, "
     "first_seen, last_seen, linked_prs, incident_id, linked_at, updated_at, last_seq";
@@ -24,9 +24,13 @@ inline constexpr const char* kIncidentColumns =
 // many candidates reads little.
 inline constexpr const char* kAllocationColumns =
     "item_id, project_id, status, session, lease_expires_at, review, author, terminal_since, "
-    "priority, queued_seq, run_at, attempts, attempt_limit";
+    "priority, queued_seq, run_at, attempts, attempt_limit, concurrency_key";
 inline constexpr const char* kProjectColumns =
-    "project_id, title, status, created_at, last_seq, max_attempts, backoff, paused, pause_reason";
+    "project_id, title, status, created_at, last_seq, max_attempts, backoff, paused, pause_reason, "
+    "weight, fair_pass";
+inline constexpr const char* kLimitColumns =
+    "key, concurrency, rate_count, rate_period, burst, tat, removed, created_at, updated_at, "
+    "last_seq";
 inline constexpr const char* kSessionColumns =
     "session_id, actor, opened_at, last_seen_at, closed_at, last_seq";
 inline constexpr const char* kScheduleColumns =
@@ -41,7 +45,7 @@ void fill_item(const Statement& s, ScannedItem& scanned);
 // An item row a command decides on: one with an invalid status, kind or
 // review is refused.
 ItemRow read_item(const Statement& s);
-// Binds `r` as the parameters ?1..?32 of kItemValues, in kItemColumns' order.
+// Binds `r` as the parameters ?1..?33 of kItemValues, in kItemColumns' order.
 Statement& bind_item(Statement& s, const ItemRow& r);
 
 // Reads an event; a column stored with another type than cplane writes is
@@ -55,5 +59,6 @@ IncidentLinkRow read_incident(const Statement& s);
 SessionRow read_session(const Statement& s);
 void fill_schedule(const Statement& s, ScheduleRow& row);
 ProjectRow read_project(const Statement& s);
+LimitRow read_limit(const Statement& s);
 
 }  // namespace cplane::storage::sqlite

@@ -243,7 +243,8 @@ CREATE UNIQUE INDEX items_by_key ON items(project_id, idem_key) WHERE idem_key I
 // statuses (the table is copied: SQLite cannot change a CHECK), the retry
 // policy (max_attempts, backoff, attempt_limit) and run_at; projects gain
 // their retry policy and pause. Indexes, each with the query it serves:
-//   items_ready    a claim's ready candidate: (project, queue order)
+//   items_ready    a claim's ready candidate: (project, queue order; by
+//                  priority first from version 8)
 //   items_lease    a claim's lapsed candidate and the sweep: (project, lease end)
 //   items_due      a claim's scheduled candidate: (project, run_at), so that
 //                  10^6 items scheduled for later cost one seek, not a scan
@@ -347,6 +348,43 @@ INSERT INTO items (item_id, project_id, payload, status, owner, fence, attempts,
 DROP TABLE items_v6;
 )sql" + kProjectLifecycle + kSchedulesTable;
 
+// Version 8: flow control (issue 23). items gains its concurrency key; a
+// claim's ready candidate ranks by priority; projects gain their weight and
+// fair-share pass; the limits table. Indexes, each with the query it serves:
+//   items_ready      a claim's ready candidate: (project, priority, queue order)
+//   items_ready_key, items_due_key, items_lease_key
+//                    the first item of each key group of a project (a claim
+//                    past a full key): one seek per group, never a walk
+//   items_live_key   a key's live leases, counted inside the claim
+//                    (partial: items without a key cost nothing)
+const char* const kMigration8 = R"sql(
+ALTER TABLE items ADD COLUMN concurrency_key TEXT NOT NULL DEFAULT '';
+DROP INDEX items_ready;
+CREATE INDEX items_ready ON items(project_id, priority DESC, queued_seq) WHERE status = 'ready';
+CREATE INDEX items_ready_key ON items(project_id, concurrency_key, priority DESC, queued_seq)
+  WHERE status = 'ready';
+CREATE INDEX items_due_key ON items(project_id, concurrency_key, run_at, queued_seq)
+  WHERE status = 'scheduled';
+CREATE INDEX items_lease_key ON items(project_id, concurrency_key, lease_expires_at, queued_seq)
+  WHERE status = 'claimed';
+CREATE INDEX items_live_key ON items(concurrency_key, lease_expires_at)
+  WHERE status = 'claimed' AND concurrency_key <> '';
+ALTER TABLE projects ADD COLUMN weight INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE projects ADD COLUMN fair_pass INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE limits (
+  key          TEXT PRIMARY KEY,
+  concurrency  INTEGER NOT NULL,
+  rate_count   INTEGER NOT NULL,
+  rate_period  INTEGER NOT NULL,
+  burst        INTEGER NOT NULL,
+  tat          INTEGER NOT NULL,
+  removed      INTEGER NOT NULL,
+  created_at   INTEGER NOT NULL,
+  updated_at   INTEGER NOT NULL,
+  last_seq     INTEGER NOT NULL
+) WITHOUT ROWID;
+)sql";
+
 const std::string kSchemaRest = R"sql(
 CREATE TABLE projects (
   project_id TEXT PRIMARY KEY,
@@ -366,7 +404,7 @@ CREATE TABLE project_actors (
 CREATE INDEX project_actors_by_actor ON project_actors(actor, project_id);
 
 )sql" + std::string(kItemsTable) + kSideTables + kSessionsTable + kProjectLifecycle +
-    kSchedulesTable;
+    kSchedulesTable + kMigration8;
 const std::string kSchema =
     std::string(kSchemaTables) + kChainTables +
     "INSERT INTO log_digest (shard, events, last_seq, digest) VALUES (0, 0, 0, zeroblob(32));\n" +
@@ -393,6 +431,8 @@ ALTER TABLE events ADD COLUMN hash BLOB;
 //   6 -> 7  the job lifecycle (kMigration7): statuses scheduled and
 //           cancelled, retry policies, run_at, pause; items_due,
 //           items_failed and items_cancelled.
+//   7 -> 8  flow control (kMigration8): concurrency keys, limits, weights,
+//           the ready index by priority.
 const char* const kMigrations[] = {
     nullptr,
     nullptr,
@@ -413,6 +453,7 @@ CREATE INDEX events_by_stream ON events(stream_kind, stream_id, seq);
     kMigration5.c_str(),
     kMigration6,
     kMigration7.c_str(),
+    kMigration8,
 };
 
 // A random id that names this database (and not its copies' paths) in

@@ -220,7 +220,7 @@ void SqliteBackend::prepare() {
   stmts_.find_project =
       p(fmt::format("SELECT {} FROM projects WHERE project_id = ?1", kProjectColumns));
   stmts_.put_project = p(fmt::format(
-      "INSERT OR REPLACE INTO projects ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+      "INSERT OR REPLACE INTO projects ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
       kProjectColumns));
   stmts_.all_unpaused_ids =
       p("SELECT project_id FROM projects WHERE paused = 0 ORDER BY project_id");
@@ -228,6 +228,13 @@ void SqliteBackend::prepare() {
       "SELECT a.project_id FROM project_actors a JOIN projects p ON p.project_id = a.project_id "
       "WHERE a.actor = ?1 AND p.paused = 0 ORDER BY a.project_id");
   stmts_.delete_project = p("DELETE FROM projects WHERE project_id = ?1");
+  stmts_.find_limit = p(fmt::format("SELECT {} FROM limits WHERE key = ?1", kLimitColumns));
+  stmts_.put_limit = p(fmt::format(
+      "INSERT OR REPLACE INTO limits ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+      kLimitColumns));
+  stmts_.live_leases = p(
+      "SELECT count(*) FROM items WHERE status = 'claimed' AND concurrency_key = ?1 AND "
+      "concurrency_key <> '' AND lease_expires_at > ?2");
   stmts_.is_assigned = p("SELECT 1 FROM project_actors WHERE project_id = ?1 AND actor = ?2");
   stmts_.put_assignment = p(
       "INSERT OR REPLACE INTO project_actors (project_id, actor, assigned_at, last_seq) "

@@ -37,6 +37,9 @@ int main() {
                         [](const cplane::SchedulePaused&) { return 0; },
                         [](const cplane::ScheduleResumed&) { return 0; },
                         [](const cplane::ScheduleRemoved&) { return 0; },
+                        [](const cplane::ProjectWeightSet&) { return 0; },
+                        [](const cplane::LimitSet&) { return 0; },
+                        [](const cplane::LimitRemoved&) { return 0; },
                     },
                     body) == 1 ? 0 : 1;
 }

@@ -1,0 +1,54 @@
+// The flow replay (internal to verify/): what no single stream shows.
+// A limit's row is the fold of its key's stream and of the claims that name
+// the key; a project's fair_pass is the one its last claim recorded; and no
+// claim or assignment may start an item while its key was full, or before
+// its rate's token. The stream audit hands every event of an item that has
+// a key, and every limit event, to FlowLog as it folds them (only those are
+// kept); the replay sorts them by seq once the streams are read.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <cplane/ledger.hpp>
+
+#include "events/event.hpp"
+#include "projections/rows.hpp"
+
+namespace cplane::storage {
+class Backend;
+class RowSource;
+}  // namespace cplane::storage
+
+namespace cplane::verify_detail {
+
+class FlowLog {
+ public:
+  // One event as the stream audit folded it; `item` is its item's row
+  // after it (for an event of an item stream).
+  void observe(const StoredEvent& stored, const ItemRow& item);
+
+  struct Fold {
+    std::map<std::string, LimitRow> limits;      // every key with a limit event
+    std::map<std::string, std::int64_t> passes;  // project -> fair_pass of its last claim
+    std::vector<LedgerProblem> problems;         // concurrency_exceeded, rate_exceeded
+  };
+  // The events observed in seq order, replayed.
+  Fold fold() const;
+
+ private:
+  std::vector<StoredEvent> events_;
+  std::map<std::string, std::pair<Seq, std::int64_t>> passes_;
+};
+
+// The stored limit rows and projects' passes against the fold: problems
+// (verify), or the rows to write (rebuild: `write_to`, with each change
+// noted in `changes`).
+void check_flow_rows(const FlowLog::Fold& fold, storage::RowSource& rows,
+                     std::vector<LedgerProblem>& problems);
+void rebuild_flow_rows(const FlowLog::Fold& fold, storage::Backend& backend, bool write,
+                       std::vector<RowChange>& changes, std::int64_t& changes_total);
+
+}  // namespace cplane::verify_detail
