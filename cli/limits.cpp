@@ -20,6 +20,21 @@ std::string holders_json(const std::vector<ControlStore::KeyHolder>& holders) {
   return out + "]";
 }
 
+// "10/s", "5/30s", "100/m": a rate as limit set takes it.
+std::string rate_text(const LimitRow& l) {
+  if (l.rate_count == 0) return "none";
+  static constexpr std::pair<Micros, const char*> kUnits[] = {
+      {86'400'000'000, "d"}, {3'600'000'000, "h"}, {60'000'000, "m"}, {1'000'000, "s"},
+      {1'000, "ms"}};
+  for (const auto& [scale, unit] : kUnits) {
+    if (l.rate_period % scale != 0) continue;
+    const Micros n = l.rate_period / scale;
+    return n == 1 ? fmt::format("{}/{}", l.rate_count, unit)
+                  : fmt::format("{}/{}{}", l.rate_count, n, unit);
+  }
+  return fmt::format("{}/{}us", l.rate_count, l.rate_period);
+}
+
 }  // namespace
 
 Validity Cli::set_concurrency(kj::StringPtr text) {
@@ -109,10 +124,12 @@ Validity Cli::run_limit_set() {
       if (json_) {
         print(limit_json(info).insert(1, fmt::format("\"changed\":{},", changed_ ? "true" : "false")));
       } else {
-        print(fmt::format("{} concurrency {} rate {} burst {}{}", escape_invisible(args_[0]),
+        print(fmt::format("{} concurrency {} rate {}{}{}", escape_invisible(args_[0]),
                           info.row.concurrency == 0 ? std::string("none")
                                                     : std::to_string(info.row.concurrency),
-                          rate_.value_or("none"), info.row.burst,
+                          rate_text(info.row),
+                          info.row.rate_count == 0 ? std::string()
+                                                   : fmt::format(" burst {}", info.row.burst),
                           changed_ ? "" : " (already)"));
       }
     }
@@ -175,12 +192,10 @@ Validity Cli::run_limits() {
     }
     for (const auto& info : rows) {
       const LimitRow& l = info.row;
-      print(fmt::format("{} concurrency {} live {} rate {} burst {}", escape_invisible(l.key),
+      print(fmt::format("{} concurrency {} live {} rate {}{}", escape_invisible(l.key),
                         l.concurrency == 0 ? std::string("none") : std::to_string(l.concurrency),
-                        info.live,
-                        l.rate_count == 0 ? std::string("none")
-                                          : fmt::format("{}/{}us", l.rate_count, l.rate_period),
-                        l.burst));
+                        info.live, rate_text(l),
+                        l.rate_count == 0 ? std::string() : fmt::format(" burst {}", l.burst)));
     }
   });
 }

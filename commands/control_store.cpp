@@ -883,7 +883,16 @@ Micros CommandRunner::exec(ControlStore::Impl& s, const cmd::Heartbeat& c) {
   // Read once the write lock is held: the decision is made at this time.
   const Micros at = s.clock(c.now);
   const ItemRow next = s.report_in_tx(c.item_id, c.actor, [&](const std::optional<ItemRow>& row) {
-    return decide_heartbeat(row, c.item_id, c.fence, c.lease, kControlPlane, at);
+    // A lapsed lease renewed takes a slot again: only if one is free.
+    bool slot_taken = false;
+    if (row && lease_lapsed(*row, at) && !row->concurrency_key.empty()) {
+      KeyGate gate(*s.backend_, at);
+      if (const LimitRow* limit = gate.limit(row->concurrency_key); limit && limit->concurrency > 0) {
+        slot_taken = s.backend_->live_leases(row->concurrency_key, at) >=
+                     static_cast<std::int64_t>(limit->concurrency);
+      }
+    }
+    return decide_heartbeat(row, c.item_id, c.fence, c.lease, kControlPlane, at, slot_taken);
   });
   return next.lease_expires_at;
 }

@@ -83,6 +83,8 @@ FenceVerdict judge_fence(const ItemRow* item, std::string_view item_id, Fence fe
           *refusal, fmt::format("item {} was cancelled{}: its work is no longer wanted",
                                 quote_id(item_id),
                                 item->detail.empty() ? "" : " (" + item->detail + ")"));
+    case Reason::slot_taken:
+      break;  // a heartbeat's own refusal (decide_heartbeat), never the fence's
   }
   // A refusal this switch does not name must never become an acceptance.
   return FenceVerdict::denied(*refusal, fmt::format("item {} refuses fence {}", quote_id(item_id),
@@ -104,9 +106,15 @@ Event decide_finish(const std::optional<ItemRow>& item, std::string_view item_id
 }
 
 Event decide_heartbeat(const std::optional<ItemRow>& item, std::string_view item_id, Fence fence,
-                       Micros lease, const std::string& actor, Micros now) {
+                       Micros lease, const std::string& actor, Micros now, bool slot_taken) {
   require(judge_fence(item ? &*item : nullptr, item_id, fence));
   if (lease <= 0) throw InvalidArgument("a lease must be a positive number of seconds");
+  if (slot_taken && lease_lapsed(*item, now)) {
+    throw FenceRejected(FenceRejected::Reason::slot_taken,
+                        fmt::format("the lease of item {} lapsed and concurrency key {} is "
+                                    "full now: it cannot be renewed; finish or release it",
+                                    quote_id(item_id), quote_id(item->concurrency_key)));
+  }
   return Event{now, actor.empty() ? item->owner : actor, item->project_id, item->item_id,
                LeaseExtended{fence, now + lease}};
 }

@@ -38,8 +38,12 @@ Event decide_claim(const ItemRow& candidate, const std::string& owner, const std
 
 // Extending the current claim's lease to `now + lease`; releasing the item
 // back to the queue. Both refuse (FenceRejected) exactly as a finish does.
+// `slot_taken`: the item's lease lapsed and its concurrency key is full
+// now (the other holders' live leases alone reach the limit): renewing it
+// would put the key over its limit, so it is refused (slot_taken).
 Event decide_heartbeat(const std::optional<ItemRow>& item, std::string_view item_id, Fence fence,
-                       Micros lease, const std::string& actor, Micros now);
+                       Micros lease, const std::string& actor, Micros now,
+                       bool slot_taken = false);
 Event decide_release(const std::optional<ItemRow>& item, std::string_view item_id, Fence fence,
                      const std::string& reason, const std::string& actor, Micros now);
 

@@ -15,6 +15,7 @@ const char* to_string(FenceRejected::Reason reason) noexcept {
     case FenceRejected::Reason::not_claimed: return "not_claimed";
     case FenceRejected::Reason::stale_fence: return "stale_fence";
     case FenceRejected::Reason::cancelled: return "cancelled";
+    case FenceRejected::Reason::slot_taken: return "slot_taken";
   }
   return "unknown";
 }

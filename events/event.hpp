@@ -11,7 +11,7 @@
 //   3. its member of the body union in events.capnp and its WireCodec entry
 //      (events/codec.cpp: encode and decode, no catch-all);
 //   4. its case in apply (projections/apply.cpp);
-//   5. its case in verify's audit (verify/verify.cpp).
+//   5. its case in verify's audit of its stream kind (verify/audit_<kind>.cpp, declared in verify/event_checks.hpp).
 // Nothing else names kinds one by one: type_name, fence_of, stream_of and
 // the JSON writer go through these entries.
 #pragma once

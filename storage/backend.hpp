@@ -252,6 +252,7 @@ class Backend : public LogSource, public RowSource {
   // ---- limits and concurrency keys -------------------------------------------
   virtual std::optional<LimitRow> find_limit(std::string_view key) = 0;
   virtual void put_limit(const LimitRow& row) = 0;  // insert or replace
+  virtual void delete_limit(std::string_view key) = 0;  // rebuild: a row no event made
   // (scan_limits, every limit row: RowSource's.)
   // How many items of `key` (of any project) are claimed under a lease
   // that has not lapsed at `now` (it ends after `now`): an index range

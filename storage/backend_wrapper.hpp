@@ -132,6 +132,7 @@ class BackendWrapper : public Backend {
     return inner_->find_limit(key);
   }
   void put_limit(const LimitRow& row) override { inner_->put_limit(row); }
+  void delete_limit(std::string_view key) override { inner_->delete_limit(key); }
   std::unique_ptr<Cursor<LimitRow>> scan_limits() override { return inner_->scan_limits(); }
   std::int64_t live_leases(std::string_view key, Micros now) override {
     return inner_->live_leases(key, now);

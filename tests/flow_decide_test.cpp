@@ -9,6 +9,7 @@
 #include "commands/decide.hpp"
 #include "projections/apply.hpp"
 #include "projections/rules.hpp"
+#include "verify/flow_check.hpp"
 
 using namespace cplane;
 
@@ -135,4 +136,34 @@ TEST_CASE("flow decide: set and remove a limit and a weight", "[flow][decide]") 
   const auto w = decide_set_weight(project, 4, "ops", 1);
   REQUIRE(w);
   CHECK(apply(project, StoredEvent{9, *w}).weight == 4);
+}
+
+TEST_CASE("flow verify: a renewal of a lapsed lease while the key is full is concurrency_exceeded",
+          "[flow][decide]") {
+  using cplane::verify_detail::FlowLog;
+  FlowLog log;
+  auto ev = [](Micros at, const std::string& item, EventBody body) {
+    return Event{at, "w", "p", item, std::move(body)};
+  };
+  std::map<std::string, ItemRow> rows;
+  Seq seq = 0;
+  auto feed = [&](const Event& e) {
+    const StoredEvent stored{++seq, e};
+    if (!e.item_id.empty()) rows[e.item_id] = apply(rows[e.item_id], stored);
+    log.observe(stored, e.item_id.empty() ? ItemRow{} : rows[e.item_id]);
+  };
+  feed(Event{0, "", "", "", LimitSet{"k", 1, 0, 0, 0}});
+  ItemQueued q;
+  q.payload = "{}";
+  q.concurrency_key = "k";
+  feed(ev(1, "a", q));
+  feed(ev(2, "b", q));
+  feed(ev(10, "a", ItemClaimed{"w1", 1, 10 * kSecond, 1, "k", 0}));
+  feed(ev(11 * kSecond, "b", ItemClaimed{"w2", 1, 100 * kSecond, 1, "k", 0}));
+  CHECK(log.fold().problems.empty());
+  feed(ev(12 * kSecond, "a", LeaseExtended{1, 112 * kSecond}));
+  const auto problems = log.fold().problems;
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].kind == ProblemKind::concurrency_exceeded);
+  CHECK(problems[0].item_id == "a");
 }

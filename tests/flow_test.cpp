@@ -406,3 +406,87 @@ TEST_CASE("flow: the gate denies key_held when a key of limit one has two live h
   store.finish(b, y.fence, Outcome::done, {.now = T0 + 8});
   CHECK(store.require_valid_assignment("s1", a, x.fence, "push", {}, T0 + 9));
 }
+
+TEST_CASE("flow: a store of the schema before flow control migrates: keeping its rows",
+          "[flow][migration]") {
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "old.db");
+  std::string held, queued;
+  {
+    ControlStore store{db};
+    store.create_project("alpha", "A", "open", T0);
+    held = store.enqueue("alpha", "{}", ControlStore::EnqueueOptions{.now = T0});
+    queued = store.enqueue("alpha", "{}", ControlStore::EnqueueOptions{.priority = 3, .now = T0});
+    REQUIRE(store.claim("w", {.now = T0 + 1})->item_id == queued);  // priority first
+  }
+  const bool postgres = test_context().backend_name() == "postgres";
+  sql(db, postgres ? cplane::test::kPostgresBackTo2 : cplane::test::kBackToVersion7);
+  {
+    ControlStore store{db};  // opening to write migrates
+    CHECK(store.item(queued).status == ItemStatus::claimed);
+    CHECK(store.item(held).status == ItemStatus::ready);
+    CHECK(store.item(held).concurrency_key.empty());
+    CHECK(store.project("alpha").weight == 1);
+    store.set_limit("k", {.concurrency = 1, .now = T0 + 2});
+    const auto keyed_item = keyed(store, "alpha", "k", T0 + 3);
+    CHECK(store.claim("w", {.now = T0 + 4})->item_id == held);
+    CHECK(store.claim("w", {.now = T0 + 5})->item_id == keyed_item);
+    CHECK(verify_ledger(store).empty());
+  }
+}
+
+TEST_CASE("flow: a lapsed lease is not renewed once its key's slot was taken: the holder may "
+          "still finish",
+          "[flow]") {
+  TempDir dir;
+  ControlStore store{test_context().fresh_store(dir, "c.db")};
+  store.create_project("alpha", "A", "open", T0);
+  store.set_limit("k", {.concurrency = 1, .now = T0});
+  const auto a = keyed(store, "alpha", "k", T0 + 1);
+  const auto b = keyed(store, "alpha", "k", T0 + 2);
+  const auto first = store.claim("w1", {.lease = Seconds{10}, .now = T0 + 10});
+  REQUIRE(first);
+  REQUIRE(first->item_id == a);
+  // Its own lapsed lease, the slot still free: renewed, as ever.
+  CHECK(store.heartbeat(a, first->fence, {.lease = Seconds{10}, .now = T0 + 11 * kSecond}) ==
+        T0 + 21 * kSecond);
+  // It lapses again and b takes the slot: the late heartbeat is refused.
+  const auto second = store.claim("w2", {.lease = Seconds{100}, .now = T0 + 22 * kSecond});
+  REQUIRE(second);
+  CHECK(second->item_id == b);
+  try {
+    store.heartbeat(a, first->fence, {.lease = Seconds{100}, .now = T0 + 23 * kSecond});
+    FAIL("the renewal was taken");
+  } catch (const FenceRejected& e) {
+    CHECK(e.reason() == FenceRejected::Reason::slot_taken);
+  }
+  CHECK(store.limits(T0 + 24 * kSecond).at(0).live == 1);
+  store.finish(a, first->fence, Outcome::done, {.now = T0 + 25 * kSecond});  // it may end
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("flow: verify names edited limit rows and rebuild repairs them", "[flow]") {
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "c.db");
+  {
+    ControlStore store{db};
+    store.create_project("alpha", "A", "open", T0);
+    store.set_limit("api", {.rate = "2/s", .now = T0});
+    keyed(store, "alpha", "api", T0 + 1);
+    REQUIRE(store.claim("w", {.now = T0 + 2}));
+  }
+  const bool postgres = test_context().backend_name() == "postgres";
+  sql(db, std::string("UPDATE limits SET tat = tat + 1; INSERT INTO limits VALUES ('ghost', 1, 0, "
+                      "0, 0, 0, ") +
+              (postgres ? "false" : "0") + ", 1, 1, 1)");
+  ControlStore store{db};
+  auto problems = verify_ledger(store);
+  std::multiset<ProblemKind> found;
+  for (const auto& p : problems) found.insert(p.kind);
+  CHECK(found == std::multiset<ProblemKind>{ProblemKind::limit_row_disagrees,
+                                            ProblemKind::limit_row_without_event});
+  const auto report = rebuild(store);
+  CHECK(report.changes_total == 2);
+  CHECK(verify_ledger(store).empty());
+  CHECK(store.limits(T0 + 3).size() == 1);
+}

@@ -94,6 +94,14 @@ std::vector<std::string> sql_column(const std::string& db, const std::string& qu
   "ALTER TABLE items DROP COLUMN concurrency_key; "                                          \
   "ALTER TABLE projects DROP COLUMN weight; ALTER TABLE projects DROP COLUMN fair_pass; "
 inline constexpr const char* kBackToVersion7 = CPLANE_BACK_TO_7 "PRAGMA user_version = 7; ";
+// PostgreSQL's schema 3 taken back to 2 (before flow control).
+inline constexpr const char* kPostgresBackTo2 =
+    "DROP TABLE limits; DROP INDEX items_ready_key; DROP INDEX items_due_key; "
+    "DROP INDEX items_lease_key; DROP INDEX items_live_key; DROP INDEX items_ready; "
+    "CREATE INDEX items_ready ON items (project_id, queued_seq) WHERE status = 'ready'; "
+    "ALTER TABLE items DROP COLUMN concurrency_key; "
+    "ALTER TABLE projects DROP COLUMN weight, DROP COLUMN fair_pass; "
+    "UPDATE store_info SET value = '2' WHERE key = 'schema_version'; ";
 #define CPLANE_BACK_TO_6                                                                     \
   CPLANE_BACK_TO_7                                                                           \
   "DROP TABLE schedules; "                                                                   \

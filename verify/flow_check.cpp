@@ -73,6 +73,24 @@ FlowLog::Fold FlowLog::fold() const {
       continue;
     }
     ItemRow& item = items[e.event.item_id];
+    // A lapsed lease renewed takes its key's slot again: as a claim does.
+    if (std::holds_alternative<LeaseExtended>(body) && lease_lapsed(item, e.event.at) &&
+        !item.concurrency_key.empty()) {
+      const auto limit = out.limits.find(item.concurrency_key);
+      if (limit != out.limits.end() && !limit->second.removed && limit->second.concurrency > 0) {
+        std::int64_t live = 0;
+        for (const auto& other : claimed[item.concurrency_key]) {
+          if (other != e.event.item_id && lease_live(items[other], e.event.at)) ++live;
+        }
+        if (live >= static_cast<std::int64_t>(limit->second.concurrency)) {
+          out.problems.push_back(
+              {ProblemKind::concurrency_exceeded, e.event.item_id, e.event.project_id,
+               fmt::format("lease_extended seq {} renewed its lapsed lease while concurrency key "
+                           "{} had {} live lease(s), the limit",
+                           e.seq, quoted(item.concurrency_key), live)});
+        }
+      }
+    }
     if (const std::string* key = claim_key(body); key != nullptr && !key->empty()) {
       const auto limit = out.limits.find(*key);
       if (limit != out.limits.end() && !limit->second.removed) {
@@ -139,7 +157,7 @@ void check_flow_rows(const FlowLog::Fold& fold, storage::RowSource& rows,
     const auto it = fold.passes.find(project.project_id);
     const std::int64_t expected = it == fold.passes.end() ? 0 : it->second;
     if (project.fair_pass != expected) {
-      problems.push_back({ProblemKind::limit_row_disagrees, "", project.project_id,
+      problems.push_back({ProblemKind::project_row_disagrees, "", project.project_id,
                           fmt::format("project {}: fair_pass is {} in the row but its last "
                                       "claim recorded {}",
                                       quoted(project.project_id), project.fair_pass, expected)});
@@ -153,10 +171,25 @@ void rebuild_flow_rows(const FlowLog::Fold& fold, storage::Backend& backend, boo
     ++changes_total;
     if (changes.size() < kMaxListedChanges) changes.push_back(std::move(change));
   };
+  std::vector<std::string> unexplained;
+  {
+    auto cursor = backend.scan_limits();
+    LimitRow row;
+    while (cursor->next(row)) {
+      if (!fold.limits.contains(row.key)) unexplained.push_back(row.key);
+    }
+  }
+  for (const auto& key : unexplained) {
+    note({"limits", key, "delete", {}});
+    if (write) backend.delete_limit(key);
+  }
   for (const auto& [key, limit] : fold.limits) {
     const auto stored = backend.find_limit(key);
     if (stored && *stored == limit) continue;
-    note({"limits", key, stored ? "update" : "insert", {}});
+    note({"limits", key, stored ? "update" : "insert",
+          stored ? std::vector<std::string>{fmt::format("{} -> {}", describe(*stored),
+                                                        describe(limit))}
+                 : std::vector<std::string>{}});
     if (write) backend.put_limit(limit);
   }
   for (auto project : backend.all_projects()) {

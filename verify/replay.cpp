@@ -169,6 +169,7 @@ void replay(storage::LogSource& log, storage::RowSource* rows, StreamKind kind, 
   auto events = log.scan_stream(kind);
   auto heads = log.scan_heads(kind);
   std::tuple<RowSide<P>...> sides{RowSide<P>(rows)...};
+  (void)rows;  // a kind with no projection of its own (limits) reads no rows here
   storage::RawEvent raw;
   storage::StreamHead head;
   bool have_event = events->next(raw);

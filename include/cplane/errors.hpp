@@ -32,6 +32,9 @@ class FenceRejected : public Error {
     not_claimed,   // the item is ready: nobody holds it
     stale_fence,   // the fence is not the item's current one (older, or never issued)
     cancelled,     // a person cancelled the item: its work is no longer wanted
+    // heartbeat only: the lease lapsed and its concurrency key's slots were
+    // taken meanwhile; the holder may finish or release, not run on
+    slot_taken,
   };
 
   FenceRejected(Reason reason, const std::string& message) : Error(message), reason_(reason) {}

@@ -106,7 +106,7 @@ namespace cplane {
   X(limit_row_missing, "a limit with events and no row")                                           \
   X(limit_row_without_event, "a limits row with no limit_set event")                               \
   X(limit_row_disagrees,                                                                           \
-    "a field of a limit's row, or a project's fair-share pass, is not the log's")                  \
+    "a field of a limit's row is not the log's (its rate state: the claims that name its key)")    \
   /* The hash chain: each names the stream and the seq. */                                         \
   X(event_edited, "an event whose body, seq, stream or revision is not what was hashed")           \
   X(event_missing, "revisions missing inside a stream: events deleted")                            \

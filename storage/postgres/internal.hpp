@@ -307,6 +307,7 @@ class PostgresBackend final : public Backend {
   std::vector<ScheduleRow> due_schedules(Micros now, std::size_t limit) override;
   std::optional<LimitRow> find_limit(std::string_view key) override;
   void put_limit(const LimitRow& row) override;
+  void delete_limit(std::string_view key) override;
   std::unique_ptr<Cursor<LimitRow>> scan_limits() override;
   std::int64_t live_leases(std::string_view key, Micros now) override;
   std::vector<ItemRow> key_holders(std::string_view key, Micros now, std::size_t limit) override;
@@ -336,6 +337,8 @@ class PostgresBackend final : public Backend {
   int shard_ = 0;
   std::uint64_t cursors_ = 0;
   bool writing_ = false;
+  // This write transaction holds the limits' advisory lock (find_limit).
+  bool limits_locked_ = false;
   bool listening_ = false;
   Micros tx_now_ = 0;
   std::optional<Delta> delta_;

@@ -16,10 +16,17 @@
 namespace cplane::storage::postgres {
 
 std::optional<LimitRow> PostgresBackend::find_limit(std::string_view key) {
-  // FOR UPDATE when writing: two claims of the same key serialize here, and
-  // the second counts the first's lease once it committed (READ COMMITTED
-  // reads what committed before each statement).
-  Result r = run(fmt::format("SELECT {} FROM limits WHERE key = $1{}", kLimitColumns, lock()),
+  // A writing transaction that meets a key takes one advisory lock for all
+  // limits, once: two claims of keyed items take turns here, and the second
+  // counts the first's lease once it committed (READ COMMITTED reads what
+  // committed before each statement). One lock, not a row lock per key: a
+  // claim meets its keys in no fixed order, and row locks taken in two
+  // orders deadlock.
+  if (writing_ && !limits_locked_) {
+    run("SELECT pg_advisory_xact_lock(hashtext('cplane:limits:' || current_schema()))");
+    limits_locked_ = true;
+  }
+  Result r = run(fmt::format("SELECT {} FROM limits WHERE key = $1", kLimitColumns),
                  Params().text(key));
   if (r.rows() == 0) return std::nullopt;
   return read_limit(r, 0);
@@ -50,6 +57,10 @@ std::unique_ptr<Cursor<LimitRow>> PostgresBackend::scan_limits() {
   return cursor<LimitRow>(fmt::format("SELECT {} FROM limits ORDER BY key", kLimitColumns),
                           Params(),
                           [](const Result& r, int i, LimitRow& row) { row = read_limit(r, i); });
+}
+
+void PostgresBackend::delete_limit(std::string_view key) {
+  run("DELETE FROM limits WHERE key = $1", Params().text(key));
 }
 
 std::int64_t PostgresBackend::live_leases(std::string_view key, Micros now) {

@@ -46,6 +46,7 @@ void PostgresBackend::begin_write(Sync sync) {
   begin("BEGIN ISOLATION LEVEL READ COMMITTED; "
         "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint");
   writing_ = true;
+  limits_locked_ = false;
 }
 
 void PostgresBackend::begin_read() {

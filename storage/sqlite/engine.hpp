@@ -132,6 +132,7 @@ class SqliteBackend final : public Backend {
   std::vector<ScheduleRow> due_schedules(Micros now, std::size_t limit) override;
   std::optional<LimitRow> find_limit(std::string_view key) override;
   void put_limit(const LimitRow& row) override;
+  void delete_limit(std::string_view key) override;
   std::unique_ptr<Cursor<LimitRow>> scan_limits() override;
   std::int64_t live_leases(std::string_view key, Micros now) override;
   std::vector<ItemRow> key_holders(std::string_view key, Micros now, std::size_t limit) override;

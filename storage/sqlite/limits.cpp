@@ -26,6 +26,11 @@ void SqliteBackend::put_limit(const LimitRow& l) {
       .run();
 }
 
+void SqliteBackend::delete_limit(std::string_view key) {
+  Statement s(db_, "DELETE FROM limits WHERE key = ?1");
+  s.bind(key).run();
+}
+
 std::int64_t SqliteBackend::live_leases(std::string_view key, Micros now) {
   auto& s = stmts_.live_leases.bind(key, now);
   const std::int64_t n = s.step() ? s.i64(0) : 0;
