@@ -7,8 +7,8 @@
 //                [--timeout S] [--json] [--combine on|off]
 //
 // Scenarios: concurrent-queue, kill-and-reclaim, lease-storm, crash-writes,
-// combiner-kill, assign-race, allocate-race, retry-storm, cron-race, key-race
-// (see docs/probe.md).
+// combiner-kill, assign-race, allocate-race, retry-storm, cron-race, key-race,
+// fair-share (see docs/probe.md).
 // Each run works in a project of its own (probe-<scenario>-<pid>-<time>)
 // claimed through a scoped actor, so an existing store is never disturbed;
 // verify (and, on SQLite, PRAGMA integrity_check) still checks the whole
@@ -45,6 +45,7 @@
 #include "probe/cron_race.hpp"
 #include "probe/drain.hpp"
 #include "probe/end_checks.hpp"
+#include "probe/fair_share.hpp"
 #include "probe/fleet.hpp"
 #include "probe/key_race.hpp"
 #include "probe/kill_reclaim.hpp"
@@ -190,6 +191,7 @@ constexpr Scenario kScenarios[] = {
     {"retry-storm", 16, 2'000, retry_storm},
     {"cron-race", 16, 200, cron_race},
     {"key-race", 16, 2'000, key_race},
+    {"fair-share", 16, 100'000, fair::run},  // --items: project A's; B has kSmallItems
 };
 
 // One run of a scenario, in a project and a scratch directory of its own
@@ -223,7 +225,8 @@ class Probe {
     }
     std::cerr << "cplane-probe: unknown scenario '" << config_.scenario
               << "': expected concurrent-queue, kill-and-reclaim, lease-storm, crash-writes, "
-                 "combiner-kill, assign-race, allocate-race, retry-storm, cron-race or key-race\n";
+                 "combiner-kill, assign-race, allocate-race, retry-storm, cron-race, key-race or "
+                 "fair-share\n";
     return 2;
   }
 
@@ -286,7 +289,7 @@ class Main {
                "2000; 3 attempts each, 40% failing, workers killed holding items), cron-race (16 "
                "workers, 200 occurrences of one schedule fired by tick and claim), key-race (16, "
                "2000 over 10 concurrency keys limited to 1..3, workers stalled past their lease "
-               "and killed).")
+               "and killed), fair-share (16 workers; 100000 items of project A, then 100 of B).")
         .addOptionWithArg({"store"}, [this](kj::StringPtr s) -> V {
                             if (s.size() == 0) return "--store takes a non-empty path";
                             config_.store = s.cStr();
@@ -303,13 +306,13 @@ class Main {
                             }
                             return "no such scenario: expected concurrent-queue, "
                                    "kill-and-reclaim, lease-storm, crash-writes, combiner-kill, "
-                                   "assign-race, allocate-race, retry-storm, cron-race or "
-                                   "key-race";
+                                   "assign-race, allocate-race, retry-storm, cron-race, key-race "
+                                   "or fair-share";
                           },
                           "<name>",
                           "concurrent-queue, kill-and-reclaim, lease-storm, crash-writes, "
                           "combiner-kill, assign-race, allocate-race, retry-storm, cron-race, "
-                          "key-race")
+                          "key-race, fair-share")
         .addOptionWithArg({"workers"}, [this](kj::StringPtr s) -> V {
                             auto v = integer<int>(s);
                             if (!v || *v <= 0) return "--workers takes a positive integer";
