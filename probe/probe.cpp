@@ -4,11 +4,11 @@
 // all of them are right.
 //
 //   cplane-probe --store PATH --scenario NAME [--workers N] [--items M]
-//                [--timeout S] [--json]
+//                [--timeout S] [--json] [--combine on|off]
 //
 // Scenarios: concurrent-queue, kill-and-reclaim, lease-storm, crash-writes,
-// combiner-kill, assign-race, allocate-race, retry-storm, cron-race (see README.md,
-// "The probe").
+// combiner-kill, assign-race, allocate-race, retry-storm, cron-race, key-race,
+// fair-share (see docs/probe.md).
 // Each run works in a project of its own (probe-<scenario>-<pid>-<time>)
 // claimed through a scoped actor, so an existing store is never disturbed;
 // verify (and, on SQLite, PRAGMA integrity_check) still checks the whole
@@ -45,7 +45,9 @@
 #include "probe/cron_race.hpp"
 #include "probe/drain.hpp"
 #include "probe/end_checks.hpp"
+#include "probe/fair_share.hpp"
 #include "probe/fleet.hpp"
+#include "probe/key_race.hpp"
 #include "probe/kill_reclaim.hpp"
 #include "probe/lease_storm.hpp"
 #include "probe/retry_storm.hpp"
@@ -65,11 +67,12 @@ struct Config {
   std::optional<std::int64_t> items;
   double timeout = 600;
   bool json = false;
+  bool combine = true;  // --combine: SQLite's group commit (key-race)
 };
 
 // The internal options a worker is started with (--worker ROLE and the rest).
 struct WorkerArgs {
-  std::string role;  // "drain", "hold", "assign", "allocate", "storm" or "cron"
+  std::string role;  // "drain", "hold", "assign", "allocate", "storm", "cron" or "keys"
   std::string store;
   std::string project;
   std::string owner;
@@ -88,6 +91,7 @@ struct WorkerArgs {
   double duration = 0;
   std::int64_t from = 1;  // cron: the first minute it walks
   std::int64_t ahead = 0;  // cron: a replacement's jump past the last occurrence fired
+  bool combine = true;     // keys: SQLite's group commit
 };
 
 // A scenario's figures in print order, and the checks that decide PASS.
@@ -162,6 +166,13 @@ ScenarioResult cron_race(const RunConfig& run) {
   return out;
 }
 
+// key-race takes --combine and runs its own ledger checks (verify among them).
+ScenarioResult key_race(const RunConfig& run) {
+  return keys::run({.store = run.store, .project = run.project, .scratch = run.scratch,
+                    .workers = run.workers, .items = run.items, .deadline = run.deadline,
+                    .combine = run.combine});
+}
+
 // Every scenario, with its defaults (--workers, --items).
 struct Scenario {
   const char* name;
@@ -179,6 +190,8 @@ constexpr Scenario kScenarios[] = {
     {"allocate-race", 16, 2'000, alloc::run},
     {"retry-storm", 16, 2'000, retry_storm},
     {"cron-race", 16, 200, cron_race},
+    {"key-race", 16, 2'000, key_race},
+    {"fair-share", 16, 100'000, fair::run},  // --items: project A's; B has kSmallItems
 };
 
 // One run of a scenario, in a project and a scratch directory of its own
@@ -205,13 +218,15 @@ class Probe {
                                         .workers = config_.workers.value_or(scenario.workers),
                                         .items = config_.items.value_or(scenario.items),
                                         .deadline = start_ + config_.timeout,
-                                        .timeout = config_.timeout}));
+                                        .timeout = config_.timeout,
+                                        .combine = config_.combine}));
       report.print(config_.json, config_.scenario, config_.store);
       return report.pass() ? 0 : 1;
     }
     std::cerr << "cplane-probe: unknown scenario '" << config_.scenario
               << "': expected concurrent-queue, kill-and-reclaim, lease-storm, crash-writes, "
-                 "combiner-kill, assign-race, allocate-race, retry-storm or cron-race\n";
+                 "combiner-kill, assign-race, allocate-race, retry-storm, cron-race, key-race or "
+                 "fair-share\n";
     return 2;
   }
 
@@ -272,7 +287,9 @@ class Main {
                "combiner-kill (16, 10000; SQLite only), assign-race (16 sessions racing for 4 "
                "items), allocate-race (16 sessions allocating 2000 items), retry-storm (16, "
                "2000; 3 attempts each, 40% failing, workers killed holding items), cron-race (16 "
-               "workers, 200 occurrences of one schedule fired by tick and claim).")
+               "workers, 200 occurrences of one schedule fired by tick and claim), key-race (16, "
+               "2000 over 10 concurrency keys limited to 1..3, workers stalled past their lease "
+               "and killed), fair-share (16 workers; 100000 items of project A, then 100 of B).")
         .addOptionWithArg({"store"}, [this](kj::StringPtr s) -> V {
                             if (s.size() == 0) return "--store takes a non-empty path";
                             config_.store = s.cStr();
@@ -289,11 +306,13 @@ class Main {
                             }
                             return "no such scenario: expected concurrent-queue, "
                                    "kill-and-reclaim, lease-storm, crash-writes, combiner-kill, "
-                                   "assign-race, allocate-race, retry-storm or cron-race";
+                                   "assign-race, allocate-race, retry-storm, cron-race, key-race "
+                                   "or fair-share";
                           },
                           "<name>",
                           "concurrent-queue, kill-and-reclaim, lease-storm, crash-writes, "
-                          "combiner-kill, assign-race, allocate-race, retry-storm, cron-race")
+                          "combiner-kill, assign-race, allocate-race, retry-storm, cron-race, "
+                          "key-race, fair-share")
         .addOptionWithArg({"workers"}, [this](kj::StringPtr s) -> V {
                             auto v = integer<int>(s);
                             if (!v || *v <= 0) return "--workers takes a positive integer";
@@ -321,11 +340,20 @@ class Main {
                           "<s>", "give up (FAIL) after this many seconds (default 600)")
         .addOption({"json"}, [this]() -> V { config_.json = true; return true; },
                    "print one JSON object instead of name=value lines")
+        .addOptionWithArg({"combine"}, [this](kj::StringPtr s) -> V {
+                            if (s != "on" && s != "off") return "--combine takes on or off";
+                            config_.combine = worker_.combine = s == "on";
+                            return true;
+                          },
+                          "<on|off>",
+                          "key-race: SQLite's group commit in every process of the run "
+                          "(default on; off: one transaction per command)")
         // Internal: how the probe starts its workers.
         .addOptionWithArg({"worker"}, [this](kj::StringPtr s) -> V {
                             if (s != "drain" && s != "hold" && s != "assign" && s != "allocate" &&
-                                s != "storm" && s != "cron") {
-                              return "--worker takes drain, hold, assign, allocate, storm or cron";
+                                s != "storm" && s != "cron" && s != "keys") {
+                              return "--worker takes drain, hold, assign, allocate, storm, cron or "
+                                     "keys";
                             }
                             worker_.role = s.cStr();
                             return true;
@@ -396,6 +424,9 @@ class Main {
         .callAfterParsing([this]() -> V {
           if (config_.store.empty()) return "--store PATH is required";
           if (worker_.role.empty() && config_.scenario.empty()) return "--scenario NAME is required";
+          if (worker_.role.empty() && !config_.combine && config_.scenario != "key-race") {
+            return "--combine off is for key-race only";
+          }
           throw Exit{run()};
         })
         .build();
@@ -447,6 +478,16 @@ class Main {
                                  .first_minute = worker_.from,
                                  .occurrences = config_.items.value_or(200),
                                  .ahead = worker_.ahead});
+      }
+      if (worker_.role == "keys") {
+        return keys::run_worker({.store = worker_.store,
+                                 .project = worker_.project,
+                                 .owner = worker_.owner,
+                                 .journal = worker_.record,
+                                 .gate_fd = worker_.gate_fd,
+                                 .flags = worker_.flags,
+                                 .slot = worker_.slot,
+                                 .combine = worker_.combine});
       }
       if (!worker_.role.empty()) {  // drain or hold
         return drain::run_worker({.hold = worker_.role == "hold",
@@ -508,7 +549,7 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       const bool takes_value = a == "--store" || a == "--scenario" || a == "--workers" ||
-                               a == "--items" || a == "--timeout";
+                               a == "--items" || a == "--timeout" || a == "--combine";
       if (takes_value && i + 1 < argc) {
         args.push_back(a + "=" + argv[++i]);
       } else {

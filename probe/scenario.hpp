@@ -48,6 +48,7 @@ struct RunConfig {
   std::int64_t items = 0;
   double deadline = 0;   // fleet::seconds_now() after which the run gives up (FAIL)
   double timeout = 600;  // --timeout, seconds (allocate-race: how long a session may ask)
+  bool combine = true;   // --combine: SQLite's group commit (key-race)
 };
 
 }  // namespace cplane::probe
