@@ -163,6 +163,9 @@ class SqliteBackend final : public Backend {
     Statement is_assigned, put_assignment, delete_assignment;
     Statement all_project_ids, actor_project_ids;
     Statement find_limit, put_limit, live_leases;
+    // key_heads, per status (ready, scheduled, claimed): the first key, the
+    // next key after one, a key group's first item.
+    Statement key_first[3], key_next[3], key_head[3];
   };
 
   // The log's digest as this write transaction leaves it: read at its first

@@ -53,22 +53,19 @@ std::vector<ItemRow> SqliteBackend::key_holders(std::string_view key, Micros now
 
 std::vector<ItemRow> SqliteBackend::key_heads(const std::string& project_id, ItemStatus status,
                                               std::size_t limit) {
-  const char* order = key_group_order(status);
-  const std::string where = fmt::format("status = '{}' AND project_id = ?1", to_string(status));
-  // The next key after the last one: one seek on items_*_key each.
-  Statement first(db_, fmt::format("SELECT min(concurrency_key) FROM items WHERE {}", where).c_str());
-  Statement next(db_, fmt::format("SELECT concurrency_key FROM items WHERE {} AND "
-                                  "concurrency_key > ?2 ORDER BY concurrency_key LIMIT 1",
-                                  where)
-                          .c_str());
-  Statement head(db_, fmt::format("SELECT {} FROM items WHERE {} AND concurrency_key = ?2 "
-                                  "ORDER BY {} LIMIT 1",
-                                  kItemColumns, where, order)
-                          .c_str());
+  key_group_order(status);  // refuses another status
+  const int i = status == ItemStatus::ready ? 0 : status == ItemStatus::scheduled ? 1 : 2;
+  // The next key after the last one: one seek on items_*_key each, with
+  // statements prepared once per connection.
+  Statement& first = stmts_.key_first[i];
+  Statement& next = stmts_.key_next[i];
+  Statement& head = stmts_.key_head[i];
   std::vector<ItemRow> out;
   first.bind(project_id);
-  if (!first.step() || first.type(0) == SQLITE_NULL) return out;
-  std::string key = first.text(0);
+  const bool any = first.step() && first.type(0) != SQLITE_NULL;
+  std::string key = any ? first.text(0) : std::string();
+  first.reset();
+  if (!any) return out;
   while (out.size() < limit) {
     head.bind(project_id, key);
     if (head.step()) out.push_back(read_item(head));

@@ -229,6 +229,20 @@ void SqliteBackend::prepare() {
       "WHERE a.actor = ?1 AND p.paused = 0 ORDER BY a.project_id");
   stmts_.delete_project = p("DELETE FROM projects WHERE project_id = ?1");
   stmts_.find_limit = p(fmt::format("SELECT {} FROM limits WHERE key = ?1", kLimitColumns));
+  {
+    const ItemStatus statuses[] = {ItemStatus::ready, ItemStatus::scheduled, ItemStatus::claimed};
+    for (int i = 0; i < 3; ++i) {
+      const std::string where =
+          fmt::format("status = '{}' AND project_id = ?1", to_string(statuses[i]));
+      stmts_.key_first[i] = p(fmt::format("SELECT min(concurrency_key) FROM items WHERE {}", where));
+      stmts_.key_next[i] = p(fmt::format("SELECT concurrency_key FROM items WHERE {} AND "
+                                         "concurrency_key > ?2 ORDER BY concurrency_key LIMIT 1",
+                                         where));
+      stmts_.key_head[i] = p(fmt::format("SELECT {} FROM items WHERE {} AND concurrency_key = ?2 "
+                                         "ORDER BY {} LIMIT 1",
+                                         kItemColumns, where, key_group_order(statuses[i])));
+    }
+  }
   stmts_.put_limit = p(fmt::format(
       "INSERT OR REPLACE INTO limits ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
       kLimitColumns));
