@@ -99,6 +99,23 @@ inline const char* key_group_order(ItemStatus status) {
   throw InternalError("key groups are read only for ready, scheduled or claimed items");
 }
 
+// One index walk of the operator's item listing: the items of one status
+// (of one project, or of all), in queue order (queued_seq), from beyond a
+// cursor; the other filters narrow the walk. An index seek per call on
+// both engines (items_listing, items_listing_all).
+struct ItemListing {
+  const std::string* project_id = nullptr;  // null: every project
+  ItemStatus status = ItemStatus::ready;
+  bool newest_first = true;
+  std::optional<Seq> beyond;                // only queued_seqs past this one, in that order
+  const std::string* owner = nullptr;       // null: any (and the same below)
+  const std::string* session = nullptr;
+  const std::string* idem_key = nullptr;
+  const std::string* concurrency_key = nullptr;
+  std::optional<WorkKind> kind;
+  std::size_t limit = 50;
+};
+
 class Backend : public LogSource, public RowSource {
  public:
   virtual ~Backend() = default;
@@ -332,6 +349,20 @@ class Backend : public LogSource, public RowSource {
   // indexed by ItemStatus; [kItemStatuses] counts rows whose status is none of the five
   // (tampering). Reads every such row: for operators, not hot paths.
   virtual std::array<std::int64_t, kItemStatuses + 1> status_counts(const std::string* project_id) = 0;
+
+  // ---- the operator's view (any read transaction; never the write lock) ------
+  virtual std::vector<ItemRow> list_items(const ItemListing& listing) = 0;
+  // At most `max` events with a seq above `after` (of one stream, if given),
+  // in seq order, every one final: no event with a lower seq is still to
+  // commit. SQLite: every committed event (one writer, seqs in commit
+  // order). PostgreSQL: the transactions that were in flight when the read
+  // began are waited for, then the read is repeated up to the seq it saw.
+  virtual std::vector<RawEvent> read_final(Seq after, std::size_t max,
+                                           const StreamRef* stream) = 0;
+  // Like wait_for_work, for any commit that appended events: returns when
+  // one may have happened since the previous call, or at `deadline`; the
+  // first call only arms the wake-up and returns at once.
+  virtual void wait_for_commit(std::chrono::steady_clock::time_point deadline) = 0;
 };
 
 // RAII guard: rolls back unless committed.

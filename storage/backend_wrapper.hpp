@@ -184,6 +184,15 @@ class BackendWrapper : public Backend {
     return inner_->scan_after(after);
   }
   Micros now() override { return inner_->now(); }
+  std::vector<ItemRow> list_items(const ItemListing& listing) override {
+    return inner_->list_items(listing);
+  }
+  std::vector<RawEvent> read_final(Seq after, std::size_t max, const StreamRef* stream) override {
+    return inner_->read_final(after, max, stream);
+  }
+  void wait_for_commit(std::chrono::steady_clock::time_point deadline) override {
+    inner_->wait_for_commit(deadline);
+  }
   std::array<std::int64_t, kItemStatuses + 1> status_counts(const std::string* project_id) override {
     return inner_->status_counts(project_id);
   }

@@ -87,7 +87,10 @@ std::vector<std::string> sql_column(const std::string& db, const std::string& qu
 // (before streams, with the lease index without queued_seq): migration
 // tests start from them. (Version 4's items had no 'closed' in its CHECK;
 // a copy that keeps it migrates the same.)
+#define CPLANE_BACK_TO_8 "DROP INDEX items_listing; DROP INDEX items_listing_all; "
+inline constexpr const char* kBackToVersion8 = CPLANE_BACK_TO_8 "PRAGMA user_version = 8; ";
 #define CPLANE_BACK_TO_7                                                                     \
+  CPLANE_BACK_TO_8                                                                           \
   "DROP TABLE limits; DROP INDEX items_ready_key; DROP INDEX items_due_key; "               \
   "DROP INDEX items_lease_key; DROP INDEX items_live_key; DROP INDEX items_ready; "          \
   "CREATE INDEX items_ready ON items(project_id, queued_seq) WHERE status = 'ready'; "       \
@@ -95,7 +98,11 @@ std::vector<std::string> sql_column(const std::string& db, const std::string& qu
   "ALTER TABLE projects DROP COLUMN weight; ALTER TABLE projects DROP COLUMN fair_pass; "
 inline constexpr const char* kBackToVersion7 = CPLANE_BACK_TO_7 "PRAGMA user_version = 7; ";
 // PostgreSQL's schema 3 taken back to 2 (before flow control).
+inline constexpr const char* kPostgresBackTo3 =
+    "DROP INDEX items_listing; DROP INDEX items_listing_all; "
+    "UPDATE store_info SET value = '3' WHERE key = 'schema_version'; ";
 inline constexpr const char* kPostgresBackTo2 =
+    "DROP INDEX items_listing; DROP INDEX items_listing_all; "
     "DROP TABLE limits; DROP INDEX items_ready_key; DROP INDEX items_due_key; "
     "DROP INDEX items_lease_key; DROP INDEX items_live_key; DROP INDEX items_ready; "
     "CREATE INDEX items_ready ON items (project_id, queued_seq) WHERE status = 'ready'; "

@@ -836,6 +836,78 @@ class ControlStore {
   };
   StatusCounts status_counts(const std::optional<std::string>& project_id = {});
 
+  // ---- the operator's view ---------------------------------------------------
+  // Reads of one snapshot: none takes the write lock or waits for a writer.
+
+  // Which items list_items answers with. Project and status are index
+  // seeks (one per status, merged); owner, session, kind and the keys
+  // narrow that walk, so a filter that matches rarely reads further.
+  struct ItemQuery {
+    std::optional<std::string> project;
+    std::vector<ItemStatus> statuses;            // empty: every status
+    std::optional<std::string> owner;
+    std::optional<std::string> session;
+    std::optional<WorkKind> kind;
+    std::optional<std::string> key;              // the enqueue's idempotency key
+    std::optional<std::string> concurrency_key;
+    enum class Order { newest, oldest };
+    Order order = Order::newest;                 // by the order items were queued
+    // The cursor: the last item of the previous page. Paging is stable: an
+    // item is on one page only, in queue order, whatever changes meanwhile
+    // (an item that changes status may leave or join later pages).
+    std::optional<std::string> after;
+    std::size_t limit = 50;                      // 1 ..= kMaxListLimit
+  };
+  static constexpr std::size_t kMaxListLimit = 1000;
+  struct ItemPage {
+    std::vector<Item> items;
+    // Pass as `after` for the next page; nullopt when this page is the last.
+    std::optional<std::string> next;
+  };
+  // InvalidArgument for a limit outside 1..=kMaxListLimit or a malformed
+  // id; NotFound (unknown_item) when `after` names no item (unknown_project
+  // for an unknown project, unscoped). Scoped (actor): only the actor's
+  // projects; ScopeDenied for a project or cursor outside them.
+  ItemPage list_items(const ItemQuery& query, const std::optional<std::string>& actor = {});
+
+  // The log as a stream, oldest first. `after` is a seq already seen (0:
+  // from the start). Delivers only events that are final: no event with a
+  // lower seq can still commit (on PostgreSQL, where concurrent
+  // transactions take seqs out of commit order, a read waits for those in
+  // flight). So a consumer that resumes after the last seq it saw misses
+  // nothing and sees nothing twice. Unscoped: the operator's call.
+  struct LogQuery {
+    Seq after = 0;
+    std::size_t max = 1000;                      // 1 ..= kMaxLogRead
+    std::optional<StreamRef> stream;             // one stream only
+    std::vector<std::string> types;              // stored type names; empty: every type
+  };
+  static constexpr std::size_t kMaxLogRead = 100000;
+  struct LogPage {
+    std::vector<StoredEvent> events;
+    // Resume after this seq: the last event examined, which may be past the
+    // last one returned when a filter skipped events. Equal to `after`
+    // when nothing new was final.
+    Seq next = 0;
+  };
+  // InvalidArgument for an unknown type name, a max outside its range or a
+  // negative `after`. StorageError(corruption) for an event that does not decode.
+  LogPage read_log(const LogQuery& query);
+  LogPage read_log(Seq after_seq, std::size_t max) {
+    LogQuery q;
+    q.after = after_seq;
+    q.max = max;
+    return read_log(q);
+  }
+  // The newest final seq (0 for an empty log): `tail --from-end` starts there.
+  Seq log_end();
+  // Returns once a commit may have added events after `after`, or when
+  // `timeout` passes: true if read_log(after) would now return events. No
+  // polling loop: the WAL's inotify watch (SQLite), LISTEN (PostgreSQL),
+  // with a check every second as the fallback. A writer that crashes
+  // leaves nothing to wait for: the call returns at the timeout.
+  bool wait_for_log(Seq after, std::chrono::milliseconds timeout);
+
   // The schema version of the store's database, in its backend's own
   // numbering (SQLite's and PostgreSQL's count apart): the one this build
   // writes, which an open store is always at. Reads nothing.

@@ -128,6 +128,8 @@ CREATE INDEX items_lease_key ON items (project_id, concurrency_key, lease_expire
   WHERE status = 'claimed';
 CREATE INDEX items_live_key ON items (concurrency_key, lease_expires_at)
   WHERE status = 'claimed' AND concurrency_key <> '';
+CREATE INDEX items_listing ON items (project_id, status, queued_seq);
+CREATE INDEX items_listing_all ON items (status, queued_seq);
 CREATE TABLE sessions (
   session_id   text COLLATE "C" PRIMARY KEY,
   actor        text,
@@ -265,6 +267,14 @@ CREATE TABLE limits (
 UPDATE store_info SET value = '3' WHERE key = 'schema_version';
 )sql";
 
+// Version 4: the operator's view (issue 24): the listing indexes (see the
+// SQLite schema's version 9 for the queries they serve).
+const char* const kMigration4 = R"sql(
+CREATE INDEX items_listing ON items (project_id, status, queued_seq);
+CREATE INDEX items_listing_all ON items (status, queued_seq);
+UPDATE store_info SET value = '4' WHERE key = 'schema_version';
+)sql";
+
 void PostgresBackend::identify_or_create() {
   Result schema = simple("SELECT current_schema()", "cannot read the current schema");
   if (schema.null(0, 0)) {
@@ -317,6 +327,7 @@ void PostgresBackend::migrate(int& version) {
     version = read_version();
     if (version == 1) simple(kMigration2, "cannot migrate the schema from version 1 to 2");
     if (version <= 2) simple(kMigration3, "cannot migrate the schema from version 2 to 3");
+    if (version <= 3) simple(kMigration4, "cannot migrate the schema from version 3 to 4");
     simple("COMMIT", "cannot commit the schema's migration");
   } catch (...) {
     PQclear(PQexec(conn_, "ROLLBACK"));

@@ -110,6 +110,11 @@ class SqliteBackend final : public Backend {
   std::unique_ptr<Cursor<ItemRow>> scan_allocatable(const std::string& project_id) override;
   std::array<std::int64_t, kItemStatuses + 1> status_counts(const std::string* project_id) override;
 
+  // listing.cpp
+  std::vector<ItemRow> list_items(const ItemListing& listing) override;
+  std::vector<RawEvent> read_final(Seq after, std::size_t max, const StreamRef* stream) override;
+  void wait_for_commit(std::chrono::steady_clock::time_point deadline) override;
+
   // projects.cpp
   std::vector<std::string> claimable_project_ids(const std::string* actor) override;
   std::optional<ProjectRow> find_project(std::string_view project_id) override;
@@ -209,6 +214,7 @@ class SqliteBackend final : public Backend {
   std::string scratch_;
   pid_t pid_ = ::getpid();
   std::optional<WalWatch> work_watch_;  // armed by the first wait_for_work
+  std::optional<WalWatch> log_watch_;   // armed by the first wait_for_commit
 };
 
 }  // namespace cplane::storage::sqlite

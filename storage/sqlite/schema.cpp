@@ -357,6 +357,13 @@ DROP TABLE items_v6;
 //                    past a full key): one seek per group, never a walk
 //   items_live_key   a key's live leases, counted inside the claim
 //                    (partial: items without a key cost nothing)
+// Version 9: the operator's view (issue 24). Indexes, each with the query
+// it serves:
+//   items_listing      items --project P [--status S]: one seek per status
+//   items_listing_all  items [--status S] over every project
+// both in queue order (queued_seq), from a cursor, either direction.
+extern const char* const kMigration9;
+
 const char* const kMigration8 = R"sql(
 ALTER TABLE items ADD COLUMN concurrency_key TEXT NOT NULL DEFAULT '';
 DROP INDEX items_ready;
@@ -404,11 +411,15 @@ CREATE TABLE project_actors (
 CREATE INDEX project_actors_by_actor ON project_actors(actor, project_id);
 
 )sql" + std::string(kItemsTable) + kSideTables + kSessionsTable + kProjectLifecycle +
-    kSchedulesTable + kMigration8;
+    kSchedulesTable + kMigration8 + kMigration9;
 const std::string kSchema =
     std::string(kSchemaTables) + kChainTables +
     "INSERT INTO log_digest (shard, events, last_seq, digest) VALUES (0, 0, 0, zeroblob(32));\n" +
     kSchemaRest;
+const char* const kMigration9 = R"sql(
+CREATE INDEX items_listing ON items(project_id, status, queued_seq);
+CREATE INDEX items_listing_all ON items(status, queued_seq);
+)sql";
 const std::string kMigration4 = std::string(R"sql(
 ALTER TABLE events ADD COLUMN stream_rev INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE events ADD COLUMN hash BLOB;
@@ -433,6 +444,7 @@ ALTER TABLE events ADD COLUMN hash BLOB;
 //           items_failed and items_cancelled.
 //   7 -> 8  flow control (kMigration8): concurrency keys, limits, weights,
 //           the ready index by priority.
+//   8 -> 9  the operator's view (kMigration9): the listing indexes.
 const char* const kMigrations[] = {
     nullptr,
     nullptr,
@@ -454,6 +466,7 @@ CREATE INDEX events_by_stream ON events(stream_kind, stream_id, seq);
     kMigration6,
     kMigration7.c_str(),
     kMigration8,
+    kMigration9,
 };
 
 // A random id that names this database (and not its copies' paths) in
