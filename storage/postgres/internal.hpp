@@ -325,6 +325,10 @@ class PostgresBackend final : public Backend {
   std::vector<ProjectActorRow> all_assignments() override;
   std::array<std::int64_t, kItemStatuses + 1> status_counts(const std::string* project_id) override;
 
+  // ---- the metrics gauges (gauges.cpp) -------------------------------------------------
+  std::vector<ProjectGauges> project_gauges(Micros now) override;
+  std::vector<std::string> claimed_items() override;
+
   // The SQLSTATE of the last failed statement ("" if none yet).
   std::string last_error_state_;
 
