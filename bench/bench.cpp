@@ -47,6 +47,7 @@
 #include "bench/fleet_run.hpp"
 #include "bench/pg_raw.hpp"
 #include "bench/sqlite_raw.hpp"
+#include "bench/view_bench.hpp"
 #include "json/json_writer.hpp"
 #include "probe/fleet.hpp"
 
@@ -416,6 +417,11 @@ class Bench {
         keys();
       } else if (scenario_ == "fair") {
         fair();
+      } else if (scenario_ == "list") {
+        ScratchDir dir;
+        cplane::bench::list_scenario(dir.file("."), max_given_ ? max_ : 200'000,
+                                     items_given_ ? items_ : 1'000, durability_,
+                                     [&](const std::string& line) { emit(line); });
       } else if (scenario_ == "raw") {
         sqlite_raw();
       } else if (scenario_ == "pg-raw") {
@@ -423,7 +429,7 @@ class Bench {
         pg_raw();
       } else {
         return "--scenario is one of enqueue, single, drain, drain-matrix, latency, depth, "
-               "scheduled, verify, assign-gate, allocate, keys, fair, raw, pg-raw (or use --plot "
+               "scheduled, verify, assign-gate, allocate, keys, fair, list, raw, pg-raw (or use --plot "
                "DIR)";
       }
     } catch (const std::exception& e) {

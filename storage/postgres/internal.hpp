@@ -329,6 +329,14 @@ class PostgresBackend final : public Backend {
   std::vector<ProjectGauges> project_gauges(Micros now) override;
   std::vector<std::string> claimed_items() override;
 
+  // ---- the operator's view (listing.cpp) -----------------------------------------------
+  std::vector<ItemRow> list_items(const ItemListing& listing) override;
+  std::vector<RawEvent> read_final(Seq after, std::size_t max, const StreamRef* stream) override;
+  Seq final_horizon() override;
+  void wait_for_commit(std::chrono::steady_clock::time_point deadline) override;
+  void wait_for_notice(const char* channel, bool& listening,
+                       std::chrono::steady_clock::time_point deadline);
+
   // The SQLSTATE of the last failed statement ("" if none yet).
   std::string last_error_state_;
 
@@ -344,6 +352,7 @@ class PostgresBackend final : public Backend {
   // This write transaction holds the limits' advisory lock (find_limit).
   bool limits_locked_ = false;
   bool listening_ = false;
+  bool log_listening_ = false;  // LISTEN cplane_log (wait_for_commit)
   Micros tx_now_ = 0;
   std::optional<Delta> delta_;
   std::vector<Deferred> deferred_;
