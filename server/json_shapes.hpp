@@ -1,6 +1,7 @@
 // The JSON the console's /api answers with: each shape is the one the
 // CLI's --json prints for the same thing (docs/cli.md), field for field,
-// so that a script may read either.
+// so that a script may read either. Items and events are written by the
+// tools' one writer of them (json/records.hpp).
 #pragma once
 
 #include <string>
@@ -10,12 +11,10 @@
 #include <cplane/metrics.hpp>
 #include <cplane/store.hpp>
 
+#include "json/records.hpp"
+
 namespace cplane::server {
 
-// `cplane item --json` (and each element of `cplane items --json`).
-std::string item_json(const ItemRow& row);
-// Each element of `cplane events --json` (and a line of `cplane tail --jsonl`).
-std::string event_json(const StoredEvent& stored);
 // Each element of `cplane sessions --json`.
 std::string session_json(const SessionInfo& info);
 // `cplane project show --json`.

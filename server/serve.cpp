@@ -60,7 +60,9 @@ bool is_loopback_host(std::string_view host) {
 
 class ConsoleServer;
 
-class Connection final : public kj::HttpService, public kj::HttpServerErrorHandler {
+class Connection final : public kj::HttpService,
+                         public kj::HttpServerErrorHandler,
+                         public kj::HttpServerCallbacks {
  public:
   Connection(ConsoleServer& owner, kj::Own<kj::AsyncIoStream> stream);
   kj::Promise<void> run() { return http_.listenHttpCleanDrain(*stream_).ignoreResult(); }
@@ -97,6 +99,10 @@ class Connection final : public kj::HttpService, public kj::HttpServerErrorHandl
     }
     return kj::READY_NOW;
   }
+  // KJ 0.9 answers "Connection: close" with the header, then waits for
+  // the client to close: the response's end shuts our side down instead.
+  bool shouldClose() override { return close_after_response_; }
+
   kj::Promise<void> handleNoResponse(kj::HttpService::Response& response) override {
     return send(response, server::Response{500, "application/json",
                                    error_json({500, "error", "unexpected", "no response was made"}),
@@ -112,6 +118,7 @@ class Connection final : public kj::HttpService, public kj::HttpServerErrorHandl
   kj::Own<kj::AsyncIoStream> stream_;
   kj::HttpServerSettings settings_;
   kj::HttpServer http_;
+  bool close_after_response_ = false;
 };
 
 class ConsoleServer final : private kj::TaskSet::ErrorHandler {
@@ -162,18 +169,20 @@ class ConsoleServer final : private kj::TaskSet::ErrorHandler {
   std::size_t open_ = 0;
 };
 
-kj::HttpServerSettings settings_for(const ServeLimits& limits, kj::HttpServerErrorHandler& handler) {
+kj::HttpServerSettings settings_for(const ServeLimits& limits, kj::HttpServerErrorHandler& handler,
+                                    kj::HttpServerCallbacks& callbacks) {
   kj::HttpServerSettings s;
   s.headerTimeout = duration_of(limits.client_timeout);
   s.pipelineTimeout = duration_of(std::min(limits.client_timeout, std::chrono::milliseconds(5000)));
   s.errorHandler = handler;
+  s.callbacks = callbacks;
   return s;
 }
 
 Connection::Connection(ConsoleServer& owner, kj::Own<kj::AsyncIoStream> stream)
     : owner_(owner),
       stream_(kj::mv(stream)),
-      settings_(settings_for(owner.options().limits, *this)),
+      settings_(settings_for(owner.options().limits, *this, *this)),
       http_(owner.timer(), owner.table(), *this, settings_) {}
 
 kj::Promise<void> Connection::send(kj::HttpService::Response& response, server::Response answer) {
@@ -197,9 +206,11 @@ kj::Promise<void> Connection::send(kj::HttpService::Response& response, server::
   auto out = response.send(static_cast<uint>(answer.status), status_text(answer.status), headers,
                            static_cast<std::uint64_t>(body->size()));
   auto write = out->write(body->data(), body->size());
-  return owner_.timer()
-      .timeoutAfter(duration_of(owner_.options().limits.client_timeout), kj::mv(write))
-      .attach(kj::mv(out), kj::mv(body));
+  auto sent = owner_.timer()
+                  .timeoutAfter(duration_of(owner_.options().limits.client_timeout), kj::mv(write))
+                  .attach(kj::mv(out), kj::mv(body));
+  if (!close_after_response_) return sent;
+  return sent.then([this] { stream_->shutdownWrite(); });
 }
 
 // Reads up to `max + 1` bytes of the body into `into`, from `at`.
@@ -264,6 +275,11 @@ kj::Promise<void> Connection::request(kj::HttpMethod method, kj::StringPtr url,
   r.host = header(kj::HttpHeaderId::HOST);
   r.content_type = header(kj::HttpHeaderId::CONTENT_TYPE);
   r.accepts_html = header(owner_.accept_).value_or("").find("text/html") != std::string::npos;
+  {
+    std::string connection = header(kj::HttpHeaderId::CONNECTION).value_or("");
+    for (auto& c : connection) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    close_after_response_ = connection.find("close") != std::string::npos;
+  }
   // A page of a site that rebinds its name to this address would see our
   // pages as its own: on loopback, only a loopback Host is answered.
   if (owner_.options().listen.loopback && r.host && !is_loopback_host(*r.host)) {
