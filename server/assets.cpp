@@ -111,10 +111,13 @@ constexpr std::string_view kJs = R"js(
         }).then(function (response) {
           return response.json().then(function (json) {
             if (response.ok) {
-              show(true, (json.changed ? 'done' : 'nothing to change') + ' (as ' + json.actor + ')');
+              var action = form.getAttribute('action').split('/').pop();
+              show(true, action + ': ' + (json.changed ? 'recorded as an event by ' + json.actor
+                                                      : 'nothing to change'));
               window.setTimeout(function () { window.location.reload(); }, 600);
             } else {
-              show(false, response.status + ': ' + json.error.message);
+              show(false, form.getAttribute('action').split('/').pop() + ' refused: ' +
+                          response.status + ': ' + json.error.message);
             }
           });
         }).catch(function (error) { show(false, String(error)); });

@@ -159,7 +159,7 @@ Response page(std::string_view title, std::string_view active, const std::string
 
 std::string bar_chart(std::string_view label, const std::vector<Series>& series,
                       std::string_view unit) {
-  constexpr int kWidth = 720, kHeight = 140, kLeft = 48, kBottom = 18;
+  constexpr int kWidth = 720, kHeight = 140, kLeft = 56, kBottom = 18;
   std::size_t n = 0;
   double top = 0;
   for (const auto& s : series) {
@@ -177,7 +177,7 @@ std::string bar_chart(std::string_view label, const std::vector<Series>& series,
       "<text class=\"tick\" x=\"{}\" y=\"14\" text-anchor=\"end\">{}</text>"
       "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\">0</text>",
       escape(label), kWidth, kHeight, kWidth, kHeight, escape(label), kLeft, kHeight - kBottom,
-      kWidth - 4, kHeight - kBottom, kLeft - 4, escape(fmt::format("{:g}{}", top, unit)), kLeft - 4,
+      kWidth - 4, kHeight - kBottom, kLeft - 4, escape(fmt::format("{:.3g}{}", top, unit)), kLeft - 4,
       kHeight - kBottom);
   for (std::size_t s = 0; s < series.size(); ++s) {
     for (std::size_t i = 0; i < series[s].values.size(); ++i) {
@@ -189,7 +189,7 @@ std::string bar_chart(std::string_view label, const std::vector<Series>& series,
                          escape(series[s].css_class),
                          kLeft + 1 + slot * static_cast<double>(i) + bar * static_cast<double>(s),
                          kHeight - kBottom - h, bar, h,
-                         escape(fmt::format("{}: {:g}{}", series[s].name, v, unit)));
+                         escape(fmt::format("{}: {:.3g}{}", series[s].name, v, unit)));
     }
   }
   svg += fmt::format("<text class=\"tick\" x=\"{}\" y=\"{}\">-{}m</text>"

@@ -21,7 +21,7 @@ Overloads(F...) -> Overloads<F...>;
 
 std::string field_text(const EventField::Value& value) {
   return std::visit(Overloads{
-                        [](std::monostate) { return std::string("-"); },
+                        [](std::monostate) { return std::string(); },
                         [](const std::string& v) { return v; },
                         [](std::int64_t v) { return std::to_string(v); },
                         [](const EventField::Json& v) { return v.text; },
@@ -139,8 +139,12 @@ Response page_item(Console& console, const std::string& item_id) {
     }
     std::string fields;
     for (const auto& f : fields_of(e.body)) {
+      std::string text = field_text(f.value);
+      if (text.empty()) continue;  // a field this event leaves unset
+      const auto* micros = std::get_if<std::int64_t>(&f.value);
+      if (micros && *micros > 0 && f.name.ends_with("_at")) text = time_text(*micros);
       fields += fmt::format("<span class=\"field\"><i>{}</i> {}</span> ", escape(f.name),
-                            escape(field_text(f.value)));
+                            escape(text));
     }
     timeline += fmt::format(
         "<li class=\"step {}\" data-seq=\"{}\" data-type=\"{}\"><span class=\"seq\">#{}</span> "
