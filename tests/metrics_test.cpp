@@ -63,20 +63,20 @@ class CountingBackend : public storage::BackendWrapper {
   using BackendWrapper::BackendWrapper;
   std::int64_t events_read = 0;
   std::int64_t whole_scans = 0;
-  std::vector<RawEvent> read_final(Seq after, std::size_t max, const StreamRef* stream) override {
+  std::vector<storage::RawEvent> read_final(Seq after, std::size_t max, const StreamRef* stream) override {
     auto out = BackendWrapper::read_final(after, max, stream);
     events_read += static_cast<std::int64_t>(out.size());
     return out;
   }
-  std::unique_ptr<storage::Cursor<RawEvent>> scan_stream(StreamKind kind) override {
+  std::unique_ptr<storage::Cursor<storage::RawEvent>> scan_stream(StreamKind kind) override {
     ++whole_scans;
     return BackendWrapper::scan_stream(kind);
   }
-  std::unique_ptr<storage::Cursor<RawEvent>> scan_after(Seq after) override {
+  std::unique_ptr<storage::Cursor<storage::RawEvent>> scan_after(Seq after) override {
     ++whole_scans;
     return BackendWrapper::scan_after(after);
   }
-  std::unique_ptr<storage::Cursor<ScannedItem>> scan_items() override {
+  std::unique_ptr<storage::Cursor<storage::ScannedItem>> scan_items() override {
     ++whole_scans;
     return BackendWrapper::scan_items();
   }
@@ -565,9 +565,9 @@ TEST_CASE("metrics: the gauges are reads of the partial indexes, never a scan of
   }
   sqlite3_close(handle);
   REQUIRE(plans.size() == 5);
-  CHECK(plans[0] == "SCAN items USING COVERING INDEX items_ready");
-  CHECK(plans[1] == "SCAN items USING INDEX items_due");
-  CHECK(plans[2] == "SCAN items USING INDEX items_lease");
+  CHECK(plans[0] == "SEARCH items USING COVERING INDEX items_listing (project_id=? AND status=?)");
+  CHECK(plans[1] == "SEARCH items USING INDEX items_due (project_id=? AND run_at<?)");
+  CHECK(plans[2] == "SEARCH items USING INDEX items_lease (project_id=? AND lease_expires_at<?)");
   CHECK(plans[3] == "SEARCH items USING INDEX items_listing (project_id=? AND status=?)");
-  CHECK(plans[4] == "SCAN items USING COVERING INDEX items_lease");
+  CHECK(plans[4] == "SEARCH items USING COVERING INDEX items_listing_all (status=?)");
 }
