@@ -48,6 +48,7 @@
 #include "bench/metrics_bench.hpp"
 #include "bench/pg_raw.hpp"
 #include "bench/sqlite_raw.hpp"
+#include "bench/view_bench.hpp"
 #include "json/json_writer.hpp"
 #include "probe/fleet.hpp"
 
@@ -418,6 +419,11 @@ class Bench {
         keys();
       } else if (scenario_ == "fair") {
         fair();
+      } else if (scenario_ == "list") {
+        ScratchDir dir;
+        cplane::bench::list_scenario(dir.file("."), max_given_ ? max_ : 200'000,
+                                     items_given_ ? items_ : 1'000, durability_,
+                                     [&](const std::string& line) { emit(line); });
       } else if (scenario_ == "metrics") {
         ScratchDir dir;
         emit(bench_metrics(db_ ? *db_ : dir.file("metrics.db"), items_given_ ? items_ : 1'000'000));
@@ -428,8 +434,8 @@ class Bench {
         pg_raw();
       } else {
         return "--scenario is one of enqueue, single, drain, drain-matrix, latency, depth, "
-               "scheduled, verify, assign-gate, allocate, keys, fair, metrics, raw, pg-raw (or use "
-               "--plot DIR)";
+               "scheduled, verify, assign-gate, allocate, keys, fair, list, metrics, raw, pg-raw (or "
+               "use --plot DIR)";
       }
     } catch (const std::exception& e) {
       std::cerr << "cplane-bench: " << e.what() << '\n';

@@ -32,6 +32,7 @@
 #include <cplane/cplane.hpp>
 
 #include "json/json_writer.hpp"
+#include "json/records.hpp"
 #include "storage/open.hpp"
 
 #include <array>
@@ -395,6 +396,26 @@ class Cli {
   kj::MainFunc item_command();
   Validity run_item();
 
+  // ---- the operator's view (cli/view.cpp) ----------------------------------------
+  kj::MainFunc items_command();
+  Validity run_items();
+  kj::MainFunc tail_command();
+  Validity run_tail();
+  kj::MainFunc history_command();
+  Validity run_history();
+  Validity set_session_filter(kj::StringPtr text);
+  Validity set_page_limit(kj::StringPtr text);
+  Validity set_after_item(kj::StringPtr text);
+  Validity set_order(kj::StringPtr text);
+  Validity set_jsonl();
+  Validity set_tail_from(kj::StringPtr text);
+  Validity set_from_end();
+  Validity set_follow();
+  Validity set_tail_stream(kj::StringPtr text);
+  Validity set_tail_types(kj::StringPtr text);
+  void follow_log(ControlStore& store, ControlStore::LogQuery query, bool timeline);
+  std::string event_line(const StoredEvent& stored, bool timeline) const;
+
   kj::MainFunc events_command();
   Validity run_events();
 
@@ -564,6 +585,17 @@ class Cli {
   std::optional<std::uint32_t> burst_;
   std::optional<std::uint32_t> weight_;
   std::optional<std::string> concurrency_key_;
+  // The operator's view's options.
+  std::optional<std::string> session_filter_;
+  std::size_t page_limit_ = 50;
+  std::optional<std::string> after_item_;
+  bool oldest_first_ = false;
+  bool jsonl_ = false;
+  std::optional<Seq> tail_from_;
+  bool from_end_ = false;
+  bool follow_ = false;
+  std::optional<StreamRef> tail_stream_;
+  std::vector<std::string> tail_types_;
   ControlStore::Overlap overlap_ = ControlStore::Overlap::allow;
   std::int64_t catch_up_ = 0;
   // rebuild, restore, recover: one transaction over the whole database,

@@ -70,6 +70,12 @@ kj::MainFunc Cli::main() {
       .addSubCommand("reschedule", KJ_BIND_METHOD(*this, reschedule_command),
                      "run a ready or scheduled item at another time")
       .addSubCommand("item", KJ_BIND_METHOD(*this, item_command), "show an item's row")
+      .addSubCommand("items", KJ_BIND_METHOD(*this, items_command),
+                     "list items: filters, newest or oldest first, a cursor for paging")
+      .addSubCommand("tail", KJ_BIND_METHOD(*this, tail_command),
+                     "the log as a stream, oldest first (--follow: wait for more)")
+      .addSubCommand("history", KJ_BIND_METHOD(*this, history_command),
+                     "one item's events as a timeline (--follow: wait for more)")
       .addSubCommand("events", KJ_BIND_METHOD(*this, events_command),
                      "show an item's events, oldest first")
       .addSubCommand("verify", KJ_BIND_METHOD(*this, verify_command),

@@ -142,6 +142,11 @@ class ControlStore::Impl {
                   const LifecycleOptions& options);
   Explanation explain(const std::string& item_id, const std::optional<std::string>& actor,
                       std::optional<Micros> now);
+  // view.cpp
+  ItemPage list_items(const ItemQuery& query, const std::optional<std::string>& actor);
+  LogPage read_log(const LogQuery& query);
+  Seq log_end();
+  bool wait_for_log(Seq after, std::chrono::milliseconds timeout);
   // Fires the due occurrences of the schedules due at `at` (a bounded
   // number): what every claim does first, inside its transaction. Returns
   // the items made.

@@ -359,6 +359,9 @@ class Backend : public LogSource, public RowSource {
   // began are waited for, then the read is repeated up to the seq it saw.
   virtual std::vector<RawEvent> read_final(Seq after, std::size_t max,
                                            const StreamRef* stream) = 0;
+  // A seq at or below which every event is final (committed, or never to
+  // be): tail --from-end starts after it. Outside a transaction, as read_final.
+  virtual Seq final_horizon() = 0;
   // Like wait_for_work, for any commit that appended events: returns when
   // one may have happened since the previous call, or at `deadline`; the
   // first call only arms the wake-up and returns at once.

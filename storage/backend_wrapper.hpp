@@ -190,6 +190,7 @@ class BackendWrapper : public Backend {
   std::vector<RawEvent> read_final(Seq after, std::size_t max, const StreamRef* stream) override {
     return inner_->read_final(after, max, stream);
   }
+  Seq final_horizon() override { return inner_->final_horizon(); }
   void wait_for_commit(std::chrono::steady_clock::time_point deadline) override {
     inner_->wait_for_commit(deadline);
   }

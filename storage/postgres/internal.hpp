@@ -325,6 +325,14 @@ class PostgresBackend final : public Backend {
   std::vector<ProjectActorRow> all_assignments() override;
   std::array<std::int64_t, kItemStatuses + 1> status_counts(const std::string* project_id) override;
 
+  // ---- the operator's view (listing.cpp) -----------------------------------------------
+  std::vector<ItemRow> list_items(const ItemListing& listing) override;
+  std::vector<RawEvent> read_final(Seq after, std::size_t max, const StreamRef* stream) override;
+  Seq final_horizon() override;
+  void wait_for_commit(std::chrono::steady_clock::time_point deadline) override;
+  void wait_for_notice(const char* channel, bool& listening,
+                       std::chrono::steady_clock::time_point deadline);
+
   // ---- the metrics gauges (gauges.cpp) -------------------------------------------------
   std::vector<ProjectGauges> project_gauges(Micros now) override;
   std::vector<std::string> claimed_items() override;
@@ -344,6 +352,7 @@ class PostgresBackend final : public Backend {
   // This write transaction holds the limits' advisory lock (find_limit).
   bool limits_locked_ = false;
   bool listening_ = false;
+  bool log_listening_ = false;  // LISTEN cplane_log (wait_for_commit)
   Micros tx_now_ = 0;
   std::optional<Delta> delta_;
   std::vector<Deferred> deferred_;

@@ -81,6 +81,7 @@ void PostgresBackend::begin(const char* sql) {
 
 void PostgresBackend::commit() {
   std::vector<std::string> tail;
+  const bool appended = delta_.has_value();
   if (delta_) {
     // The shard must be there (created with the schema): a digest row
     // deleted behind cplane's back stops every writer that would use it,
@@ -97,6 +98,8 @@ void PostgresBackend::commit() {
     delta_.reset();
   }
   if (announce_) tail.emplace_back("SELECT pg_notify('cplane_work', current_schema())");
+  // A commit that appended wakes the log's followers (tail --follow).
+  if (appended) tail.emplace_back("SELECT pg_notify('cplane_log', current_schema())");
   announce_ = false;
   tail.emplace_back("COMMIT");
   Result r;
@@ -151,11 +154,19 @@ Micros PostgresBackend::now() {
 }
 
 void PostgresBackend::wait_for_work(std::chrono::steady_clock::time_point deadline) {
+  wait_for_notice("cplane_work", listening_, deadline);
+}
+
+// A NOTIFY on `channel` naming this schema, or the deadline. The first call
+// only starts listening: the caller looks once more, as something may have
+// come before LISTEN.
+void PostgresBackend::wait_for_notice(const char* channel, bool& listening,
+                                      std::chrono::steady_clock::time_point deadline) {
   ensure_connected();
-  if (!listening_) {
-    simple("LISTEN cplane_work", "cannot listen for work");
-    listening_ = true;
-    return;  // the caller looks once more: work may have come before LISTEN
+  if (!listening) {
+    simple(fmt::format("LISTEN {}", channel).c_str(), "cannot listen for commits");
+    listening = true;
+    return;
   }
   for (;;) {
     if (PQconsumeInput(conn_) == 0) {
@@ -165,7 +176,7 @@ void PostgresBackend::wait_for_work(std::chrono::steady_clock::time_point deadli
     }
     bool woken = false;
     while (PGnotify* n = PQnotifies(conn_)) {
-      woken = woken || schema_ == n->extra;
+      woken = woken || (schema_ == n->extra && std::strcmp(n->relname, channel) == 0);
       PQfreemem(n);
     }
     if (woken) return;

@@ -113,6 +113,7 @@ class SqliteBackend final : public Backend {
   // listing.cpp
   std::vector<ItemRow> list_items(const ItemListing& listing) override;
   std::vector<RawEvent> read_final(Seq after, std::size_t max, const StreamRef* stream) override;
+  Seq final_horizon() override;
   void wait_for_commit(std::chrono::steady_clock::time_point deadline) override;
 
   // gauges.cpp: the metrics gauges

@@ -12,7 +12,7 @@ namespace cplane::storage::sqlite {
 // order; the residual filters are checked on the rows the walk meets.
 std::vector<ItemRow> SqliteBackend::list_items(const ItemListing& q) {
   check_usable();
-  std::string where = "status = ?1";
+  std::string where = "status = ?1 COLLATE NOCASE";
   if (q.project_id != nullptr) where += " AND project_id = ?2";
   if (q.beyond) where += q.newest_first ? " AND queued_seq < ?3" : " AND queued_seq > ?3";
   if (q.owner != nullptr) where += " AND owner = ?4";
@@ -58,6 +58,11 @@ std::vector<RawEvent> SqliteBackend::read_final(Seq after, std::size_t max,
   s.bind(after, static_cast<std::int64_t>(max));
   while (s.step()) out.push_back(read_event(s));
   return out;
+}
+
+Seq SqliteBackend::final_horizon() {
+  check_usable();
+  return last_seq();
 }
 
 // Every commit writes PATH-wal: the same inotify watch as wait_for_work.

@@ -361,7 +361,12 @@ DROP TABLE items_v6;
 // it serves:
 //   items_listing      items --project P [--status S]: one seek per status
 //   items_listing_all  items [--status S] over every project
-// both in queue order (queued_seq), from a cursor, either direction.
+// both in queue order (queued_seq), from a cursor, either direction. Their
+// status is keyed COLLATE NOCASE so that only the listing's own
+// `status = ? COLLATE NOCASE` can use them: with no statistics, SQLite's
+// planner would otherwise take them for a claim's `status = 'ready' AND
+// project_id = ?` (two equalities) over items_ready, and sort. Statuses
+// are lowercase words, so the listing loses nothing.
 extern const char* const kMigration9;
 
 const char* const kMigration8 = R"sql(
@@ -417,8 +422,8 @@ const std::string kSchema =
     "INSERT INTO log_digest (shard, events, last_seq, digest) VALUES (0, 0, 0, zeroblob(32));\n" +
     kSchemaRest;
 const char* const kMigration9 = R"sql(
-CREATE INDEX items_listing ON items(project_id, status, queued_seq);
-CREATE INDEX items_listing_all ON items(status, queued_seq);
+CREATE INDEX items_listing ON items(project_id, status COLLATE NOCASE, queued_seq);
+CREATE INDEX items_listing_all ON items(status COLLATE NOCASE, queued_seq);
 )sql";
 const std::string kMigration4 = std::string(R"sql(
 ALTER TABLE events ADD COLUMN stream_rev INTEGER NOT NULL DEFAULT 0;
