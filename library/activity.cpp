@@ -66,7 +66,6 @@ std::vector<ActivityMinute> recent_activity(ControlStore& store, Micros window,
   const Micros last = floor_minute(at);
   std::vector<ActivityMinute> out;
   for (Micros m = first; m <= last; m += kMinuteMicros) out.push_back({.start = m});
-  const Micros stop = last + kMinuteMicros;
 
   std::unordered_map<std::string, metrics::ItemClock> clocks;
   Seq after = window_start(store, first);
@@ -76,7 +75,7 @@ std::vector<ActivityMinute> recent_activity(ControlStore& store, Micros window,
     after = page.next;
     for (const auto& s : page.events) {
       const Event& e = s.event;
-      if (e.at >= stop) {
+      if (e.at > at) {  // the log's times rise: nothing later is in the window
         more = false;
         break;
       }

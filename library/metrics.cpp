@@ -348,8 +348,8 @@ std::vector<MetricFamily> MetricsCollector::collect(std::optional<Micros> now) {
         if (since > 0 && since <= snap.now) oldest = std::max(oldest, snap.now - since);
       };
       if (g.ready > 0) waited(g.oldest_ready_at);
-      if (g.due > 0) waited(g.earliest_run_at);
-      if (g.lapsed > 0) waited(g.earliest_lease_end);
+      if (g.due > 0) waited(g.earliest_due);
+      if (g.lapsed > 0) waited(g.earliest_lapse);
       age.samples.push_back(sample({"project"}, {p}, seconds(oldest)));
       leases.samples.push_back(sample({"project", "state"}, {p, "lapsed"}, double(g.lapsed)));
       leases.samples.push_back(

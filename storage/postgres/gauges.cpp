@@ -26,24 +26,26 @@ std::vector<Backend::ProjectGauges> PostgresBackend::project_gauges(Micros now) 
     g.oldest_ready_at = ready.i64(i, 2);
   }
   Result scheduled = run(
-      "SELECT project_id, count(*), count(*) FILTER (WHERE run_at <= $1), min(run_at) FROM items "
+      "SELECT project_id, count(*), count(*) FILTER (WHERE run_at <= $1), "
+      "min(run_at) FILTER (WHERE run_at <= $1) FROM items "
       "WHERE status = 'scheduled' GROUP BY project_id",
       Params().i64(now));
   for (int i = 0; i < scheduled.rows(); ++i) {
     auto& g = of(scheduled.text(i, 0));
     g.scheduled = scheduled.i64(i, 1);
     g.due = scheduled.i64(i, 2);
-    g.earliest_run_at = scheduled.i64(i, 3);
+    g.earliest_due = scheduled.i64(i, 3);
   }
   Result claimed = run(
       "SELECT project_id, count(*), count(*) FILTER (WHERE lease_expires_at <= $1), "
-      "min(lease_expires_at) FROM items WHERE status = 'claimed' GROUP BY project_id",
+      "min(lease_expires_at) FILTER (WHERE lease_expires_at <= $1) FROM items "
+      "WHERE status = 'claimed' GROUP BY project_id",
       Params().i64(now));
   for (int i = 0; i < claimed.rows(); ++i) {
     auto& g = of(claimed.text(i, 0));
     g.claimed = claimed.i64(i, 1);
     g.lapsed = claimed.i64(i, 2);
-    g.earliest_lease_end = claimed.i64(i, 3);
+    g.earliest_lapse = claimed.i64(i, 3);
   }
   std::vector<ProjectGauges> out;
   for (auto& entry : by_project) out.push_back(std::move(entry.second));

@@ -325,10 +325,6 @@ class PostgresBackend final : public Backend {
   std::vector<ProjectActorRow> all_assignments() override;
   std::array<std::int64_t, kItemStatuses + 1> status_counts(const std::string* project_id) override;
 
-  // ---- the metrics gauges (gauges.cpp) -------------------------------------------------
-  std::vector<ProjectGauges> project_gauges(Micros now) override;
-  std::vector<std::string> claimed_items() override;
-
   // ---- the operator's view (listing.cpp) -----------------------------------------------
   std::vector<ItemRow> list_items(const ItemListing& listing) override;
   std::vector<RawEvent> read_final(Seq after, std::size_t max, const StreamRef* stream) override;
@@ -336,6 +332,10 @@ class PostgresBackend final : public Backend {
   void wait_for_commit(std::chrono::steady_clock::time_point deadline) override;
   void wait_for_notice(const char* channel, bool& listening,
                        std::chrono::steady_clock::time_point deadline);
+
+  // ---- the metrics gauges (gauges.cpp) -------------------------------------------------
+  std::vector<ProjectGauges> project_gauges(Micros now) override;
+  std::vector<std::string> claimed_items() override;
 
   // The SQLSTATE of the last failed statement ("" if none yet).
   std::string last_error_state_;

@@ -1,77 +1,85 @@
 // The metrics gauges on SQLite (cplane metrics): counts and earliest times
-// of the open items, each status read from its own partial index, so that
-// a scrape costs the open items, however many terminal rows the table holds.
-// Reads only, inside the caller's read transaction.
-#include <map>
-
+// of the open items, project by project, each an index range that reads
+// the open items only, however many terminal rows the table holds. Reads
+// only, inside the caller's read transaction.
+//
+// SQLite 3.40 does not take a partial index as covering when the query
+// names the column of its condition (status), so a count over items_ready
+// would read every ready row. The counts therefore walk items_listing
+// (project_id, status, queued_seq), which covers them: one range per open
+// status. The partial indexes answer what needs their order: items_due the
+// scheduled items whose time has come, items_lease the lapsed leases (both
+// ranges that end at `now`, reading only those rows), each with its
+// earliest time.
 #include "storage/sqlite/engine.hpp"
 
 namespace cplane::storage::sqlite {
 
 namespace {
 
-// Grouped by project over the covering partial indexes: no row is read.
-constexpr const char* kReadyByProject =
-    "SELECT project_id, count(*) FROM items WHERE status = 'ready' GROUP BY project_id";
-constexpr const char* kScheduledByProject =
-    "SELECT project_id, count(*), coalesce(sum(run_at <= ?1), 0), min(run_at) FROM items "
-    "WHERE status = 'scheduled' GROUP BY project_id";
-constexpr const char* kClaimedByProject =
-    "SELECT project_id, count(*), coalesce(sum(lease_expires_at <= ?1), 0), "
-    "min(lease_expires_at) FROM items WHERE status = 'claimed' GROUP BY project_id";
-// One seek on items_listing (project, status, queued_seq).
+// items_listing keys status COLLATE NOCASE (schema.cpp says why): the
+// statements name that collation to use it.
+constexpr const char* kOpenCounts =
+    "SELECT status COLLATE NOCASE, count(*) FROM items WHERE project_id = ?1 AND status COLLATE "
+    "NOCASE IN ('ready', 'scheduled', 'claimed') GROUP BY status COLLATE NOCASE";
+constexpr const char* kDue =
+    "SELECT count(*), coalesce(min(run_at), 0) FROM items INDEXED BY items_due "
+    "WHERE project_id = ?1 AND status = 'scheduled' AND run_at <= ?2";
+constexpr const char* kLapsed =
+    "SELECT count(*), coalesce(min(lease_expires_at), 0) FROM items INDEXED BY items_lease "
+    "WHERE project_id = ?1 AND status = 'claimed' AND lease_expires_at <= ?2";
 constexpr const char* kOldestReady =
-    "SELECT queued_at FROM items WHERE project_id = ?1 AND status = 'ready' "
-    "ORDER BY queued_seq LIMIT 1";
-constexpr const char* kClaimedItems = "SELECT item_id FROM items WHERE status = 'claimed'";
+    "SELECT queued_at FROM items INDEXED BY items_listing WHERE project_id = ?1 AND "
+    "status = 'ready' COLLATE NOCASE ORDER BY queued_seq LIMIT 1";
+constexpr const char* kClaimedItems =
+    "SELECT item_id FROM items INDEXED BY items_listing_all WHERE status = 'claimed' COLLATE "
+    "NOCASE";
 
 }  // namespace
 
 std::vector<std::string> SqliteBackend::gauge_queries() {
-  return {kReadyByProject, kScheduledByProject, kClaimedByProject, kOldestReady, kClaimedItems};
+  return {kOpenCounts, kDue, kLapsed, kOldestReady, kClaimedItems};
 }
 
 std::vector<Backend::ProjectGauges> SqliteBackend::project_gauges(Micros now) {
   check_usable();
-  std::map<std::string, ProjectGauges> by_project;
-  const auto of = [&](std::string id) -> ProjectGauges& {
-    auto& g = by_project[id];
-    g.project_id = std::move(id);
-    return g;
-  };
-  {
-    Statement s(db_, kReadyByProject);
-    s.bind();
-    while (s.step()) of(s.text(0)).ready = s.i64(1);
-  }
-  {
-    Statement s(db_, kScheduledByProject);
-    s.bind(now);
-    while (s.step()) {
-      auto& g = of(s.text(0));
-      g.scheduled = s.i64(1);
-      g.due = s.i64(2);
-      g.earliest_run_at = s.i64(3);
-    }
-  }
-  {
-    Statement s(db_, kClaimedByProject);
-    s.bind(now);
-    while (s.step()) {
-      auto& g = of(s.text(0));
-      g.claimed = s.i64(1);
-      g.lapsed = s.i64(2);
-      g.earliest_lease_end = s.i64(3);
-    }
-  }
-  std::vector<ProjectGauges> out;
+  Statement counts(db_, kOpenCounts);
+  Statement due(db_, kDue);
+  Statement lapsed(db_, kLapsed);
   Statement oldest(db_, kOldestReady);
-  for (auto& [id, g] : by_project) {
+  std::vector<ProjectGauges> out;
+  for (auto& project : project_ids(nullptr)) {
+    ProjectGauges g;
+    counts.bind(project);
+    while (counts.step()) {
+      const auto status = parse_item_status(counts.text(0));
+      if (status == ItemStatus::ready) g.ready = counts.i64(1);
+      if (status == ItemStatus::scheduled) g.scheduled = counts.i64(1);
+      if (status == ItemStatus::claimed) g.claimed = counts.i64(1);
+    }
+    if (g.ready + g.scheduled + g.claimed == 0) continue;
+    if (g.scheduled > 0) {
+      due.bind(project, now);
+      if (due.step()) {
+        g.due = due.i64(0);
+        g.earliest_due = due.i64(1);
+      }
+      due.reset();
+    }
+    if (g.claimed > 0) {
+      lapsed.bind(project, now);
+      if (lapsed.step()) {
+        g.lapsed = lapsed.i64(0);
+        g.earliest_lapse = lapsed.i64(1);
+      }
+      lapsed.reset();
+    }
     if (g.ready > 0) {
-      oldest.bind(id);
+      oldest.bind(project);
       if (oldest.step()) g.oldest_ready_at = oldest.i64(0);
       oldest.reset();
     }
+    g.project_id = std::move(project);
     out.push_back(std::move(g));
   }
   return out;
