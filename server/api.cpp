@@ -28,7 +28,7 @@ Response api_overview(Console& console, const Request&) {
                            .done());
   }
   std::vector<std::string> minutes;
-  for (const auto& m : recent_activity(store, 60 * kMinuteMicros, console.now())) {
+  for (const auto& m : console.activity()) {
     minutes.push_back(activity_json(m));
   }
   return json(JsonObject()

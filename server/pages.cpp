@@ -80,7 +80,7 @@ Response page_overview(Console& console) {
     table += counts_row(project_link(id), store.status_counts(id), id);
   }
   table += "</table>\n";
-  const auto minutes = recent_activity(store, 60 * kMinuteMicros, console.now());
+  const auto minutes = console.activity();
   Series enqueued{"enqueued", "s-enqueued", {}}, claimed{"claimed", "s-claimed", {}},
       done{"done", "s-done", {}}, failed{"failed", "s-failed", {}}, lag{"longest wait", "s-lag", {}};
   std::int64_t total_claims = 0;

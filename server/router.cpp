@@ -66,6 +66,15 @@ Micros Console::now() const {
       .count();
 }
 
+const std::vector<ActivityMinute>& Console::activity() {
+  const Micros at = now();
+  if (activity_at_ == 0 || at - activity_at_ >= kActivityRefresh || at < activity_at_) {
+    activity_ = recent_activity(store_, 60 * kMinuteMicros, at);
+    activity_at_ = at;
+  }
+  return activity_;
+}
+
 namespace {
 
 using Captures = std::vector<std::string>;

@@ -75,12 +75,19 @@ class Console {
   const ServeOptions& options() const { return options_; }
   MetricsCollector& metrics() { return *metrics_; }
   Micros now() const;
+  // The last hour per minute (recent_activity), read again at most every
+  // kActivityRefresh: its cost is the hour's events, so a page reloaded
+  // in a loop does not read them each time.
+  const std::vector<ActivityMinute>& activity();
+  static constexpr Micros kActivityRefresh = 15'000'000;
 
  private:
   Response route(const Request& request);
   ControlStore& store_;
   const ServeOptions& options_;
   std::unique_ptr<MetricsCollector> metrics_;
+  std::vector<ActivityMinute> activity_;
+  Micros activity_at_ = 0;
 };
 
 // ---- the routes' bodies (server/api.cpp, actions.cpp, pages.cpp, item_page.cpp)
