@@ -3,6 +3,7 @@
 // only: each page or batch is one snapshot, and no command here takes the
 // write lock.
 #include <ctime>
+#include <thread>
 
 #include "cli/cli.hpp"
 
@@ -256,6 +257,8 @@ std::string Cli::event_line(const StoredEvent& stored, bool timeline) const {
   return line;
 }
 
+constexpr auto kFollowerPace = std::chrono::milliseconds(100);
+
 // Prints every final event after query.after, batch by batch, flushing each
 // (a consumer reading the pipe sees them as they come); with --follow,
 // waits for more until killed or its output closes.
@@ -263,9 +266,11 @@ void Cli::follow_log(ControlStore& store, ControlStore::LogQuery query, bool tim
   const bool array = json_ && !jsonl_ && !follow_;
   bool first = true;
   if (array) print_raw("[");
+  auto last_read = std::chrono::steady_clock::now();
   for (;;) {
     ControlStore::LogPage page;
     try {
+      last_read = std::chrono::steady_clock::now();
       page = store.read_log(query);
     } catch (const StorageError& e) {
       // A writer stopped mid-transaction holds back what is final: a
@@ -289,6 +294,10 @@ void Cli::follow_log(ControlStore& store, ControlStore::LogQuery query, bool tim
     if (moved) continue;  // more may be there
     if (!follow_) break;
     store.wait_for_log(query.after, std::chrono::seconds(10));
+    // At most ten reads a second: a busy log is read in batches, and on
+    // PostgreSQL each read looks up the log's writers (pg_locks), which
+    // every writer's locking then waits on.
+    std::this_thread::sleep_until(last_read + kFollowerPace);
   }
   if (array) print("]");
 }
