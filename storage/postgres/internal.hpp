@@ -336,6 +336,10 @@ class PostgresBackend final : public Backend {
   // the schema's hash.
   static constexpr std::int64_t kFollowerLockClass = 0x63706c6e;
 
+  // ---- the metrics gauges (gauges.cpp) -------------------------------------------------
+  std::vector<ProjectGauges> project_gauges(Micros now) override;
+  std::vector<std::string> claimed_items() override;
+
   // The SQLSTATE of the last failed statement ("" if none yet).
   std::string last_error_state_;
 
