@@ -45,6 +45,7 @@
 #include <cplane/cplane.hpp>
 
 #include "bench/fleet_run.hpp"
+#include "bench/metrics_bench.hpp"
 #include "bench/pg_raw.hpp"
 #include "bench/sqlite_raw.hpp"
 #include "bench/view_bench.hpp"
@@ -262,7 +263,8 @@ class Bench {
                            "result line.")
         .addOptionWithArg({"scenario"}, KJ_BIND_METHOD(*this, set_scenario), "<name>",
                           "enqueue, single, drain, drain-matrix, latency, depth, scheduled, "
-                          "verify, assign-gate, allocate, keys, fair, raw, pg-raw")
+                          "verify, assign-gate, allocate, keys, fair, metrics (--items: events, default 10^6), "
+                          "raw, pg-raw")
         .addOptionWithArg({"db"}, KJ_BIND_METHOD(*this, set_db), "<url>",
                           "drain, drain-matrix, latency: the store to drain (a path or "
                           "postgresql://...; must hold no open items; not cleared); "
@@ -422,6 +424,9 @@ class Bench {
         cplane::bench::list_scenario(dir.file("."), max_given_ ? max_ : 200'000,
                                      items_given_ ? items_ : 1'000, durability_,
                                      [&](const std::string& line) { emit(line); });
+      } else if (scenario_ == "metrics") {
+        ScratchDir dir;
+        emit(bench_metrics(db_ ? *db_ : dir.file("metrics.db"), items_given_ ? items_ : 1'000'000));
       } else if (scenario_ == "raw") {
         sqlite_raw();
       } else if (scenario_ == "pg-raw") {
@@ -429,8 +434,8 @@ class Bench {
         pg_raw();
       } else {
         return "--scenario is one of enqueue, single, drain, drain-matrix, latency, depth, "
-               "scheduled, verify, assign-gate, allocate, keys, fair, list, raw, pg-raw (or use --plot "
-               "DIR)";
+               "scheduled, verify, assign-gate, allocate, keys, fair, list, metrics, raw, pg-raw (or "
+               "use --plot DIR)";
       }
     } catch (const std::exception& e) {
       std::cerr << "cplane-bench: " << e.what() << '\n';

@@ -292,6 +292,13 @@ class Cli {
   Validity set_overlap(kj::StringPtr text);
   Validity set_catch_up(kj::StringPtr text);
   static std::string schedule_json(const ScheduleRow& row);
+  // ---- metrics (cli/metrics.cpp) -------------------------------------------------
+  kj::MainFunc metrics_command();
+  Validity set_state_file(kj::StringPtr text);
+  Validity set_from_start();
+  Validity run_metrics();
+  std::optional<std::string> state_file_;
+  bool from_start_ = false;
 
   // ---- projects -------------------------------------------------------------
   kj::MainFunc projects_command();

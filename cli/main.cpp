@@ -94,6 +94,7 @@ kj::MainFunc Cli::main() {
                      "count items by status (one project with --project)")
       .addSubCommand("migrate", KJ_BIND_METHOD(*this, migrate_command),
                      "upgrade an existing database to this cplane's schema")
+      .addSubCommand("metrics", KJ_BIND_METHOD(*this, metrics_command), "the Prometheus text format: depth, lag, leases, counters from the log")
       .build();
 }
 

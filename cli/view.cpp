@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <ctime>
+#include <thread>
 
 #include "cli/cli.hpp"
 
@@ -295,6 +296,8 @@ std::string Cli::event_line(const StoredEvent& stored, bool timeline) const {
   return line;
 }
 
+constexpr auto kFollowerPace = std::chrono::milliseconds(100);
+
 // Prints every final event after query.after, batch by batch, flushing each
 // (a consumer reading the pipe sees them as they come); with --follow,
 // waits for more until killed or its output closes.
@@ -309,9 +312,11 @@ void Cli::follow_log(ControlStore& store, ControlStore::LogQuery query, bool tim
     context_.write_error = EPIPE;
   };
   if (array) print_raw("[");
+  auto last_read = std::chrono::steady_clock::now();
   for (;;) {
     ControlStore::LogPage page;
     try {
+      last_read = std::chrono::steady_clock::now();
       page = store.read_log(query);
       held_back = false;
     } catch (const StorageError& e) {
@@ -340,6 +345,10 @@ void Cli::follow_log(ControlStore& store, ControlStore::LogQuery query, bool tim
     if (reader_gone()) return stop_following();
     // A second at a time, so that a reader that went away is noticed.
     store.wait_for_log(query.after, std::chrono::seconds(1));
+    // At most ten reads a second: a busy log is read in batches, and on
+    // PostgreSQL each read looks up the log's writers (pg_locks), which
+    // every writer's locking then waits on.
+    std::this_thread::sleep_until(last_read + kFollowerPace);
   }
   if (array) print("]");
 }

@@ -366,6 +366,31 @@ class Backend : public LogSource, public RowSource {
   // one may have happened since the previous call, or at `deadline`; the
   // first call only arms the wake-up and returns at once.
   virtual void wait_for_commit(std::chrono::steady_clock::time_point deadline) = 0;
+
+  // ---- metrics gauges (storage/sqlite/gauges.cpp, storage/postgres/gauges.cpp)
+  // What `cplane metrics` reads at each scrape, inside a read transaction:
+  // index reads of the open items only (ready, scheduled, claimed), never
+  // of the terminal rows. Each engine says which indexes (SQLite: ranges of
+  // items_listing for the counts; PostgreSQL: the partial indexes
+  // items_ready, items_due, items_lease); the due and lapsed ones are
+  // ranges of items_due and items_lease that end at `now`.
+  struct ProjectGauges {
+    std::string project_id;
+    std::int64_t ready = 0;
+    std::int64_t scheduled = 0;
+    std::int64_t due = 0;            // scheduled, run_at at or before `now`
+    std::int64_t claimed = 0;
+    std::int64_t lapsed = 0;         // claimed, the lease ended at or before `now`
+    Micros oldest_ready_at = 0;      // queued_at of its first ready item in queue order; 0: none
+    Micros earliest_due = 0;         // the earliest run_at of its due items; 0: none
+    Micros earliest_lapse = 0;       // the earliest lease end of its lapsed items; 0: none
+    bool operator==(const ProjectGauges&) const = default;
+  };
+  // The projects with a ready, scheduled or claimed item, by project id.
+  virtual std::vector<ProjectGauges> project_gauges(Micros now) = 0;
+  // Every claimed item's id, in no order: a covering index range (the
+  // collector's seed of what is claimed).
+  virtual std::vector<std::string> claimed_items() = 0;
 };
 
 // RAII guard: rolls back unless committed.

@@ -197,6 +197,13 @@ class BackendWrapper : public Backend {
   std::array<std::int64_t, kItemStatuses + 1> status_counts(const std::string* project_id) override {
     return inner_->status_counts(project_id);
   }
+  // ---- metrics gauges
+  std::vector<ProjectGauges> project_gauges(Micros now) override {
+    return inner_->project_gauges(now);
+  }
+  std::vector<std::string> claimed_items() override {
+    return inner_->claimed_items();
+  }
 
  private:
   std::unique_ptr<Backend> inner_;

@@ -10,13 +10,14 @@
 //
 // The public headers, all under <cplane/...>: store (ControlStore and its
 // options), sqlite_options, errors, events, rows, verdict, ledger (problems
-// and rebuild reports), verify, version. Nothing else is installed, and none
+// and rebuild reports), verify, metrics (Prometheus, activity), version. Nothing else is installed, and none
 // of them names the implementation behind ControlStore (a test checks it).
 #pragma once
 
 #include <cplane/errors.hpp>
 #include <cplane/events.hpp>
 #include <cplane/ledger.hpp>
+#include <cplane/metrics.hpp>
 #include <cplane/rows.hpp>
 #include <cplane/sqlite_options.hpp>
 #include <cplane/store.hpp>

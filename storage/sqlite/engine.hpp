@@ -116,6 +116,12 @@ class SqliteBackend final : public Backend {
   Seq final_horizon() override;
   void wait_for_commit(std::chrono::steady_clock::time_point deadline) override;
 
+  // gauges.cpp: the metrics gauges
+  std::vector<ProjectGauges> project_gauges(Micros now) override;
+  std::vector<std::string> claimed_items() override;
+  // Their statements, as run (?1 the time), for a test's EXPLAIN QUERY PLAN.
+  static std::vector<std::string> gauge_queries();
+
   // projects.cpp
   std::vector<std::string> claimable_project_ids(const std::string* actor) override;
   std::optional<ProjectRow> find_project(std::string_view project_id) override;
