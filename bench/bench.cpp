@@ -263,8 +263,8 @@ class Bench {
                            "result line.")
         .addOptionWithArg({"scenario"}, KJ_BIND_METHOD(*this, set_scenario), "<name>",
                           "enqueue, single, drain, drain-matrix, latency, depth, scheduled, "
-                          "verify, assign-gate, allocate, keys, fair, metrics (--items: events, default 10^6), "
-                          "raw, pg-raw")
+                          "verify, assign-gate, allocate, keys, fair, list, metrics (--items: events, default "
+                          "10^6), raw, pg-raw")
         .addOptionWithArg({"db"}, KJ_BIND_METHOD(*this, set_db), "<url>",
                           "drain, drain-matrix, latency: the store to drain (a path or "
                           "postgresql://...; must hold no open items; not cleared); "

@@ -17,9 +17,11 @@ namespace cplane::storage::sqlite {
 
 namespace {
 
+// items_listing keys status COLLATE NOCASE (schema.cpp says why): the
+// statements name that collation to use it.
 constexpr const char* kOpenCounts =
-    "SELECT status, count(*) FROM items WHERE project_id = ?1 AND status IN ('ready', "
-    "'scheduled', 'claimed') GROUP BY status";
+    "SELECT status COLLATE NOCASE, count(*) FROM items WHERE project_id = ?1 AND status COLLATE "
+    "NOCASE IN ('ready', 'scheduled', 'claimed') GROUP BY status COLLATE NOCASE";
 constexpr const char* kDue =
     "SELECT count(*), coalesce(min(run_at), 0) FROM items INDEXED BY items_due "
     "WHERE project_id = ?1 AND status = 'scheduled' AND run_at <= ?2";
@@ -28,9 +30,10 @@ constexpr const char* kLapsed =
     "WHERE project_id = ?1 AND status = 'claimed' AND lease_expires_at <= ?2";
 constexpr const char* kOldestReady =
     "SELECT queued_at FROM items INDEXED BY items_listing WHERE project_id = ?1 AND "
-    "status = 'ready' ORDER BY queued_seq LIMIT 1";
+    "status = 'ready' COLLATE NOCASE ORDER BY queued_seq LIMIT 1";
 constexpr const char* kClaimedItems =
-    "SELECT item_id FROM items INDEXED BY items_listing_all WHERE status = 'claimed'";
+    "SELECT item_id FROM items INDEXED BY items_listing_all WHERE status = 'claimed' COLLATE "
+    "NOCASE";
 
 }  // namespace
 
