@@ -78,7 +78,7 @@ std::string bench_metrics(const std::string& url, std::int64_t events) {
   }
   return JsonObject()
       .str("scenario", "metrics")
-      .num("events", end)
+      .num("last_seq", end)
       .fixed("fill_s", fill_s, 2)
       .num("full_pass_events", passed)
       .fixed("full_pass_s", full_pass_s, 4)

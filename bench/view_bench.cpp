@@ -52,6 +52,7 @@ double page_us(ControlStore& store, const Listing& l, int rounds) {
     const auto page = store.list_items(q);
     if (!page.next) break;
     q.after = page.next;
+    q.after_seq = page.next_seq;
   }
   std::vector<double> us;
   for (int r = 0; r < rounds; ++r) {

@@ -406,6 +406,7 @@ class Cli {
   Validity set_session_filter(kj::StringPtr text);
   Validity set_page_limit(kj::StringPtr text);
   Validity set_after_item(kj::StringPtr text);
+  Validity set_after_seq(kj::StringPtr text);
   Validity set_order(kj::StringPtr text);
   Validity set_jsonl();
   Validity set_tail_from(kj::StringPtr text);
@@ -592,6 +593,7 @@ class Cli {
   std::optional<std::string> session_filter_;
   std::size_t page_limit_ = 50;
   std::optional<std::string> after_item_;
+  std::optional<Seq> after_seq_;
   bool oldest_first_ = false;
   bool jsonl_ = false;
   std::optional<Seq> tail_from_;

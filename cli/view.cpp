@@ -2,7 +2,11 @@
 // `tail` (the log as a stream) and `history` (one item's timeline). Reads
 // only: each page or batch is one snapshot, and no command here takes the
 // write lock.
+#include <poll.h>
+
+#include <cerrno>
 #include <ctime>
+#include <thread>
 
 #include "cli/cli.hpp"
 
@@ -58,6 +62,27 @@ std::vector<std::string> split_commas(std::string_view text) {
   return out;
 }
 
+// True when standard output is a pipe whose reader went away (or a
+// terminal that hung up): a quiet follower has nothing to write that would
+// fail, so it asks.
+bool reader_gone() {
+  pollfd out{STDOUT_FILENO, 0, 0};
+  return ::poll(&out, 1, 0) == 1 && (out.revents & (POLLERR | POLLHUP)) != 0;
+}
+
+// The log's end; a follower waits out a writer stopped mid-command (busy)
+// as follow_log does, a one-shot read says so.
+Seq final_end(ControlStore& store, bool follow) {
+  for (bool said = false;; said = true) {
+    try {
+      return store.log_end();
+    } catch (const StorageError& e) {
+      if (!follow || e.category() != StorageError::Category::busy) throw;
+      if (!said) std::cerr << "cplane: " << e.what() << " (waiting)\n";
+    }
+  }
+}
+
 }  // namespace
 
 // ---- options ------------------------------------------------------------------------
@@ -83,6 +108,13 @@ Validity Cli::set_after_item(kj::StringPtr text) {
     return kj::mv(*error);
   }
   after_item_ = std::string(text.cStr(), text.size());
+  return true;
+}
+
+Validity Cli::set_after_seq(kj::StringPtr text) {
+  auto v = parse_int<Seq>(text);
+  if (!v || *v < 1) return "--after-seq takes the cursor's queued_seq: a whole number from 1";
+  after_seq_ = *v;
   return true;
 }
 
@@ -173,6 +205,9 @@ kj::MainFunc Cli::items_command() {
                         "items per page (default 50, at most 1000)")
       .addOptionWithArg({"after"}, KJ_BIND_METHOD(*this, set_after_item), "<item>",
                         "the cursor: the last item of the previous page")
+      .addOptionWithArg({"after-seq"}, KJ_BIND_METHOD(*this, set_after_seq), "<seq>",
+                        "with --after: the cursor's place as its page printed it (an item "
+                        "redriven since has moved to the back of the queue)")
       .addOptionWithArg({"order"}, KJ_BIND_METHOD(*this, set_order), "<newest|oldest>",
                         "newest first (the default) or oldest first, by queue order")
       .addOption({"jsonl"}, KJ_BIND_METHOD(*this, set_jsonl), "one JSON item per line")
@@ -183,6 +218,7 @@ kj::MainFunc Cli::items_command() {
 }
 
 Validity Cli::run_items() {
+  if (after_seq_ && !after_item_) return "--after-seq goes with --after ITEM";
   return run([&] {
     auto store = open(Access::read);
     ControlStore::ItemQuery q;
@@ -196,6 +232,7 @@ Validity Cli::run_items() {
     q.order = oldest_first_ ? ControlStore::ItemQuery::Order::oldest
                             : ControlStore::ItemQuery::Order::newest;
     q.after = after_item_;
+    q.after_seq = after_seq_;
     q.limit = page_limit_;
     const auto page = store.list_items(q, actor_);
     if (jsonl_) {
@@ -208,6 +245,7 @@ Validity Cli::run_items() {
       print(JsonObject()
                 .raw("items", items + "]")
                 .raw("next", page.next ? json_string(*page.next) : "null")
+                .raw("next_seq", page.next_seq ? std::to_string(*page.next_seq) : "null")
                 .done());
     } else {
       std::vector<std::vector<std::string>> rows{
@@ -219,7 +257,9 @@ Validity Cli::run_items() {
                         utc(item.updated_at), escape_invisible(item.payload)});
       }
       if (!page.items.empty()) print_raw(table(rows));
-      if (page.next) std::cerr << "next: --after " << *page.next << '\n';
+      if (page.next) {
+        std::cerr << "next: --after " << *page.next << " --after-seq " << *page.next_seq << '\n';
+      }
     }
   });
 }
@@ -256,22 +296,36 @@ std::string Cli::event_line(const StoredEvent& stored, bool timeline) const {
   return line;
 }
 
+constexpr auto kFollowerPace = std::chrono::milliseconds(100);
+
 // Prints every final event after query.after, batch by batch, flushing each
 // (a consumer reading the pipe sees them as they come); with --follow,
 // waits for more until killed or its output closes.
 void Cli::follow_log(ControlStore& store, ControlStore::LogQuery query, bool timeline) {
   const bool array = json_ && !jsonl_ && !follow_;
   bool first = true;
+  bool held_back = false;  // said once per stall
+  // The reader went away while nothing was being written: as a failed
+  // write would have said, so that main reports it.
+  auto stop_following = [&] {
+    context_.output.clear();
+    context_.write_error = EPIPE;
+  };
   if (array) print_raw("[");
+  auto last_read = std::chrono::steady_clock::now();
   for (;;) {
     ControlStore::LogPage page;
     try {
+      last_read = std::chrono::steady_clock::now();
       page = store.read_log(query);
+      held_back = false;
     } catch (const StorageError& e) {
       // A writer stopped mid-transaction holds back what is final: a
       // follower waits it out, a one-shot read says so.
       if (!follow_ || e.category() != StorageError::Category::busy) throw;
-      std::cerr << "cplane: " << e.what() << '\n';
+      if (!held_back) std::cerr << "cplane: " << e.what() << " (waiting)\n";
+      held_back = true;
+      if (reader_gone()) return stop_following();
       store.wait_for_log(query.after, std::chrono::seconds(1));
       continue;
     }
@@ -288,7 +342,13 @@ void Cli::follow_log(ControlStore& store, ControlStore::LogQuery query, bool tim
     if (follow_ && !context_.flush_output()) return;  // the reader went away: main says so
     if (moved) continue;  // more may be there
     if (!follow_) break;
-    store.wait_for_log(query.after, std::chrono::seconds(10));
+    if (reader_gone()) return stop_following();
+    // A second at a time, so that a reader that went away is noticed.
+    store.wait_for_log(query.after, std::chrono::seconds(1));
+    // At most ten reads a second: a busy log is read in batches, and on
+    // PostgreSQL each read looks up the log's writers (pg_locks), which
+    // every writer's locking then waits on.
+    std::this_thread::sleep_until(last_read + kFollowerPace);
   }
   if (array) print("]");
 }
@@ -300,8 +360,8 @@ kj::MainFunc Cli::tail_command() {
              "fence, actor, request id and body. From the start, --from SEQ (that seq and "
              "after) or --from-end (only what comes next). --follow waits for new events "
              "(inotify on SQLite's WAL, LISTEN on PostgreSQL, a look every second as the "
-             "fallback) until killed. Only final events are printed: a consumer that resumes "
-             "with --from LAST+1 misses none and sees none twice."))
+             "fallback) until killed or its reader goes away. Only final events are printed: a "
+             "consumer that resumes with --from LAST+1 misses none and sees none twice."))
       .addOptionWithArg({"from"}, KJ_BIND_METHOD(*this, set_tail_from), "<seq>",
                         "start at this seq (resume: the last seq seen + 1)")
       .addOption({"from-end"}, KJ_BIND_METHOD(*this, set_from_end),
@@ -324,7 +384,7 @@ Validity Cli::run_tail() {
     q.stream = tail_stream_;
     q.types = tail_types_;
     if (from_end_ || tail_from_) {
-      const Seq end = store.log_end();
+      const Seq end = final_end(store, follow_);
       if (from_end_) {
         q.after = end;
       } else {

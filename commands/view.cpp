@@ -44,6 +44,36 @@ void require_type_names(const std::vector<std::string>& types) {
   }
 }
 
+// An event the log read examines: its body, which must be of the type and
+// stream its columns say.
+Event decode_examined(const storage::RawEvent& r) {
+  auto corrupt = [&](const std::string& what,
+                     StorageError::Category category = StorageError::Category::corruption) {
+    const bool edited = category == StorageError::Category::corruption;
+    return StorageError(category, fmt::format("event {} {}{}", r.seq, what,
+                                              edited ? ": the log was edited outside cplane; "
+                                                       "run cplane verify"
+                                                     : ""));
+  };
+  Event e;
+  try {
+    e = decode(r.body);
+  } catch (const UnreadableEvent& error) {
+    throw corrupt(fmt::format("does not decode ({})", error.what()), error.category());
+  }
+  if (type_name(e.body) != r.type) {
+    throw corrupt(fmt::format("is stored as type {} but its body is {}", quote_id(r.type),
+                              type_name(e.body)));
+  }
+  const StreamRef stream = stream_of(e);
+  if (to_string(stream.kind) != r.stream_kind || stream.id != r.stream_id) {
+    throw corrupt(fmt::format("is stored in stream {}:{} but its body is of {}:{}",
+                              quote_id(r.stream_kind), quote_id(r.stream_id),
+                              to_string(stream.kind), quote_id(stream.id)));
+  }
+  return e;
+}
+
 }  // namespace
 
 ControlStore::ItemPage ControlStore::list_items(const ItemQuery& query,
@@ -71,6 +101,13 @@ ControlStore::ItemPage ControlStore::Impl::list_items(const ItemQuery& query,
   }
   if (query.project) require_name(*query.project, "project id");
   if (query.after) require_name(*query.after, "item id");
+  if (query.after_seq && !query.after) {
+    throw InvalidArgument("a cursor's place (after_seq) needs its item (after)");
+  }
+  if (query.after_seq && *query.after_seq < 1) {
+    throw InvalidArgument(fmt::format("a cursor's place is a queued_seq from 1 (after_seq {})",
+                                      *query.after_seq));
+  }
   for (const auto* text : {&query.owner, &query.session, &query.key, &query.concurrency_key}) {
     if (*text && text->value().empty()) throw InvalidArgument("a filter needs a non-empty value");
   }
@@ -111,7 +148,8 @@ ControlStore::ItemPage ControlStore::Impl::list_items(const ItemQuery& query,
                                  "of the previous page)",
                                  quote_id(*query.after)));
     }
-    listing.beyond = cursor->queued_seq;
+    // Where the previous page saw it: a redrive since moved it to the back.
+    listing.beyond = query.after_seq.value_or(cursor->queued_seq);
   }
   listing.owner = query.owner ? &*query.owner : nullptr;
   listing.session = query.session ? &*query.session : nullptr;
@@ -141,6 +179,7 @@ ControlStore::ItemPage ControlStore::Impl::list_items(const ItemQuery& query,
   if (rows.size() > query.limit) {
     rows.pop_back();
     page.next = rows.back().item_id;
+    page.next_seq = rows.back().queued_seq;
   }
   page.items = std::move(rows);
   return page;
@@ -158,21 +197,18 @@ ControlStore::LogPage ControlStore::Impl::read_log(const LogQuery& query) {
   LogPage page;
   page.next = query.after;
   // A type filter reads past what it skips, in pages, up to `max` examined
-  // events: the cursor then moves on even when none matched.
+  // events: the cursor then moves on even when none matched. Every examined
+  // event is decoded and checked against its stored type and stream, and
+  // the filter goes by the body: a column that lies is reported, never a
+  // reason to skip an event (or to deliver another stream's).
   const auto raw = backend_->read_final(query.after, query.max,
                                         query.stream ? &*query.stream : nullptr);
   for (const auto& r : raw) {
     page.next = r.seq;
-    if (!query.types.empty() &&
-        std::find(query.types.begin(), query.types.end(), r.type) == query.types.end()) {
+    StoredEvent e{r.seq, decode_examined(r)};
+    if (!query.types.empty() && std::find(query.types.begin(), query.types.end(),
+                                          type_name(e.event.body)) == query.types.end()) {
       continue;
-    }
-    StoredEvent e{r.seq, decode(r.body)};
-    if (type_name(e.event.body) != r.type) {
-      throw StorageError(StorageError::Category::corruption,
-                         fmt::format("event {} is stored as type {} but its body is {}: the "
-                                     "log was edited outside cplane; run cplane verify",
-                                     r.seq, quote_id(r.type), type_name(e.event.body)));
     }
     page.events.push_back(std::move(e));
   }
@@ -193,7 +229,12 @@ bool ControlStore::Impl::wait_for_log(Seq after, std::chrono::milliseconds timeo
   // wait still wakes it.
   backend_->wait_for_commit(deadline);
   for (;;) {
-    if (!backend_->read_final(after, 1, nullptr).empty()) return true;
+    try {
+      if (!backend_->read_final(after, 1, nullptr).empty()) return true;
+    } catch (const StorageError& e) {
+      // A writer stopped mid-command: nothing after it is final yet.
+      if (e.category() != StorageError::Category::busy) throw;
+    }
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) return false;
     // The fallback: look again at least once a second, whatever woke us.

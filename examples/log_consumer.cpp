@@ -39,6 +39,7 @@ std::vector<std::string> failed_items(cplane::ControlStore& store) {
     for (const auto& item : page.items) out.push_back(item.item_id);
     if (!page.next) return out;
     query.after = page.next;  // the cursor: the last item of this page
+    query.after_seq = page.next_seq;  // and its place then
   }
 }
 

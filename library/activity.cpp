@@ -41,15 +41,6 @@ Seq window_start(ControlStore& store, Micros from) {
   return lo;
 }
 
-metrics::ItemClock clock_before(ControlStore& store, const std::string& item_id, Seq seq) {
-  metrics::ItemClock clock;
-  for (const auto& e : store.events(item_id)) {
-    if (e.seq >= seq) break;
-    clock.apply(e.event);
-  }
-  return clock;
-}
-
 }  // namespace
 
 std::vector<ActivityMinute> recent_activity(ControlStore& store, Micros window,
@@ -82,7 +73,7 @@ std::vector<ActivityMinute> recent_activity(ControlStore& store, Micros window,
       if (e.item_id.empty()) continue;
       auto& clock = clocks[e.item_id];
       const bool claim = metrics::is_claim(e.body);
-      if (claim && !clock.known) clock = clock_before(store, e.item_id, s.seq);
+      if (claim && !clock.known) clock = metrics::clock_before(store, e.item_id, s.seq);
       if (e.at >= first) {
         auto& minute = out[static_cast<std::size_t>((e.at - first) / kMinuteMicros)];
         if (claim) {

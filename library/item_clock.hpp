@@ -11,6 +11,7 @@
 #include <variant>
 
 #include <cplane/events.hpp>
+#include <cplane/store.hpp>
 
 #include "events/event.hpp"
 
@@ -68,6 +69,17 @@ struct ItemClock {
     available_since.reset();
   }
 };
+
+// An item's clock just before the event at `seq`, from its own events
+// (one index range: for a claim whose history the caller has not seen).
+inline ItemClock clock_before(ControlStore& store, const std::string& item_id, Seq seq) {
+  ItemClock clock;
+  for (const auto& e : store.events(item_id)) {
+    if (e.seq >= seq) break;
+    clock.apply(e.event);
+  }
+  return clock;
+}
 
 // Whether an event is a claim (a worker's claim or a session's assignment).
 inline bool is_claim(const EventBody& body) {

@@ -22,8 +22,6 @@
 #include <cplane/metrics.hpp>
 
 #include <algorithm>
-#include <array>
-#include <charconv>
 #include <cmath>
 #include <map>
 #include <set>
@@ -123,16 +121,6 @@ const std::vector<std::string>& all_type_names() {
   return names;
 }
 
-// Judges a claim at `seq` from its item's own events (the seed's overlap).
-bool claimed_before(ControlStore& store, const std::string& item_id, Seq seq) {
-  metrics::ItemClock clock;
-  for (const auto& e : store.events(item_id)) {
-    if (e.seq >= seq) break;
-    clock.apply(e.event);
-  }
-  return clock.claimed;
-}
-
 }  // namespace
 
 class MetricsCollector::State : public metrics::FoldState {};
@@ -198,8 +186,10 @@ void fold(metrics::FoldState& st, ControlStore& store, const StoredEvent& s) {
   st.add(Counter::events, {std::string(s.type())});
   const auto claim = [&](const char* via) {
     st.add(Counter::claims, {p, via});
-    const bool reclaim = s.seq <= st.overlap ? claimed_before(store, e.item_id, s.seq)
-                                             : st.claimed.contains(e.item_id);
+    // In the seed's overlap, judged from the item's own events.
+    const bool reclaim = s.seq <= st.overlap
+                             ? metrics::clock_before(store, e.item_id, s.seq).claimed
+                             : st.claimed.contains(e.item_id);
     if (reclaim) st.add(Counter::reclaims, {p});
     st.claimed.insert(e.item_id);
   };

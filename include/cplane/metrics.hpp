@@ -146,9 +146,10 @@ inline constexpr Micros kMaxActivityWindow = 24 * 60 * kMinuteMicros;  // a day
 // ones included (a chart's x axis). Reads the log from the first event of
 // the window (found by a binary search over seq: the log's times rise with
 // its seqs, as the store's clock does), so its cost is the window's
-// events, not the log's; a claim of an item that became claimable before
-// the window reads that item's events. InvalidArgument for a window that
-// is not in 1 minute ..= kMaxActivityWindow.
+// events, not the log's; an item whose first event in the window is its
+// claim has its own events read, to learn since when it waited. Events
+// after `now` are not counted. InvalidArgument for a window that is not in
+// 1 minute ..= kMaxActivityWindow.
 std::vector<ActivityMinute> recent_activity(ControlStore& store, Micros window,
                                             std::optional<Micros> now = {});
 

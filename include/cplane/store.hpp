@@ -860,18 +860,29 @@ class ControlStore {
     Order order = Order::newest;                 // by the order items were queued
     // The cursor: the last item of the previous page. Paging is stable: an
     // item is on one page only, in queue order, whatever changes meanwhile
-    // (an item that changes status may leave or join later pages).
+    // (an item that changes status may leave or join later pages), except
+    // that a redrive (retry) moves an item to the back of the queue: it
+    // may then show again on a later page (oldest first) or not at all
+    // (newest first).
     std::optional<std::string> after;
+    // Where the cursor stood when its page was read (ItemPage::next_seq,
+    // its queued_seq then), so that a cursor item redriven since, now at
+    // the back of the queue, does not move the next page. Without it, the
+    // cursor item's queued_seq now. Needs `after`.
+    std::optional<Seq> after_seq;
     std::size_t limit = 50;                      // 1 ..= kMaxListLimit
   };
   static constexpr std::size_t kMaxListLimit = 1000;
   struct ItemPage {
     std::vector<Item> items;
-    // Pass as `after` for the next page; nullopt when this page is the last.
+    // Pass as `after` (and next_seq as `after_seq`) for the next page;
+    // nullopt when this page is the last.
     std::optional<std::string> next;
+    std::optional<Seq> next_seq;
   };
-  // InvalidArgument for a limit outside 1..=kMaxListLimit or a malformed
-  // id; NotFound (unknown_item) when `after` names no item (unknown_project
+  // InvalidArgument for a limit outside 1..=kMaxListLimit, a malformed
+  // id, or an after_seq that is not positive or comes without `after`;
+  // NotFound (unknown_item) when `after` names no item (unknown_project
   // for an unknown project, unscoped). Scoped (actor): only the actor's
   // projects; ScopeDenied for a project or cursor outside them.
   ItemPage list_items(const ItemQuery& query, const std::optional<std::string>& actor = {});
@@ -897,7 +908,12 @@ class ControlStore {
     Seq next = 0;
   };
   // InvalidArgument for an unknown type name, a max outside its range or a
-  // negative `after`. StorageError(corruption) for an event that does not decode.
+  // negative `after`. StorageError(corruption) for an examined event that
+  // does not decode, or whose stored type or stream is not its body's
+  // (filters go by the body, so a lying column is reported, never
+  // skipped). StorageError(busy), on PostgreSQL, when a transaction that
+  // writes the log has been open for 5 s (a writer stopped mid-command):
+  // read again later.
   LogPage read_log(const LogQuery& query);
   LogPage read_log(Seq after_seq, std::size_t max) {
     LogQuery q;
@@ -905,13 +921,17 @@ class ControlStore {
     q.max = max;
     return read_log(q);
   }
-  // The newest final seq (0 for an empty log): `tail --from-end` starts there.
+  // The newest final seq (0 for an empty log): `tail --from-end` starts
+  // there. StorageError(busy) as for read_log.
   Seq log_end();
   // Returns once a commit may have added events after `after`, or when
   // `timeout` passes: true if read_log(after) would now return events. No
   // polling loop: the WAL's inotify watch (SQLite), LISTEN (PostgreSQL),
   // with a check every second as the fallback. A writer that crashes
-  // leaves nothing to wait for: the call returns at the timeout.
+  // leaves nothing to wait for: the call returns at the timeout. A writer
+  // stopped mid-command holds back what is final: nothing is, and the
+  // call returns false at the timeout (or after the 5 s a look waits for
+  // the log's writers, if that is later); it never raises busy.
   bool wait_for_log(Seq after, std::chrono::milliseconds timeout);
 
   // The schema version of the store's database, in its backend's own

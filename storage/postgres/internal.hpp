@@ -332,6 +332,9 @@ class PostgresBackend final : public Backend {
   void wait_for_commit(std::chrono::steady_clock::time_point deadline) override;
   void wait_for_notice(const char* channel, bool& listening,
                        std::chrono::steady_clock::time_point deadline);
+  // The first key of the follower's advisory lock ("cpln"); the second is
+  // the schema's hash.
+  static constexpr std::int64_t kFollowerLockClass = 0x63706c6e;
 
   // ---- the metrics gauges (gauges.cpp) -------------------------------------------------
   std::vector<ProjectGauges> project_gauges(Micros now) override;
@@ -353,6 +356,12 @@ class PostgresBackend final : public Backend {
   bool limits_locked_ = false;
   bool listening_ = false;
   bool log_listening_ = false;  // LISTEN cplane_log (wait_for_commit)
+  // Whether the log has followers, as last looked up (followed()).
+  bool followed();
+  bool followers_ = false;
+  std::chrono::steady_clock::time_point followers_checked_{};
+  std::chrono::steady_clock::time_point last_notice_{};
+  static constexpr std::chrono::milliseconds kNoticeGap{50};
   Micros tx_now_ = 0;
   std::optional<Delta> delta_;
   std::vector<Deferred> deferred_;

@@ -107,7 +107,15 @@ std::vector<RawEvent> PostgresBackend::read_final(Seq after, std::size_t max,
   return out;
 }
 
+// A follower says it is there with a shared advisory lock of its session
+// (writers NOTIFY cplane_log only while one is: PostgresBackend::followed),
+// then LISTENs.
 void PostgresBackend::wait_for_commit(std::chrono::steady_clock::time_point deadline) {
+  if (!log_listening_) {
+    ensure_connected();
+    run("SELECT pg_advisory_lock_shared($1::int, hashtext(current_schema()) & 2147483647)",
+        Params().i64(kFollowerLockClass));
+  }
   wait_for_notice("cplane_log", log_listening_, deadline);
 }
 
