@@ -63,12 +63,7 @@ Validity Cli::run_verify() {
 }
 
 std::string Cli::problem_json(const LedgerProblem& p, bool comma) {
-  return (comma ? "," : "") + JsonObject()
-                                  .str("kind", to_string(p.kind))
-                                  .str_or_null("item_id", p.item_id)
-                                  .str_or_null("project_id", p.project_id)
-                                  .str("detail", p.detail)
-                                  .done();
+  return (comma ? "," : "") + cplane::problem_json(p);
 }
 
 std::string Cli::problems_json(const std::vector<LedgerProblem>& problems) {

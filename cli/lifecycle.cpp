@@ -219,17 +219,7 @@ Validity Cli::run_project_show() {
     auto store = open(Access::read);
     const ProjectRow p = store.project(args_[0], actor_);
     if (json_) {
-      print(JsonObject()
-                .str("project_id", p.project_id)
-                .str("title", p.title)
-                .str("status", p.status)
-                .num("created_at", p.created_at)
-                .num("max_attempts", p.max_attempts)
-                .str("backoff", p.backoff.empty() ? "none" : p.backoff)
-                .boolean("paused", p.paused)
-                .str_or_null("pause_reason", p.pause_reason)
-                .num("weight", p.weight)
-                .done());
+      print(project_json(p));
     } else {
       print(fmt::format("project_id: {}\ntitle: {}\nstatus: {}\nmax_attempts: {}\nbackoff: {}\n"
                         "paused: {}{}",

@@ -142,15 +142,7 @@ Validity Cli::run_stats() {
                                c.invalid);
     }
     if (json_) {
-      print(JsonObject()
-                .num("ready", c.ready)
-                .num("claimed", c.claimed)
-                .num("done", c.done)
-                .num("failed", c.failed)
-                .num("closed", c.closed)
-                .num("scheduled", c.scheduled)
-                .num("cancelled", c.cancelled)
-                .done());
+      print(counts_json(c));
     } else {
       print(fmt::format("ready: {}\nclaimed: {}\ndone: {}\nfailed: {}\nclosed: {}\nscheduled: "
                         "{}\ncancelled: {}",

@@ -123,14 +123,7 @@ Validity Cli::run_sessions() {
     for (std::size_t i = 0; i < all.size(); ++i) {
       const auto& [row, items] = all[i];
       if (json_) {
-        out += (i ? "," : "") + JsonObject()
-                                    .str("session", row.session_id)
-                                    .str_or_null("actor", row.actor)
-                                    .num("opened_at", row.opened_at)
-                                    .num("last_seen_at", row.last_seen_at)
-                                    .num_or_null("closed_at", row.closed_at)
-                                    .raw("items", json_strings(items))
-                                    .done();
+        out += (i ? "," : "") + session_json(all[i]);
       } else {
         std::string held;
         for (const auto& item : items) held += (held.empty() ? "" : ",") + item;

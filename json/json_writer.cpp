@@ -9,6 +9,10 @@
 
 namespace cplane {
 
+std::size_t utf8_length(std::string_view text, std::size_t at) {
+  return utf8_sequence_length(text, at);
+}
+
 std::string json_string(std::string_view text) {
   std::string out;
   out.reserve(text.size() + 2);

@@ -18,6 +18,11 @@ std::string json_string(std::string_view text);
 // `text` as it is if it is one valid JSON value, else as a JSON string.
 std::string json_raw_or_string(std::string_view text);
 
+// The length (1-4) of the well-formed UTF-8 sequence at `text[at]`, 0 if
+// none there (what json_string replaces by U+FFFD; the console's HTML
+// escaping does the same).
+std::size_t utf8_length(std::string_view text, std::size_t at);
+
 // A JSON array of strings.
 std::string json_strings(const std::vector<std::string>& list);
 

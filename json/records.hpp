@@ -12,6 +12,19 @@ namespace cplane {
 // Every column of the row; "" and 0 where the engine means "none" are null.
 std::string item_json(const Item& row);
 
+// `cplane sessions --json`'s elements: session, actor, opened_at,
+// last_seen_at, closed_at, items (the live leases it holds).
+std::string session_json(const SessionInfo& info);
+
+// `cplane project show --json`: the project's row.
+std::string project_json(const ProjectRow& row);
+
+// `cplane stats --json`: items by status.
+std::string counts_json(const ControlStore::StatusCounts& counts);
+
+// `cplane verify --json`'s elements: kind, item_id, project_id, detail.
+std::string problem_json(const LedgerProblem& problem);
+
 // seq, type, actor, fence, at, item_id, project_id, request_id (16 hex
 // digits or null), stream_kind, stream_id, then every field of its kind by
 // its registration.

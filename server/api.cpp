@@ -45,6 +45,7 @@ Response api_items(Console& console, const Request& request) {
   return json(JsonObject()
                   .raw("items", json_array(items))
                   .str_or_null("next", page.next.value_or(""))
+                  .raw("next_seq", page.next_seq ? std::to_string(*page.next_seq) : "null")
                   .done());
 }
 

@@ -1,6 +1,7 @@
 // GET /items/ID: an item's row, payload, why it waits, its actions, and its
 // ledger as a timeline: who held it under which fence, each release,
 // expiry, attempt, gate-approved mutation and operator action.
+#include <type_traits>
 #include <variant>
 
 #include <fmt/format.h>
@@ -12,26 +13,26 @@ namespace cplane::server {
 
 namespace {
 
-template <class... F>
-struct Overloads : F... {
-  using F::operator()...;
-};
-template <class... F>
-Overloads(F...) -> Overloads<F...>;
-
+// A field's value as text: "" for an absent one, a list joined by commas.
 std::string field_text(const EventField::Value& value) {
-  return std::visit(Overloads{
-                        [](std::monostate) { return std::string(); },
-                        [](const std::string& v) { return v; },
-                        [](std::int64_t v) { return std::to_string(v); },
-                        [](const EventField::Json& v) { return v.text; },
-                        [](const std::vector<std::string>& v) {
-                          std::string out;
-                          for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
-                          return out;
-                        },
-                    },
-                    value);
+  return std::visit(
+      [](const auto& v) -> std::string {
+        using V = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<V, std::string>) {
+          return v;
+        } else if constexpr (std::is_same_v<V, std::int64_t>) {
+          return std::to_string(v);
+        } else if constexpr (std::is_same_v<V, EventField::Json>) {
+          return v.text;
+        } else if constexpr (std::is_same_v<V, std::vector<std::string>>) {
+          std::string out;
+          for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
+          return out;
+        } else {
+          return "";
+        }
+      },
+      value);
 }
 
 // The timeline's class of an event type: what kind of step it is.

@@ -1,7 +1,8 @@
 // The JSON the console's /api answers with: each shape is the one the
 // CLI's --json prints for the same thing (docs/cli.md), field for field,
-// so that a script may read either. Items and events are written by the
-// tools' one writer of them (json/records.hpp).
+// so that a script may read either. Items, events, sessions, projects,
+// counts and problems are written by the tools' one writer of records
+// (json/records.hpp); what only the console answers is here.
 #pragma once
 
 #include <string>
@@ -15,14 +16,6 @@
 
 namespace cplane::server {
 
-// Each element of `cplane sessions --json`.
-std::string session_json(const SessionInfo& info);
-// `cplane project show --json`.
-std::string project_json(const ProjectRow& row);
-// `cplane stats --json`.
-std::string counts_json(const ControlStore::StatusCounts& counts);
-// Each element of `cplane verify --json`.
-std::string problem_json(const LedgerProblem& problem);
 // One minute of recent_activity.
 std::string activity_json(const ActivityMinute& minute);
 

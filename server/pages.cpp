@@ -134,11 +134,13 @@ Response page_items(Console& console, const Request& request) {
   if (result.next) {
     std::string next_query;
     for (const auto& [key, v] : request.query) {
-      if (key == "after") continue;
+      if (key == "after" || key == "after_seq") continue;
       next_query += fmt::format("{}={}&", url_part(key), url_part(v.value_or("")));
     }
     body += fmt::format("<p><a id=\"next-page\" href=\"/items?{}\">Next page</a></p>\n",
-                        escape(next_query + "after=" + url_part(*result.next)));
+                        escape(next_query + "after=" + url_part(*result.next) +
+                               (result.next_seq ? "&after_seq=" + std::to_string(*result.next_seq)
+                                                : std::string())));
   }
   return page("Items", "Items", body);
 }

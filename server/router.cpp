@@ -90,7 +90,7 @@ struct Route {
 
 const std::vector<std::string_view> kItemParams = {
     "project", "status", "owner", "kind", "key", "session", "concurrency_key", "order", "limit",
-    "after"};
+    "after", "after_seq"};
 
 const std::vector<Route>& routes() {
   static const std::vector<Route> table = {
@@ -292,6 +292,16 @@ ControlStore::ItemQuery item_query(const Request& request) {
     } else {
       bad(fmt::format("order: {:?} is neither newest nor oldest", *order));
     }
+  }
+  if (auto seq = request.param("after_seq"); seq && !seq->empty()) {
+    Seq n = 0;
+    const char* end = seq->data() + seq->size();
+    auto [p, ec] = std::from_chars(seq->data(), end, n);
+    if (ec != std::errc() || p != end || n < 1) {
+      bad(fmt::format("after_seq: {:?} is not a whole number from 1", *seq));
+    }
+    if (!q.after) bad("after_seq goes with after=ITEM");
+    q.after_seq = n;
   }
   if (auto limit = request.param("limit"); limit && !limit->empty()) {
     std::size_t n = 0;

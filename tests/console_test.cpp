@@ -109,6 +109,8 @@ TEST_CASE("the api answers what the CLI's --json prints for the same read", "[co
         cli_json({"items", "--status", "ready,claimed", "--order", "oldest", "--limit", "1"}));
   CHECK(serve->get("/api/items?project=alpha&after=" + s.done_id).body ==
         cli_json({"items", "--project", "alpha", "--after", s.done_id}));
+  CHECK(serve->get("/api/items?order=oldest&after=" + s.ready_id + "&after_seq=3").body ==
+        cli_json({"items", "--order", "oldest", "--after", s.ready_id, "--after-seq", "3"}));
   CHECK(serve->get("/api/items/" + s.claimed_id).body == cli_json({"item", s.claimed_id}));
   CHECK(serve->get("/api/items/" + s.claimed_id + "/events").body == cli_json({"events", s.claimed_id}));
   CHECK(serve->get("/api/verify").body == cli_json({"verify"}));
@@ -295,6 +297,7 @@ TEST_CASE("unknown routes wrong methods and bad query values get a JSON error an
       {"GET", "/api/items?colour=red", 400, "invalid_input"},
       {"GET", "/api/items?limit=1&limit=2", 400, "invalid_input"},
       {"GET", "/api/items?after=nope", 404, "unknown_item"},
+      {"GET", "/api/items?after_seq=3", 400, "invalid_input"},
       {"GET", "/api/items?project=nope", 404, "unknown_project"},
       {"GET", "/api/items?project=%01", 400, "invalid_input"},
       {"GET", "/api/items/nope", 404, "unknown_item"},
