@@ -159,8 +159,24 @@ def make_store(binary, db):
     """A project with a fleet's worth of history: items in every state, a
     claim under a second fence, a session holding one, a payload that
     tries to run a script."""
-    cplane(binary, db, "project", "create", "alpha", "Alpha <i>project</i>")
-    cplane(binary, db, "project", "create", "beta", "Beta")
+    now = int(time.time() * 1e6)
+    minute = 60_000_000
+    at = lambda t, *args: cplane(binary, db, *args, "--now", str(t))
+    at(now - 50 * minute, "project", "create", "alpha", "Alpha <i>project</i>")
+    at(now - 50 * minute, "project", "create", "beta", "Beta")
+    # The last 45 minutes of a small fleet (back-dated, oldest first, as the
+    # log's times must rise with its seqs), for the overview's charts.
+    history = []
+    for i, ago in enumerate(range(45, 0, -3)):
+        t0 = now - ago * minute
+        k = 1 + (i * 7) % 4
+        for _ in range(k):
+            history.append(at(t0, "enqueue", "alpha", json.dumps({"task": f"earlier {i}"})).strip())
+        claims = json.loads(at(t0 + (i % 5) * 9_000_000, "claim", "--owner", "worker-0", "--max",
+                               str(k), "--json"))
+        finish = [c["item_id"] for c in claims]
+        at(t0 + 40_000_000, "finish", *finish, *sum([["--fence", "1"] for _ in finish], []),
+           "--status", "failed" if i % 6 == 5 else "done")
     hostile = cplane(binary, db, "enqueue", "alpha",
                      '{"task":"<script>window.__pwned=1</script><img src=x onerror=\\"window.__pwned=2\\">"}').strip()
     # The hostile one is claimed, released, claimed again: fences 1 and 2.
@@ -178,7 +194,7 @@ def make_store(binary, db):
     cplane(binary, db, "session", "open", "agent-1")
     cplane(binary, db, "assign", "agent-1", ids[3], "--actions", "push,comment")
     cplane(binary, db, "gate", "agent-1", ids[3], "--fence", "1", "--action", "push", "--record")
-    return {"hostile": hostile, "ids": ids, "beta": beta}
+    return {"hostile": hostile, "ids": ids, "beta": beta, "history": history}
 
 
 def start_serve(binary, db, tokens, log):
@@ -220,13 +236,14 @@ def run(args):
               "the overview counts all projects, alpha and beta")
         check(browser.evaluate("document.querySelectorAll('figure.chart svg').length") == 2,
               "the overview draws its two charts as inline SVG")
-        check(browser.evaluate("document.querySelectorAll('svg rect.s-claimed').length") >= 1,
-              "the throughput chart has the last hour's claims")
+        check(browser.evaluate("document.querySelectorAll('svg rect.s-claimed').length") >= 15,
+              "the throughput chart has a bar for each minute with claims")
         shot("overview.png")
 
         browser.navigate(base + "/items")
         listed = browser.evaluate("[...document.querySelectorAll('#items tr[data-item]')].map(r => r.dataset.item)")
-        check(set(listed) == {store["hostile"], *store["ids"], *store["beta"]}, "the items page lists every item")
+        check(set(listed) == {store["hostile"], *store["ids"], *store["beta"], *store["history"]},
+              "the items page lists every item")
         check(browser.evaluate("window.__pwned") is None, "the hostile payload did not run")
         check(browser.evaluate("document.scripts.length") == 1, "the page's only script is the console's")
         check("<script>window.__pwned=1</script>" in browser.evaluate("document.querySelector('#items').textContent"),
