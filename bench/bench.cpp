@@ -20,6 +20,7 @@
 //   cplane-bench --scenario fair      [--workers 16] [--max-depth 100000] [--items 100]
 //                                     (B's wait behind A's items, fair on and off)
 //   cplane-bench --scenario pg-raw --db postgresql://... [--workers 16] [--items N]
+//   cplane-bench --scenario console-load [--workers 16] [--items N] [--rps R] [--cplane PATH]
 //                [--claim one-statement|multi-statement]   (default both; see pg_raw.hpp)
 //   cplane-bench --plot DIR           (drain-matrix + depth, as PNG charts; needs gnuplot)
 #include <sys/resource.h>
@@ -44,6 +45,7 @@
 
 #include <cplane/cplane.hpp>
 
+#include "bench/console_load.hpp"
 #include "bench/fleet_run.hpp"
 #include "bench/metrics_bench.hpp"
 #include "bench/pg_raw.hpp"
@@ -303,6 +305,12 @@ class Bench {
                           "(default 100000)")
         .addOptionWithArg({"max-items"}, KJ_BIND_METHOD(*this, set_max), "<n>",
                           "verify scenario: largest store (default 1000000)")
+        .addOptionWithArg({"rps"}, KJ_BIND_METHOD(*this, set_rps), "<n>",
+                          "console-load: the console's client asks at most this many pages a "
+                          "second, one at a time (default 20)")
+        .addOptionWithArg({"cplane"}, KJ_BIND_METHOD(*this, set_cplane), "<path>",
+                          "console-load: the cplane binary that serves (default: the one "
+                          "beside cplane-bench, else cplane on PATH)")
         .addOptionWithArg({"plot"}, KJ_BIND_METHOD(*this, set_plot), "<dir>",
                           "run drain-matrix and depth, write PNG charts into DIR")
         .callAfterParsing(KJ_BIND_METHOD(*this, run))
@@ -320,6 +328,11 @@ class Bench {
     return positive(s, items_);
   }
   Validity set_workers(kj::StringPtr s) { return positive(s, workers_); }
+  Validity set_rps(kj::StringPtr s) { return positive(s, rps_); }
+  Validity set_cplane(kj::StringPtr s) {
+    cplane_ = s.cStr();
+    return true;
+  }
   Validity set_batch(kj::StringPtr s) { return positive(s, batch_); }
   Validity set_claim_batch(kj::StringPtr s) {
     std::int64_t n = 0;
@@ -427,6 +440,8 @@ class Bench {
       } else if (scenario_ == "metrics") {
         ScratchDir dir;
         emit(bench_metrics(db_ ? *db_ : dir.file("metrics.db"), items_given_ ? items_ : 1'000'000));
+      } else if (scenario_ == "console-load") {
+        console_load();
       } else if (scenario_ == "raw") {
         sqlite_raw();
       } else if (scenario_ == "pg-raw") {
@@ -434,7 +449,8 @@ class Bench {
         pg_raw();
       } else {
         return "--scenario is one of enqueue, single, drain, drain-matrix, latency, depth, "
-               "scheduled, verify, assign-gate, allocate, keys, fair, list, metrics, raw, pg-raw (or "
+               "scheduled, verify, assign-gate, allocate, keys, fair, list, metrics, console-load, raw, "
+               "pg-raw (or "
                "use --plot DIR)";
       }
     } catch (const std::exception& e) {
@@ -1449,6 +1465,74 @@ class Bench {
     }
   }
 
+  // The console under load (bench/console_load.hpp): rounds of the same
+  // drain of --items with --workers processes on a fresh store, without
+  // and with `cplane serve` answering a client's page and /metrics
+  // requests throughout, alternately (so that a warming disk or cache
+  // favours neither). One line per drain, then the medians' ratio; exit 1
+  // when a page was wrong.
+  void console_load() {
+    constexpr int kRounds = 3;
+    std::vector<double> without, with;
+    std::int64_t requests = 0, wrong = 0;
+    std::string first_wrong;
+    double p99 = 0;
+    const std::string cplane = cplane_ ? *cplane_ : default_cplane_binary();
+    for (int round = 0; round < kRounds; ++round) {
+      for (const bool console : {false, true}) {
+        ScratchDir dir;
+        const std::string db = dir.file("bench.db");
+        fill(db, items_);
+        std::optional<ConsoleUnderLoad> load;
+        if (console) load.emplace(cplane, db, static_cast<double>(rps_), dir.file("client"));
+        auto result = drain_fleet(db, workers_, Mode::plain, durability_, lock_ == "flock",
+                                  dir.file("worker"));
+        ConsoleLoad seen;
+        if (load) seen = load->stop();
+        if (result.items != items_) {
+          throw std::runtime_error(fmt::format("drain finished {} of {} items", result.items, items_));
+        }
+        const double rate = static_cast<double>(result.items) / result.seconds;
+        (console ? with : without).push_back(rate);
+        JsonObject line;
+        line.str("scenario", "console-load").num("round", round + 1).boolean("console", console);
+        drain_figures(line, result);
+        if (console) {
+          line.num("requests", seen.requests)
+              .num("wrong", seen.wrong)
+              .fixed("request_p50_ms", seen.p50_ms, 2)
+              .fixed("request_p99_ms", seen.p99_ms, 2)
+              .fixed("request_max_ms", seen.max_ms, 2);
+          requests += seen.requests;
+          wrong += seen.wrong;
+          p99 = std::max(p99, seen.p99_ms);
+          if (first_wrong.empty()) first_wrong = seen.first_wrong;
+        }
+        emit(line.done());
+      }
+    }
+    const auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    const double ratio = median(with) / median(without);
+    emit(JsonObject()
+             .str("scenario", "console-load-ratio")
+             .num("workers", workers_)
+             .num("items", items_)
+             .num("rps", rps_)
+             .fixed("items_per_s_without", median(without), 0)
+             .fixed("items_per_s_with", median(with), 0)
+             .fixed("ratio", ratio, 3)
+             .boolean("within_0_9", ratio >= 0.9)
+             .num("requests", requests)
+             .num("wrong", wrong)
+             .str_or_null("first_wrong", first_wrong)
+             .fixed("request_p99_ms", p99, 2)
+             .done());
+    if (wrong != 0) throw std::runtime_error("the console answered " + std::to_string(wrong) + " page(s) wrong: " + first_wrong);
+  }
+
   kj::ProcessContext& context_;
   std::string scenario_;
   std::int64_t items_ = 10'000;
@@ -1463,6 +1547,8 @@ class Bench {
   std::optional<std::string> db_;
   std::optional<RawClaim> claim_;
   std::optional<std::string> plot_;
+  std::int64_t rps_ = 20;
+  std::optional<std::string> cplane_;
   std::vector<std::string> lines_;
 };
 

@@ -457,6 +457,9 @@ class Cli {
   Validity run_recover();
   static std::string storage_file(const std::string& url) { return storage::sqlite_path(url); }
 
+  // ---- serve: the web console (cli/serve.cpp) -------------------------------
+  kj::MainFunc serve_command();
+
   // ---- plumbing -------------------------------------------------------------
   void print(const std::string& line) {
     context_.output += line;

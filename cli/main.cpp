@@ -94,6 +94,8 @@ kj::MainFunc Cli::main() {
                      "count items by status (one project with --project)")
       .addSubCommand("migrate", KJ_BIND_METHOD(*this, migrate_command),
                      "upgrade an existing database to this cplane's schema")
+      .addSubCommand("serve", KJ_BIND_METHOD(*this, serve_command),
+                     "serve the web console, /metrics and /api over HTTP")
       .addSubCommand("metrics", KJ_BIND_METHOD(*this, metrics_command), "the Prometheus text format: depth, lag, leases, counters from the log")
       .build();
 }

@@ -153,8 +153,9 @@ struct Release {
   std::string reason;
   std::optional<std::string> actor;
   std::optional<Micros> now;
+  std::optional<std::string> by;  // ReleaseOptions::by
   template <class S> static auto fields(S& s) {
-    return std::tie(s.sync, s.item_id, s.fence, s.reason, s.actor, s.now);
+    return std::tie(s.sync, s.item_id, s.fence, s.reason, s.actor, s.now, s.by);
   }
 };
 
@@ -263,8 +264,9 @@ struct Observe {
   ReviewState review = ReviewState::none;
   CloseReason close_reason = CloseReason::closed;
   std::optional<Micros> now;
+  std::string actor;  // terminal_left by an operator: named in the event ("" otherwise)
   template <class S> static auto fields(S& s) {
-    return std::tie(s.sync, s.kind, s.item_id, s.text, s.review, s.close_reason, s.now);
+    return std::tie(s.sync, s.kind, s.item_id, s.text, s.review, s.close_reason, s.now, s.actor);
   }
 };
 

@@ -357,6 +357,11 @@ bool ControlStore::leave_terminal_path(const std::string& item_id, std::optional
   return Impl::of(*this).leave_terminal_path(item_id, now);
 }
 
+bool ControlStore::leave_terminal_path(const std::string& item_id,
+                                       const LifecycleOptions& options) {
+  return Impl::of(*this).leave_terminal_path(item_id, options.now, options.actor);
+}
+
 std::vector<TerminalLockRow> ControlStore::terminal_path() {
   return Impl::of(*this).terminal_path();
 }
@@ -931,6 +936,7 @@ void ControlStore::Impl::release(const std::string& item_id, Fence fence, const 
   const InUse in_use(*this);
   require_name(item_id, "item id");
   require_actor(options.actor);
+  require_actor(options.by);
   require_size(reason, kMaxTextBytes, "reason");
   if (options.now) require_now(*options.now);
   CommandRunner::run(*this, cmd::Release{.sync = sync_for_finish(),
@@ -938,14 +944,15 @@ void ControlStore::Impl::release(const std::string& item_id, Fence fence, const 
                                          .fence = fence,
                                          .reason = reason,
                                          .actor = options.actor,
-                                         .now = options.now});
+                                         .now = options.now,
+                                         .by = options.by});
 }
 
 void CommandRunner::exec(ControlStore::Impl& s, const cmd::Release& c) {
   // Read once the write lock is held: the decision is made at this time.
   const Micros at = s.clock(c.now);
   s.report_in_tx(c.item_id, c.actor, [&](const std::optional<ItemRow>& row) {
-    return decide_release(row, c.item_id, c.fence, c.reason, kControlPlane, at);
+    return decide_release(row, c.item_id, c.fence, c.reason, c.by.value_or(kControlPlane), at);
   });
   s.backend_->announce_work();  // the item is ready again: wake a waiting claim
 }
@@ -1110,11 +1117,13 @@ bool ControlStore::Impl::enter_terminal_path(const std::string& item_id, const s
   return CommandRunner::run(*this, cmd::Observe{.sync = sync_for_finish(), .kind = cmd::Observe::terminal_entered, .item_id = item_id, .text = reason, .now = now});
 }
 
-bool ControlStore::Impl::leave_terminal_path(const std::string& item_id, std::optional<Micros> now) {
+bool ControlStore::Impl::leave_terminal_path(const std::string& item_id, std::optional<Micros> now,
+                                             const std::optional<std::string>& actor) {
   const InUse in_use(*this);
   require_name(item_id, "item id");
   if (now) require_now(*now);
-  return CommandRunner::run(*this, cmd::Observe{.sync = sync_for_finish(), .kind = cmd::Observe::terminal_left, .item_id = item_id, .now = now});
+  require_actor(actor);
+  return CommandRunner::run(*this, cmd::Observe{.sync = sync_for_finish(), .kind = cmd::Observe::terminal_left, .item_id = item_id, .now = now, .actor = actor.value_or("")});
 }
 
 // Observations are as durable as claims: the gate's head check (R4) rests
@@ -1132,7 +1141,8 @@ bool CommandRunner::exec(ControlStore::Impl& s, const cmd::Observe& c) {
       case cmd::Observe::closed: return decide_observe_close(row, c.item_id, c.close_reason, when);
       case cmd::Observe::terminal_entered:
         return decide_enter_terminal_path(row, c.item_id, c.text, when);
-      case cmd::Observe::terminal_left: return decide_leave_terminal_path(row, c.item_id, when);
+      case cmd::Observe::terminal_left:
+        return decide_leave_terminal_path(row, c.item_id, when, c.actor);
     }
     throw InternalError("an observation of an unknown kind");
   });

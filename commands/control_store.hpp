@@ -95,7 +95,8 @@ class ControlStore::Impl {
                            std::optional<Micros> now);
   bool enter_terminal_path(const std::string& item_id, const std::string& reason,
                            std::optional<Micros> now);
-  bool leave_terminal_path(const std::string& item_id, std::optional<Micros> now);
+  bool leave_terminal_path(const std::string& item_id, std::optional<Micros> now,
+                           const std::optional<std::string>& actor = {});
   std::vector<TerminalLockRow> terminal_path();
   bool link_incident(const IncidentKey& key, const std::string& target,
                      const IncidentObservation& observation, std::optional<Micros> now);

@@ -403,10 +403,13 @@ std::optional<Event> decide_enter_terminal_path(const std::optional<ItemRow>& ro
 }
 
 std::optional<Event> decide_leave_terminal_path(const std::optional<ItemRow>& row,
-                                                std::string_view item_id, Micros now) {
+                                                std::string_view item_id, Micros now,
+                                                const std::string& actor) {
   const ItemRow& item = require_item(row, item_id);
   if (item.terminal_since == 0) return std::nullopt;
-  return observed(item, now, TerminalPathLeft{});
+  Event event = observed(item, now, TerminalPathLeft{});
+  event.actor = actor;
+  return event;
 }
 
 // ---- idempotent enqueue ---------------------------------------------------------

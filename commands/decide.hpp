@@ -279,8 +279,10 @@ std::optional<Event> decide_enter_terminal_path(const std::optional<ItemRow>& ro
                                                 const std::string& reason, Micros now);
 // Taking it off: nullopt when it is not on it (as no terminal item is:
 // closing or finishing takes it off).
+// `actor`: the operator who took it off ("" for the control plane).
 std::optional<Event> decide_leave_terminal_path(const std::optional<ItemRow>& row,
-                                                std::string_view item_id, Micros now);
+                                                std::string_view item_id, Micros now,
+                                                const std::string& actor = "");
 
 // ---- idempotent enqueue ---------------------------------------------------------
 

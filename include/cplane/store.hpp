@@ -607,6 +607,10 @@ class ControlStore {
   struct ReleaseOptions {
     std::optional<std::string> actor;
     std::optional<Micros> now;
+    // An operator releasing the holder's claim (the console): named as the
+    // event's actor instead of the holder. Does not scope; the fence is
+    // checked all the same.
+    std::optional<std::string> by;
   };
   void release(const std::string& item_id, Fence fence, const std::string& reason = "",
                const ReleaseOptions& options = {});
@@ -735,6 +739,8 @@ class ControlStore {
   bool enter_terminal_path(const std::string& item_id, const std::string& reason = "",
                            std::optional<Micros> now = {});
   bool leave_terminal_path(const std::string& item_id, std::optional<Micros> now = {});
+  // The same, by an operator: options.actor is named in the event.
+  bool leave_terminal_path(const std::string& item_id, const LifecycleOptions& options);
   // The items on the terminal path, by item id.
   std::vector<TerminalLockRow> terminal_path();
 
