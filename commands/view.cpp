@@ -159,7 +159,31 @@ ControlStore::ItemPage ControlStore::Impl::list_items(const ItemQuery& query,
   // One walk per (project, status), each in queue order: merged, the first
   // limit + 1 of them.
   std::vector<ItemRow> rows;
+  if (query.key) {
+    // An idempotency key names at most one item per project: one seek on
+    // items_by_key per project, then the other filters on that row.
+    auto keep = [&](const ItemRow& r) {
+      if (std::find(statuses.begin(), statuses.end(), r.status) == statuses.end()) return false;
+      if (query.owner && r.owner != *query.owner) return false;
+      if (query.session && r.session != *query.session) return false;
+      if (query.concurrency_key && r.concurrency_key != *query.concurrency_key) return false;
+      if (query.kind && r.kind != *query.kind) return false;
+      if (listing.beyond) return newest ? r.queued_seq < *listing.beyond : r.queued_seq > *listing.beyond;
+      return true;
+    };
+    std::vector<std::string> ids;
+    if (projects.size() == 1 && !projects[0]) {
+      ids = backend_->project_ids(nullptr);
+    } else {
+      for (const auto& p : projects) ids.push_back(*p);
+    }
+    for (const auto& p : ids) {
+      auto row = backend_->find_item_by_key(p, *query.key);
+      if (row && keep(*row)) rows.push_back(std::move(*row));
+    }
+  }
   for (const auto& project : projects) {
+    if (query.key) break;
     listing.project_id = project ? &*project : nullptr;
     for (const ItemStatus status : statuses) {
       listing.status = status;

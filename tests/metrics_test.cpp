@@ -88,16 +88,18 @@ class CountingBackend : public storage::BackendWrapper {
   }
 };
 
-template <class F>
-InvalidArgument::Reason invalid(F&& f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return e.reason();
+// Matches an InvalidArgument of one reason (CHECK_THROWS_MATCHES).
+class RefusedAs : public Catch::MatcherBase<InvalidArgument> {
+ public:
+  explicit RefusedAs(InvalidArgument::Reason reason) : reason_(reason) {}
+  bool match(const InvalidArgument& e) const override { return e.reason() == reason_; }
+  std::string describe() const override {
+    return std::string("is refused as ") + to_string(reason_);
   }
-  FAIL("the call was accepted");
-  return InvalidArgument::Reason::misuse;
-}
+
+ private:
+  InvalidArgument::Reason reason_;
+};
 
 }  // namespace
 
@@ -387,13 +389,14 @@ TEST_CASE("metrics: a malformed state or one from another database is refused an
   };
   for (const auto& text : malformed) {
     INFO(text);
-    CHECK(invalid([&] { collector.load_state(text); }) == InvalidArgument::Reason::invalid_input);
+    CHECK_THROWS_MATCHES(collector.load_state(text), InvalidArgument,
+                         RefusedAs(InvalidArgument::Reason::invalid_input));
     CHECK(collector.save_state() == before);
   }
   MetricsCollector foreign(other);
   foreign.collect(at(1));
-  CHECK(invalid([&] { collector.load_state(foreign.save_state()); }) ==
-        InvalidArgument::Reason::conflict);
+  CHECK_THROWS_MATCHES(collector.load_state(foreign.save_state()), InvalidArgument,
+                       RefusedAs(InvalidArgument::Reason::conflict));
   CHECK(collector.save_state() == before);
 }
 
@@ -462,10 +465,10 @@ TEST_CASE("metrics: the activity series counts each minute and the longest claim
   CHECK(recent_activity(store, m, at(125)) ==
         std::vector<ActivityMinute>{minute(T0 + m, 0, 2, 1, 0, 69 * kSecond),
                                     minute(T0 + 2 * m, 0, 0, 0, 0, 0)});
-  CHECK(invalid([&] { recent_activity(store, kSecond, at(100)); }) ==
-        InvalidArgument::Reason::invalid_input);
-  CHECK(invalid([&] { recent_activity(store, kMaxActivityWindow + 1, at(100)); }) ==
-        InvalidArgument::Reason::invalid_input);
+  CHECK_THROWS_MATCHES(recent_activity(store, kSecond, at(100)), InvalidArgument,
+                       RefusedAs(InvalidArgument::Reason::invalid_input));
+  CHECK_THROWS_MATCHES(recent_activity(store, kMaxActivityWindow + 1, at(100)), InvalidArgument,
+                       RefusedAs(InvalidArgument::Reason::invalid_input));
 }
 
 namespace {
