@@ -578,3 +578,34 @@ TEST_CASE("cplane allocate, terminal and incident keep their exit codes and JSON
              Catch::StartsWith(R"([{"provider":"sentry")"));
   CHECK_EXIT(cli({"verify"}), 0);
 }
+
+// The console's actions (docs/console.md): an operator releasing a
+// worker's claim, or taking an item off the terminal path, is named in the
+// event, where the holder (or nobody) was before; the fence still decides.
+TEST_CASE("an operator's release and leaving of the terminal path name the operator", "[allocate]") {
+  TempDir dir;
+  Queue q(dir);
+  ControlStore store{q.db};
+  const auto a = enqueue(store, "alpha", {});
+  const auto c = store.claim("worker-1", {.now = T0 + 1});
+  REQUIRE(c);
+  ControlStore::ReleaseOptions by_alice;
+  by_alice.now = T0 + 2;
+  by_alice.by = "alice";
+  CHECK_THROWS_AS(store.release(a, c->fence + 1, "", by_alice), FenceRejected);
+  store.release(a, c->fence, "stuck", by_alice);
+  CHECK(store.events(a).back().event.actor == "alice");
+  CHECK(store.item(a).status == ItemStatus::ready);
+  // Without `by`, the holder releases in its own name, as before.
+  const auto again = store.claim("worker-2", {.now = T0 + 3});
+  store.release(a, again->fence, "", {.now = T0 + 4});
+  CHECK(store.events(a).back().event.actor == "worker-2");
+  store.enter_terminal_path(a, "approved", T0 + 5);
+  CHECK(store.leave_terminal_path(a, ControlStore::LifecycleOptions{.actor = "alice", .now = T0 + 6}));
+  CHECK(store.events(a).back().type() == "terminal_path_left");
+  CHECK(store.events(a).back().event.actor == "alice");
+  CHECK_FALSE(store.leave_terminal_path(a, ControlStore::LifecycleOptions{.actor = "alice", .now = T0 + 7}));
+  CHECK_THROWS_AS(store.leave_terminal_path(a, ControlStore::LifecycleOptions{.actor = "bad\nname"}),
+                  InvalidArgument);
+  CHECK(verify_ledger(store).empty());
+}
