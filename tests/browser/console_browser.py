@@ -74,6 +74,9 @@ class Chromium:
         self.session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         self.page("Page.enable")
         self.page("Runtime.enable")
+        # A fixed viewport, so the page has a size even before the window does.
+        self.page("Emulation.setDeviceMetricsOverride",
+                  {"width": 1280, "height": 1000, "deviceScaleFactor": 1, "mobile": False})
 
     def _send(self, message):
         os.write(self._to_chrome, json.dumps(message).encode() + b"\0")
@@ -131,7 +134,17 @@ class Chromium:
         raise Failure(f"timed out waiting until {what}")
 
     def screenshot(self, path):
-        data = self.page("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
+        # Under load a headless page can be asked for its picture before it is
+        # laid out ("Cannot take screenshot with 0 width"): wait for a width,
+        # and try once more after a pause if the capture still fails.
+        self.wait_for("document.documentElement.getBoundingClientRect().width > 0 && "
+                      "window.innerWidth > 0", "the page is laid out")
+        params = {"format": "png", "captureBeyondViewport": True}
+        try:
+            data = self.page("Page.captureScreenshot", params)
+        except Failure:
+            time.sleep(1)
+            data = self.page("Page.captureScreenshot", params)
         with open(path, "wb") as out:
             out.write(base64.b64decode(data["data"]))
         print(f"screenshot: {path}")
