@@ -111,6 +111,11 @@ static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
 // Everything two builds must agree on to share the file: a changed field,
 // size or constant changes it, with no version to remember to bump.
 std::uint64_t CombineArea::layout_fingerprint() {
+  static const std::uint64_t fingerprint = compute_layout_fingerprint();  // usable() asks often
+  return fingerprint;
+}
+
+std::uint64_t CombineArea::compute_layout_fingerprint() {
   using H = CombineArea::Header;
   using S = CombineArea::Slot;
   const std::uint64_t parts[] = {

@@ -166,6 +166,7 @@ class CombineArea {
   struct Slot;
   CombineArea(std::string path, int fd, void* base, std::size_t size);
   static std::uint64_t layout_fingerprint();
+  static std::uint64_t compute_layout_fingerprint();
   // Frees the slot if its owner is gone and it is still in `state`.
   bool free_if_gone(Slot& slot, std::uint32_t state);
   Header& header() const;
