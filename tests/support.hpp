@@ -87,7 +87,21 @@ std::vector<std::string> sql_column(const std::string& db, const std::string& qu
 // (before streams, with the lease index without queued_seq): migration
 // tests start from them. (Version 4's items had no 'closed' in its CHECK;
 // a copy that keeps it migrates the same.)
-#define CPLANE_BACK_TO_8 "DROP INDEX items_listing; DROP INDEX items_listing_all; "
+// Version 9's CHECK and allocator index tested statuses with IN lists of
+// three or more (SQLite's documented in-place edit of a constraint).
+#define CPLANE_BACK_TO_9                                                                     \
+  "PRAGMA writable_schema = ON; "                                                            \
+  "UPDATE sqlite_schema SET sql = replace(sql, 'CHECK (status IN (''ready'', ''claimed'') "  \
+  "OR status IN (''done'', ''failed'') OR status IN (''closed'', ''scheduled'') OR status = " \
+  "''cancelled'')', 'CHECK (status IN (''ready'', ''claimed'', ''done'', ''failed'', "       \
+  "''closed'', ''scheduled'', ''cancelled''))') WHERE type = 'table' AND name = 'items'; "   \
+  "PRAGMA schema_version = 1000000; PRAGMA writable_schema = OFF; "                           \
+  "DROP INDEX items_alloc; "                                                                 \
+  "CREATE INDEX items_alloc ON items(project_id, (terminal_since IS NOT NULL) DESC, "        \
+  "priority DESC, queued_seq) WHERE status IN ('ready', 'claimed', 'scheduled'); "
+inline constexpr const char* kBackToVersion9 = CPLANE_BACK_TO_9 "PRAGMA user_version = 9; ";
+#define CPLANE_BACK_TO_8 \
+  CPLANE_BACK_TO_9 "DROP INDEX items_listing; DROP INDEX items_listing_all; "
 inline constexpr const char* kBackToVersion8 = CPLANE_BACK_TO_8 "PRAGMA user_version = 8; ";
 #define CPLANE_BACK_TO_7                                                                     \
   CPLANE_BACK_TO_8                                                                           \

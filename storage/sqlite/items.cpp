@@ -214,8 +214,8 @@ std::vector<std::string> claim_queries() {
 }
 
 std::string allocation_query() {
-  return fmt::format("SELECT {} FROM items WHERE project_id = ?1 AND status IN ('ready', "
-                     "'claimed', 'scheduled') ORDER BY (terminal_since IS NOT NULL) DESC, priority DESC, "
+  return fmt::format("SELECT {} FROM items WHERE project_id = ?1 AND (status IN ('ready', "
+                     "'claimed') OR status = 'scheduled') ORDER BY (terminal_since IS NOT NULL) DESC, priority DESC, "
                      "queued_seq",
                      sqlite::kAllocationColumns);
 }

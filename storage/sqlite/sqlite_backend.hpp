@@ -45,6 +45,6 @@ int sqlite_synchronous(Backend& backend);
 // (stream_kind, stream_id). Older databases are migrated on a write open;
 // a read-only open of an older database is refused as incompatible (its
 // events are not filed by stream yet): open it once to write.
-inline constexpr int kSqliteSchemaVersion = 9;
+inline constexpr int kSqliteSchemaVersion = 10;
 
 }  // namespace cplane::storage
