@@ -17,11 +17,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "bench/common.hpp"
+#include "json/json_writer.hpp"
 #include "probe/fleet.hpp"
 
 namespace cplane::bench {
@@ -213,6 +216,68 @@ ConsoleUnderLoad::~ConsoleUnderLoad() {
       wait_status(pid);
     }
   }
+}
+
+void console_load_scenario(const Options& o, const Emit& emit) {
+  constexpr int kRounds = 3;
+  std::vector<double> without, with;
+  std::int64_t requests = 0, wrong = 0;
+  std::string first_wrong;
+  double p99 = 0;
+  const std::string cplane = o.cplane ? *o.cplane : default_cplane_binary();
+  for (int round = 0; round < kRounds; ++round) {
+    for (const bool console : {false, true}) {
+      ScratchDir dir;
+      const std::string db = dir.file("bench.db");
+      fill(db, o.items);
+      std::optional<ConsoleUnderLoad> load;
+      if (console) load.emplace(cplane, db, static_cast<double>(o.rps), dir.file("client"));
+      auto result = drain_fleet(o, db, o.workers, Mode::plain, o.durability, o.lock == "flock",
+                                dir.file("worker"));
+      ConsoleLoad seen;
+      if (load) seen = load->stop();
+      if (result.items != o.items) {
+        throw std::runtime_error(fmt::format("drain finished {} of {} items", result.items, o.items));
+      }
+      const double rate = static_cast<double>(result.items) / result.seconds;
+      (console ? with : without).push_back(rate);
+      JsonObject line;
+      line.str("scenario", "console-load").num("round", round + 1).boolean("console", console);
+      drain_figures(line, result);
+      if (console) {
+        line.num("requests", seen.requests)
+            .num("wrong", seen.wrong)
+            .fixed("request_p50_ms", seen.p50_ms, 2)
+            .fixed("request_p99_ms", seen.p99_ms, 2)
+            .fixed("request_max_ms", seen.max_ms, 2);
+        requests += seen.requests;
+        wrong += seen.wrong;
+        p99 = std::max(p99, seen.p99_ms);
+        if (first_wrong.empty()) first_wrong = seen.first_wrong;
+      }
+      emit(line.done());
+    }
+  }
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double ratio = median(with) / median(without);
+  emit(JsonObject()
+           .str("scenario", "console-load-ratio")
+           .num("workers", o.workers)
+           .num("items", o.items)
+           .num("rps", o.rps)
+           .fixed("items_per_s_without", median(without), 0)
+           .fixed("items_per_s_with", median(with), 0)
+           .fixed("ratio", ratio, 3)
+           .boolean("within_0_9", ratio >= 0.9)
+           .num("requests", requests)
+           .num("wrong", wrong)
+           .str_or_null("first_wrong", first_wrong)
+           .fixed("request_p99_ms", p99, 2)
+           .done());
+  if (wrong != 0) throw std::runtime_error("the console answered " + std::to_string(wrong) + " page(s) wrong: " + first_wrong);
 }
 
 }  // namespace cplane::bench

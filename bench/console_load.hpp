@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string>
 
+#include "bench/common.hpp"
+
 namespace cplane::bench {
 
 // What the client process saw.
@@ -44,5 +46,13 @@ class ConsoleUnderLoad {
 // The `cplane` binary beside this cplane-bench (build/cli/cplane for
 // build/bench/cplane-bench, or the same folder once installed).
 std::string default_cplane_binary();
+
+// Rounds of the same drain of --items with --workers processes on a fresh
+// store, without and with `cplane serve` (--cplane, else the default
+// binary) answering a client's page and /metrics requests throughout,
+// alternately (so that a warming disk or cache favours neither). One line
+// per drain, then the medians' ratio. Throws std::runtime_error when a
+// page was wrong or a drain short.
+void console_load_scenario(const Options& o, const Emit& emit);
 
 }  // namespace cplane::bench

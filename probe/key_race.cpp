@@ -23,6 +23,7 @@
 
 #include "events/clock.hpp"
 #include "probe/end_checks.hpp"
+#include "probe/await_workers.hpp"
 #include "probe/fleet.hpp"
 #include "projections/apply.hpp"
 #include "projections/rules.hpp"
@@ -661,24 +662,7 @@ ScenarioResult run(const ScenarioConfig& c) {
     }
   }
   // The workers stop by themselves once nothing is left.
-  while (!timed_out && !workers.empty()) {
-    if (seconds_now() > c.deadline) {
-      timed_out = true;
-      break;
-    }
-    for (auto& slot : slots) {
-      if (!slot.running) continue;
-      if (const auto code = workers.exited(slot.pid)) {
-        slot.running = false;
-        if (*code != 0) ++failures;
-      }
-    }
-    sleep_for(0.005);
-  }
-  const double elapsed = seconds_now() - t0;
-  for (auto& slot : slots) {
-    if (slot.running && timed_out) workers.kill(slot.pid);
-  }
+  const double elapsed = await_workers(workers, slots, c.deadline, timed_out, failures) - t0;
 
   std::vector<Journal> journals;
   for (int id = 0; id < next_id; ++id) {
