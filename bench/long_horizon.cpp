@@ -582,8 +582,19 @@ void long_horizon_scenario(const Options& o, const Emit& emit) {
     fleet::sleep_for(0.005);
   }
   const Totals last = read_totals(shared);
-  emit(sample_json(s, static_cast<double>(last.at_ns - start) / 1e9, 0, prev, last, start,
-                   stopped_at, true));
+  std::string final_line = sample_json(s, static_cast<double>(last.at_ns - start) / 1e9, 0, prev,
+                                       last, start, stopped_at, true);
+  // And the whole run's claim latency, from the cumulative histograms.
+  std::uint64_t n = 0;
+  for (const auto c : last.latency) n += c;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  JsonObject run;
+  run.num("run_claims", static_cast<std::int64_t>(n))
+      .fixed("run_claim_p50_ms", n ? percentile_ms(last.latency, n, 50) : nan, 3)
+      .fixed("run_claim_p95_ms", n ? percentile_ms(last.latency, n, 95) : nan, 3)
+      .fixed("run_claim_p99_ms", n ? percentile_ms(last.latency, n, 99) : nan, 3);
+  final_line.pop_back();  // '}'
+  emit(final_line + "," + run.done().substr(1));
   if (!failure.empty()) throw std::runtime_error("long-horizon: " + failure);
 }
 

@@ -26,7 +26,8 @@
 // SIGINT or after DURATION_S, the children are stopped (within a few
 // seconds; those that do not stop are killed, and each dies with this
 // process in any case) and a last sample ("final":true, t the actual time)
-// covers the rest; the exit code is 0, or 1 when a child failed.
+// covers the rest, with the whole run's run_claims and run_claim_p50_ms /
+// _p95_ms / _p99_ms; the exit code is 0, or 1 when a child failed.
 //
 // The environment (default in brackets; docs/benchmarks.md, "Long-horizon"):
 //   DATABASE_URL       SQLite path or postgresql:// URL [a fresh SQLite file

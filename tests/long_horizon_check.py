@@ -100,8 +100,10 @@ def samples_mode():
     last = samples[-1]
     check(abs(last["enqueued"] - rate * duration) <= 0.1 * rate * duration,
           f"enqueued {last['enqueued']} of about {rate * duration}")
-    check(sum(s["claims"] for s in samples) >= last["completed"],
-          "fewer claims sampled than items completed")
+    check(sum(s["claims"] for s in samples) == last["run_claims"] >= last["completed"],
+          "the samples' claims are not the run's, or fewer than the items completed")
+    check(0 < last["run_claim_p50_ms"] <= last["run_claim_p95_ms"] <= last["run_claim_p99_ms"],
+          f"the run's percentiles: {last}")
 
     # Burst: a second's items owed at each second's start, sampled each 0.5 s.
     rc, lines, err = run(60, DURATION_S=2, SAMPLE_EVERY_S=0.5, PRODUCER_RATE=200,
