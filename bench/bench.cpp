@@ -24,6 +24,8 @@
 //   cplane-bench --scenario pg-raw --db postgresql://... [--workers 16] [--items N]
 //   cplane-bench --scenario console-load [--workers 16] [--items N] [--rps R] [--cplane PATH]
 //                [--claim one-statement|multi-statement]   (default both; see pg_raw.hpp)
+//   DATABASE_URL=... PRODUCER_RATE=... cplane-bench --scenario long-horizon
+//                                     (configured by the environment: long_horizon.hpp)
 //   cplane-bench --plot DIR           (drain-matrix + depth, as PNG charts; needs gnuplot)
 #include <cstdlib>
 #include <iostream>
@@ -40,6 +42,7 @@
 #include "bench/drain_bench.hpp"
 #include "bench/enqueue_bench.hpp"
 #include "bench/flow_bench.hpp"
+#include "bench/long_horizon.hpp"
 #include "bench/metrics_bench.hpp"
 #include "bench/plot.hpp"
 #include "bench/pg_raw.hpp"
@@ -61,7 +64,8 @@ class Bench {
         .addOptionWithArg({"scenario"}, KJ_BIND_METHOD(*this, set_scenario), "<name>",
                           "enqueue, single, drain, drain-matrix, latency, depth, scheduled, "
                           "verify, assign-gate, allocate, keys, fair, list, metrics (--items: events, default "
-                          "10^6), raw, pg-raw")
+                          "10^6), console-load, long-horizon (configured by the environment: "
+                          "docs/benchmarks.md), raw, pg-raw")
         .addOptionWithArg({"db"}, KJ_BIND_METHOD(*this, set_db), "<url>",
                           "drain, drain-matrix, latency: the store to drain (a path or "
                           "postgresql://...; must hold no open items; not cleared); "
@@ -237,6 +241,8 @@ class Bench {
         emit(bench_metrics(o.db ? *o.db : dir.file("metrics.db"), o.items_given ? o.items : 1'000'000));
       } else if (s == "console-load") {
         console_load_scenario(o, emit);
+      } else if (s == "long-horizon") {
+        long_horizon_scenario(o, emit);
       } else if (s == "raw") {
         sqlite_raw_scenario(o, emit);
       } else if (s == "pg-raw") {
@@ -244,8 +250,8 @@ class Bench {
         pg_raw_scenario(o, emit);
       } else {
         return "--scenario is one of enqueue, single, drain, drain-matrix, latency, depth, "
-               "scheduled, verify, assign-gate, allocate, keys, fair, list, metrics, console-load, raw, "
-               "pg-raw (or "
+               "scheduled, verify, assign-gate, allocate, keys, fair, list, metrics, console-load, "
+               "long-horizon, raw, pg-raw (or "
                "use --plot DIR)";
       }
     } catch (const std::exception& e) {
