@@ -19,7 +19,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-url= rounds=3 items=10000 workers=16 batch=32
+url='' rounds=3 items=10000 workers=16 batch=32
 while [ $# -gt 0 ]; do
   case "$1" in
     --url) url=$2; shift 2 ;;
@@ -41,7 +41,7 @@ scratch=$(mktemp -d "${TMPDIR:-/tmp}/cplane-compare-pg.XXXXXX")
 chmod 755 "$scratch"  # the server runs as the postgres user
 server=
 cleanup() {
-  [ -n "$server" ] && bash "$root/scripts/postgres.sh" stop "$server" >/dev/null 2>&1 || true
+  if [ -n "$server" ]; then bash "$root/scripts/postgres.sh" stop "$server" >/dev/null 2>&1 || true; fi
   rm -rf "$scratch"
 }
 trap cleanup EXIT
@@ -60,7 +60,8 @@ fi
 
 # fresh NAME: a new database on the server, its URL on stdout.
 fresh() {
-  local db="peers_$1_$(date +%s%N)"
+  local db
+  db="peers_$1_$(date +%s%N)"
   "$psql" "$url" -qAt -c "CREATE DATABASE $db" >/dev/null
   sed -E "s#^([a-z]+://[^/]*/)[^?]*#\1$db#" <<< "$url"
 }
