@@ -500,3 +500,31 @@ TEST_CASE("a version 9 store migrates to short IN lists and still refuses an unk
   CHECK_THROWS(sql(db, "UPDATE items SET status = 'lost'"));
   CHECK(sql_column(db, "SELECT status FROM items") == std::vector<std::string>{"done"});
 }
+
+// An index nobody can name the query of is a write on every item for
+// nothing: docs/sqlite.md lists each index with what reads it.
+TEST_CASE("docs/sqlite.md names every index a new store has with the query it serves",
+          "[storage]") {
+  TempDir dir;
+  const auto db = dir.file("c.db");
+  { ControlStore store{db}; }
+  const auto indexes = sql_column(db, "SELECT name FROM sqlite_master WHERE type = 'index' AND "
+                                      "sql IS NOT NULL ORDER BY name");
+  std::ifstream in(std::string(CPLANE_SOURCE_DIR) + "/docs/sqlite.md");
+  REQUIRE(in.good());
+  std::vector<std::string> documented;
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line == "<!-- index-table -->") inside = true;
+    if (line == "<!-- /index-table -->") inside = false;
+    if (!inside || line.rfind("| `", 0) != 0) continue;
+    const auto end = line.find('`', 3);
+    REQUIRE(end != std::string::npos);
+    const auto rest = line.substr(end + 1);
+    CAPTURE(line);
+    CHECK(rest.find("| `") != std::string::npos);  // a query named, in backquotes
+    documented.push_back(line.substr(3, end - 3));
+  }
+  std::sort(documented.begin(), documented.end());
+  CHECK(documented == indexes);
+}
