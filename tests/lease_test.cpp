@@ -129,6 +129,41 @@ TEST_CASE("heartbeat and release refuse exactly as finish does, with the same re
   CHECK(verify_ledger(store).empty());
 }
 
+// On PostgreSQL a command that reads an item to change it locks the item's
+// head and draws a seq in the same statement, for its first event: a
+// refusal leaves that seq unused, and an item read but not written (or
+// written after another stream) must not lend its seq to another event.
+TEST_CASE("refused reports between accepted ones leave every chain whole and verify clean",
+          "[lease][verify]") {
+  TempDir dir;
+  const auto c = claimed_item(dir);
+  ControlStore store{c.db};
+  const auto other = store.enqueue("alpha", "{}", {}, T0 + 1);
+  const auto second = store.claim("w2", {.lease = Seconds{10}, .now = T0 + 2});
+  REQUIRE(second);
+  REQUIRE(second->item_id == other);
+  using Reason = FenceRejected::Reason;
+  for (int round = 0; round < 3; ++round) {
+    const Micros at = T0 + (3 + round) * kSecond;
+    CHECK(refusal([&] { store.finish(c.id, c.fence + 1, Outcome::done, "", at); }) ==
+          Reason::stale_fence);
+    store.heartbeat(other, second->fence, {.lease = Seconds{10}, .now = at});
+    CHECK(refusal([&] { store.release(other, second->fence + 1, ""); }) == Reason::stale_fence);
+    store.heartbeat(c.id, c.fence, {.lease = Seconds{10}, .now = at});
+  }
+  store.finish(other, second->fence, Outcome::failed, "gave up", T0 + 7 * kSecond);
+  store.finish(c.id, c.fence, Outcome::done, "", T0 + 8 * kSecond);
+  for (const auto& id : {c.id, other}) {
+    INFO(id);
+    const auto events = store.events(id);
+    REQUIRE(events.size() >= 5);
+    for (std::size_t i = 1; i < events.size(); ++i) CHECK(events[i - 1].seq < events[i].seq);
+    CHECK(store.item(id).last_seq == events.back().seq);
+  }
+  CHECK(verify_ledger(store).empty());
+  CHECK(rebuild(store, {.dry_run = true}).changes.empty());
+}
+
 TEST_CASE("cplane heartbeat and release, with their exit codes", "[lease][cli]") {
   TempDir dir;
   const auto c = claimed_item(dir);

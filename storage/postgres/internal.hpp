@@ -104,7 +104,7 @@ class PostgresBackend final : public Backend {
   ~PostgresBackend() override;
   void begin_write(Sync sync) override;
   void begin_read() override;
-  void begin(const char* sql);
+  Result begin(const char* sql);
   void commit() override;
   void rollback() noexcept override;
   Micros now() override;
@@ -200,7 +200,16 @@ class PostgresBackend final : public Backend {
     Hash prev = kNoHash;
     std::int64_t revision = 0;
   };
-  LockedHead locked_head(const Result& r, int row, std::string_view kind, std::string_view id);
+  // The head in columns column (the seq), column + 1 and + 2 of row.
+  LockedHead locked_head(const Result& r, int row, std::string_view kind, std::string_view id,
+                         int column = 0);
+  // An item's head and a seq, locked and drawn by find_item in a write
+  // transaction, for append's next event if it is on that stream.
+  struct PrefetchedHead {
+    std::string item_id;
+    LockedHead head;
+  };
+  std::optional<PrefetchedHead> prefetched_;
   Seq append(const Event& event) override;
 
   // Several events of distinct streams: every head locked and every seq
@@ -363,6 +372,13 @@ class PostgresBackend final : public Backend {
   std::chrono::steady_clock::time_point last_notice_{};
   static constexpr std::chrono::milliseconds kNoticeGap{50};
   Micros tx_now_ = 0;
+  // The earliest active schedule's next_at (none: no active schedule), as
+  // this write transaction's BEGIN read it; unknown once the transaction
+  // writes a schedule, and outside a write transaction.
+  struct EarliestSchedule {
+    std::optional<Micros> next_at;
+  };
+  std::optional<EarliestSchedule> earliest_schedule_;
   std::optional<Delta> delta_;
   std::vector<Deferred> deferred_;
   bool announce_ = false;  // work became claimable: NOTIFY with the commit

@@ -43,8 +43,14 @@ void PostgresBackend::begin_write(Sync sync) {
   // acknowledged finishes gone after a SIGKILL of the postmaster), which
   // is weaker than Sync::normal promises.
   (void)sync;
-  begin("BEGIN ISOLATION LEVEL READ COMMITTED; "
-        "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint");
+  // The earliest active schedule's time comes with the clock (a seek on
+  // schedules_due), so that a command's look for due schedules needs no
+  // round trip of its own when none is due (due_schedules).
+  Result r = begin("BEGIN ISOLATION LEVEL READ COMMITTED; "
+                   "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, "
+                   "(SELECT min(next_at) FROM schedules WHERE NOT paused AND NOT removed)");
+  earliest_schedule_ = EarliestSchedule{r.null(0, 1) ? std::nullopt
+                                                         : std::optional<Micros>(r.i64(0, 1))};
   writing_ = true;
   limits_locked_ = false;
 }
@@ -56,7 +62,7 @@ void PostgresBackend::begin_read() {
   writing_ = false;
 }
 
-void PostgresBackend::begin(const char* sql) {
+Result PostgresBackend::begin(const char* sql) {
   const auto start = std::chrono::steady_clock::now();
   Result r(PQexec(conn_, sql));
   begin_round_trip_ = std::chrono::steady_clock::now() - start;
@@ -77,9 +83,14 @@ void PostgresBackend::begin(const char* sql) {
   delta_.reset();
   deferred_.clear();
   announce_ = false;
+  earliest_schedule_.reset();
+  prefetched_.reset();
+  return r;
 }
 
 void PostgresBackend::commit() {
+  earliest_schedule_.reset();
+  prefetched_.reset();
   std::vector<std::string> tail;
   const bool appended = delta_.has_value();
   if (delta_) {
@@ -87,14 +98,21 @@ void PostgresBackend::commit() {
     // deleted behind cplane's back stops every writer that would use it,
     // as on SQLite (sqrt(-1) when the UPDATE finds no row). When every
     // shard is held, the commit waits for its own (never "missing").
+    // Prepared once per connection and sent with the commit's pipeline.
     const auto w = hash_words(delta_->digest);
-    tail.push_back(fmt::format(
-        "WITH u AS (UPDATE log_digest SET events = events + {1}, "
-        "last_seq = greatest(last_seq, {2}), d0 = d0 # {3}, d1 = d1 # {4}, d2 = d2 # {5}, "
-        "d3 = d3 # {6} WHERE shard = coalesce((SELECT shard FROM log_digest ORDER BY "
-        "(shard + 64 - {0}) % 64 LIMIT 1 FOR UPDATE SKIP LOCKED), {0}) RETURNING 1) "
-        "SELECT sqrt((SELECT count(*) FROM u) - 1)",
-        shard_, delta_->events, delta_->last_seq, w[0], w[1], w[2], w[3]));
+    defer("WITH u AS (UPDATE log_digest SET events = events + $2, "
+          "last_seq = greatest(last_seq, $3), d0 = d0 # $4, d1 = d1 # $5, d2 = d2 # $6, "
+          "d3 = d3 # $7 WHERE shard = coalesce((SELECT shard FROM log_digest ORDER BY "
+          "(shard + 64 - $1) % 64 LIMIT 1 FOR UPDATE SKIP LOCKED), $1) RETURNING 1) "
+          "SELECT sqrt((SELECT count(*) FROM u) - 1)",
+          Params()
+              .i64(shard_)
+              .i64(delta_->events)
+              .i64(delta_->last_seq)
+              .i64(w[0])
+              .i64(w[1])
+              .i64(w[2])
+              .i64(w[3]));
     delta_.reset();
   }
   if (announce_) tail.emplace_back("SELECT pg_notify('cplane_work', current_schema())");
@@ -153,6 +171,8 @@ void PostgresBackend::commit() {
 
 void PostgresBackend::rollback() noexcept {
   delta_.reset();
+  earliest_schedule_.reset();
+  prefetched_.reset();
   deferred_.clear();
   announce_ = false;
   writing_ = false;

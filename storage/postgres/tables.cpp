@@ -147,6 +147,7 @@ std::optional<ScheduleRow> PostgresBackend::find_schedule(std::string_view name)
 }
 
 void PostgresBackend::put_schedule(const ScheduleRow& s) {
+  earliest_schedule_.reset();
   run(fmt::format("INSERT INTO schedules ({}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
                   "$11, $12, $13, $14, $15, $16) ON CONFLICT (name) DO UPDATE SET project_id = "
                   "EXCLUDED.project_id, cron = EXCLUDED.cron, zone = EXCLUDED.zone, payload = "
@@ -177,6 +178,7 @@ void PostgresBackend::put_schedule(const ScheduleRow& s) {
 }
 
 void PostgresBackend::delete_schedule(std::string_view name) {
+  earliest_schedule_.reset();
   run("DELETE FROM schedules WHERE name = $1", Params().text(name));
 }
 
@@ -187,6 +189,10 @@ std::unique_ptr<Cursor<ScheduleRow>> PostgresBackend::scan_schedules() {
 }
 
 std::vector<ScheduleRow> PostgresBackend::due_schedules(Micros now, std::size_t limit) {
+  // None was due when this transaction began, and it wrote none since.
+  if (earliest_schedule_ && (!earliest_schedule_->next_at || *earliest_schedule_->next_at > now)) {
+    return {};
+  }
   Result r = run(fmt::format("SELECT {} FROM schedules WHERE NOT paused AND NOT removed AND "
                              "next_at <= $1 ORDER BY next_at LIMIT $2{}",
                              kScheduleColumns, claim_lock()),
