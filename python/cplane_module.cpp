@@ -58,6 +58,59 @@ Classes* classes = nullptr;  // set at import; lives as long as the interpreter
   raise(classes->invalid_argument, message, py::str(reason));
 }
 
+}  // namespace
+
+// ---- argument types: what help() and editors show ------------------------------
+// Each holds the Python object as given (any type: the checks below raise
+// cplane.InvalidArgument, not TypeError, for a wrong one); the name is
+// what the signature in a docstring shows.
+#define CPLANE_PY_ARGUMENT_TYPES(X)                                  \
+  X(Text, "str")                                                     \
+  X(OptText, "Optional[str]")                                        \
+  X(Int, "int")                                                      \
+  X(OptInt, "Optional[int]")                                         \
+  X(SecondsArg, "float")                                             \
+  X(OptSeconds, "Optional[float]")                                   \
+  X(Flag, "bool")                                                    \
+  X(PayloadArg, "Union[dict, list, str]")                            \
+  X(Payloads, "list[Union[dict, list, str]]")                        \
+  X(Texts, "list[str]")                                              \
+  X(OptTexts, "Optional[list[str]]")                                 \
+  X(PathArg, "Union[str, os.PathLike]")                              \
+  X(Reports, "list[Union[tuple, dict]]")                             \
+  X(Durability_, "Literal['full', 'fenced', 'normal']")              \
+  X(MaybeClaimed, "Optional[ClaimedItem]")                           \
+  X(VerdictResult, "Verdict")
+#define CPLANE_PY_ARGUMENT_TYPE(Type, Name)                          \
+  struct Type : py::object {                                         \
+    Type() = default;                                                \
+    explicit Type(py::object o) : py::object(std::move(o)) {}        \
+  };
+CPLANE_PY_ARGUMENT_TYPES(CPLANE_PY_ARGUMENT_TYPE)
+#undef CPLANE_PY_ARGUMENT_TYPE
+
+}  // namespace cplane::python
+
+namespace pybind11::detail {
+#define CPLANE_PY_ARGUMENT_CASTER(Type, Name)                                         \
+  template <>                                                                         \
+  struct type_caster<cplane::python::Type> {                                          \
+    PYBIND11_TYPE_CASTER(cplane::python::Type, const_name(Name));                     \
+    bool load(handle src, bool) {                                                     \
+      value = cplane::python::Type(reinterpret_borrow<object>(src));                  \
+      return true;                                                                    \
+    }                                                                                 \
+    static handle cast(const cplane::python::Type& v, return_value_policy, handle) {  \
+      return v.inc_ref();                                                             \
+    }                                                                                 \
+  };
+CPLANE_PY_ARGUMENT_TYPES(CPLANE_PY_ARGUMENT_CASTER)
+#undef CPLANE_PY_ARGUMENT_CASTER
+}  // namespace pybind11::detail
+
+namespace cplane::python {
+namespace {
+
 // ---- checking Python arguments (with the GIL) ---------------------------------
 
 bool is_int(const py::handle& value) {
@@ -174,9 +227,9 @@ py::object claimed(const ClaimedItem& c) {
                                c.attempts, c.lease_expires_at);
 }
 
-py::object maybe_claimed(const std::optional<ClaimedItem>& c) {
-  if (!c) return py::none();
-  return claimed(*c);
+MaybeClaimed maybe_claimed(const std::optional<ClaimedItem>& c) {
+  if (!c) return MaybeClaimed(py::none());
+  return MaybeClaimed(claimed(*c));
 }
 
 py::list claimed_list(const std::vector<ClaimedItem>& items) {
@@ -363,9 +416,9 @@ py::dict bulk_dict(const ControlStore::BulkResult& b) {
 }
 
 template <class Reason>
-py::object verdict(const Verdict<Reason>& v, const char* kind) {
-  if (v) return classes->verdict(true, py::none(), "", kind);
-  return classes->verdict(false, to_string(v.reason()), v.message(), kind);
+VerdictResult verdict(const Verdict<Reason>& v, const char* kind) {
+  if (v) return VerdictResult(classes->verdict(true, py::none(), "", kind));
+  return VerdictResult(classes->verdict(false, to_string(v.reason()), v.message(), kind));
 }
 
 py::list problem_list(const std::vector<LedgerProblem>& problems) {
@@ -457,9 +510,9 @@ Durability durability(const py::handle& value) {
   invalid("durability must be \"full\", \"fenced\" or \"normal\", not \"" + s.substr(0, 80) + "\"");
 }
 
-std::unique_ptr<Store> open(const py::object& url, const py::object& lease_seconds,
-                            const py::object& durability_, const py::object& lock_timeout,
-                            const py::object& create, const py::object& read_only) {
+std::unique_ptr<Store> open(const PathArg& url, const SecondsArg& lease_seconds,
+                            const Durability_& durability_, const SecondsArg& lock_timeout,
+                            const Flag& create, const Flag& read_only) {
   StoreOptions options;
   options.lease = seconds(lease_seconds, "lease_seconds");
   options.durability = durability(durability_);
@@ -503,8 +556,8 @@ ControlStore::Report report(const py::handle& value) {
   return r;
 }
 
-ClaimOptions claim_options(const py::object& actor_id, const py::object& lease_seconds,
-                           const py::object& now) {
+ClaimOptions claim_options(const OptText& actor_id, const OptSeconds& lease_seconds,
+                           const OptInt& now) {
   ClaimOptions o;
   o.actor = optional_text(actor_id, "actor_id");
   o.lease = optional_seconds(lease_seconds, "lease_seconds");
@@ -512,7 +565,7 @@ ClaimOptions claim_options(const py::object& actor_id, const py::object& lease_s
   return o;
 }
 
-ControlStore::LifecycleOptions lifecycle(const py::object& actor_id, const py::object& now) {
+ControlStore::LifecycleOptions lifecycle(const OptText& actor_id, const OptInt& now) {
   return {.actor = optional_text(actor_id, "actor_id"), .now = micros(now)};
 }
 
@@ -637,8 +690,8 @@ InvalidArgument (reason "misuse"). Refusals write nothing.)doc");
   // ---- projects and scope
   store.def(
       "create_project",
-      [](Store& s, const py::object& project_id, const py::object& title, const py::object& status,
-         const py::object& max_attempts, const py::object& backoff, const py::object& now) {
+      [](Store& s, const Text& project_id, const Text& title, const Text& status,
+         const Int& max_attempts, const Text& backoff, const OptInt& now) {
         ControlStore::ProjectOptions o;
         const auto id = text(project_id, "project_id");
         const auto t = text(title, "title");
@@ -655,15 +708,15 @@ InvalidArgument (reason "misuse"). Refusals write nothing.)doc");
       "\"already_exists\") if the id is taken.");
   store.def(
       "project",
-      [](Store& s, const py::object& project_id, const py::object& actor_id) {
+      [](Store& s, const Text& project_id, const OptText& actor_id) {
         const auto id = text(project_id, "project_id");
         const auto actor = optional_text(actor_id, "actor_id");
         return project_dict(s.run([&](ControlStore& c) { return c.project(id, actor); }));
       },
       "project_id"_a, "actor_id"_a = py::none(),
       "The project's row as a dict. NotFound, or ScopeDenied for a scoped actor.");
-  auto grant = [](Store& s, const py::object& project_id, const py::object& actor_id,
-                  const py::object& now) {
+  auto grant = [](Store& s, const Text& project_id, const Text& actor_id,
+                  const OptInt& now) {
     const auto id = text(project_id, "project_id");
     const auto actor = text(actor_id, "actor_id");
     const auto at = micros(now);
@@ -676,7 +729,7 @@ InvalidArgument (reason "misuse"). Refusals write nothing.)doc");
             "The same as grant (the original store's name).");
   store.def(
       "visible_projects",
-      [](Store& s, const py::object& actor_id) {
+      [](Store& s, const OptText& actor_id) {
         const auto actor = optional_text(actor_id, "actor_id");
         return s.run([&](ControlStore& c) { return c.visible_projects(actor); });
       },
@@ -685,12 +738,12 @@ InvalidArgument (reason "misuse"). Refusals write nothing.)doc");
   // ---- work
   store.def(
       "enqueue",
-      [](Store& s, const py::object& project_id, const py::object& payload,
-         const py::object& actor_id, const py::object& kind, const py::object& ref,
-         const py::object& head, const py::object& author, const py::object& priority,
-         const py::object& key, const py::object& max_attempts, const py::object& backoff,
-         const py::object& run_at, const py::object& delay_seconds,
-         const py::object& concurrency_key, const py::object& now) {
+      [](Store& s, const Text& project_id, const PayloadArg& payload,
+         const OptText& actor_id, const Text& kind, const Text& ref,
+         const Text& head, const Text& author, const Int& priority,
+         const Text& key, const Int& max_attempts, const Text& backoff,
+         const OptInt& run_at, const OptSeconds& delay_seconds,
+         const Text& concurrency_key, const OptInt& now) {
         const auto project = text(project_id, "project_id");
         const auto json = payload_text(payload);
         ControlStore::EnqueueOptions o;
@@ -734,8 +787,8 @@ first item's id). run_at (microseconds) or delay_seconds: not claimable
 before then.)doc");
   store.def(
       "enqueue_batch",
-      [](Store& s, const py::object& project_id, const py::object& payloads,
-         const py::object& actor_id, const py::object& now) {
+      [](Store& s, const Text& project_id, const Payloads& payloads,
+         const OptText& actor_id, const OptInt& now) {
         const auto project = text(project_id, "project_id");
         if (PyUnicode_Check(payloads.ptr()) || py::isinstance<py::dict>(payloads)) {
           invalid("payloads must be a list of payloads");
@@ -751,9 +804,9 @@ before then.)doc");
       "Queues several items in one transaction, all or nothing; returns their ids in order.");
   store.def(
       "claim",
-      [](Store& s, const py::object& owner, const py::object& actor_id,
-         const py::object& lease_seconds, const py::object& wait_seconds, const py::object& fair,
-         const py::object& now) {
+      [](Store& s, const Text& owner, const OptText& actor_id,
+         const OptSeconds& lease_seconds, const OptSeconds& wait_seconds, const Flag& fair,
+         const OptInt& now) {
         const auto who = text(owner, "owner");
         auto o = claim_options(actor_id, lease_seconds, now);
         o.wait = optional_seconds(wait_seconds, "wait_seconds");
@@ -768,8 +821,8 @@ polling and without the GIL, until an item is). actor_id scopes the claim to
 that actor's projects. lease_seconds: else the store's.)doc");
   store.def(
       "claim_batch",
-      [](Store& s, const py::object& owner, const py::object& max_items,
-         const py::object& actor_id, const py::object& lease_seconds, const py::object& now) {
+      [](Store& s, const Text& owner, const Int& max_items,
+         const OptText& actor_id, const OptSeconds& lease_seconds, const OptInt& now) {
         const auto who = text(owner, "owner");
         const auto n = integer(max_items, "max_items");
         if (n < 1) invalid("max_items must be at least 1");
@@ -784,9 +837,9 @@ that actor's projects. lease_seconds: else the store's.)doc");
       "none is available).");
   store.def(
       "finish",
-      [](Store& s, const py::object& item_id, const py::object& fence, const py::object& status,
-         const py::object& detail, const py::object& actor_id, const py::object& no_retry,
-         const py::object& now) {
+      [](Store& s, const Text& item_id, const Int& fence, const Text& status,
+         const Text& detail, const OptText& actor_id, const Flag& no_retry,
+         const OptInt& now) {
         const auto id = text(item_id, "item_id");
         const auto f = fence_of(fence);
         const auto out = outcome(status);
@@ -807,7 +860,7 @@ Under a retry policy a failure with attempts left is an attempt (the item
 comes back after its backoff) unless no_retry.)doc");
   store.def(
       "finish_batch",
-      [](Store& s, const py::object& reports, const py::object& actor_id, const py::object& now) {
+      [](Store& s, const Reports& reports, const OptText& actor_id, const OptInt& now) {
         std::vector<ControlStore::Report> rs;
         for (const auto& r : py::iter(reports)) rs.push_back(report(r));
         const auto actor = optional_text(actor_id, "actor_id");
@@ -819,9 +872,9 @@ comes back after its backoff) unless no_retry.)doc");
       "(item_id, fence[, status[, detail]]) or a dict with those keys.");
   store.def(
       "finish_and_claim",
-      [](Store& s, const py::object& item_id, const py::object& fence, const py::object& status,
-         const py::object& owner, const py::object& detail, const py::object& actor_id,
-         const py::object& lease_seconds, const py::object& now) {
+      [](Store& s, const Text& item_id, const Int& fence, const Text& status,
+         const Text& owner, const Text& detail, const OptText& actor_id,
+         const OptSeconds& lease_seconds, const OptInt& now) {
         const auto id = text(item_id, "item_id");
         const auto f = fence_of(fence);
         const auto out = outcome(status);
@@ -837,8 +890,8 @@ comes back after its backoff) unless no_retry.)doc");
       "ClaimedItem or None. A refused finish claims nothing.");
   store.def(
       "heartbeat",
-      [](Store& s, const py::object& item_id, const py::object& fence,
-         const py::object& lease_seconds, const py::object& actor_id, const py::object& now) {
+      [](Store& s, const Text& item_id, const Int& fence,
+         const OptSeconds& lease_seconds, const OptText& actor_id, const OptInt& now) {
         const auto id = text(item_id, "item_id");
         const auto f = fence_of(fence);
         ControlStore::LeaseOptions o;
@@ -853,8 +906,8 @@ comes back after its backoff) unless no_retry.)doc");
       "Refuses as finish does.");
   store.def(
       "release",
-      [](Store& s, const py::object& item_id, const py::object& fence, const py::object& reason,
-         const py::object& actor_id, const py::object& now) {
+      [](Store& s, const Text& item_id, const Int& fence, const Text& reason,
+         const OptText& actor_id, const OptInt& now) {
         const auto id = text(item_id, "item_id");
         const auto f = fence_of(fence);
         const auto r = text(reason, "reason");
@@ -869,7 +922,7 @@ comes back after its backoff) unless no_retry.)doc");
       "Refuses as finish does.");
   store.def(
       "expire_leases",
-      [](Store& s, const py::object& now) {
+      [](Store& s, const OptInt& now) {
         const auto at = micros(now);
         return s.run([&](ControlStore& c) { return c.expire_leases(at); });
       },
@@ -877,7 +930,7 @@ comes back after its backoff) unless no_retry.)doc");
       "Records lease_expired for every lapsed lease not recorded yet; returns how many.");
   store.def(
       "check_fence",
-      [](Store& s, const py::object& item_id, const py::object& fence, const py::object& actor_id) {
+      [](Store& s, const Text& item_id, const Int& fence, const OptText& actor_id) {
         const auto id = text(item_id, "item_id");
         const auto f = fence_of(fence);
         const auto actor = optional_text(actor_id, "actor_id");
@@ -890,7 +943,7 @@ comes back after its backoff) unless no_retry.)doc");
   // ---- reads
   store.def(
       "item",
-      [](Store& s, const py::object& item_id, const py::object& actor_id) {
+      [](Store& s, const Text& item_id, const OptText& actor_id) {
         const auto id = text(item_id, "item_id");
         const auto actor = optional_text(actor_id, "actor_id");
         return item_dict(s.run([&](ControlStore& c) { return c.item(id, actor); }));
@@ -900,7 +953,7 @@ comes back after its backoff) unless no_retry.)doc");
       "attempts, lease_expires_at, detail, ...). NotFound; ScopeDenied for a scoped actor.");
   store.def(
       "events",
-      [](Store& s, const py::object& item_id, const py::object& actor_id) {
+      [](Store& s, const Text& item_id, const OptText& actor_id) {
         const auto id = text(item_id, "item_id");
         const auto actor = optional_text(actor_id, "actor_id");
         return event_list(s.run([&](ControlStore& c) { return c.events(id, actor); }));
@@ -911,14 +964,14 @@ comes back after its backoff) unless no_retry.)doc");
       "of its kind. NotFound; ScopeDenied for a scoped actor.");
   store.def(
       "status_counts",
-      [](Store& s, const py::object& project_id) {
+      [](Store& s, const OptText& project_id) {
         const auto p = optional_text(project_id, "project_id");
         return counts_dict(s.run([&](ControlStore& c) { return c.status_counts(p); }));
       },
       "project_id"_a = py::none(), "Items by status, of one project or all.");
   store.def(
       "read_log",
-      [](Store& s, const py::object& after, const py::object& max) {
+      [](Store& s, const Int& after, const Int& max) {
         ControlStore::LogQuery q;
         q.after = integer(after, "after");
         const auto n = integer(max, "max");
@@ -938,8 +991,8 @@ comes back after its backoff) unless no_retry.)doc");
   // ---- the lifecycle
   store.def(
       "set_retry_policy",
-      [](Store& s, const py::object& project_id, const py::object& max_attempts,
-         const py::object& backoff, const py::object& now) {
+      [](Store& s, const Text& project_id, const Int& max_attempts,
+         const Text& backoff, const OptInt& now) {
         const auto p = text(project_id, "project_id");
         const auto n = count(max_attempts, "max_attempts");
         const auto b = text(backoff, "backoff");
@@ -950,8 +1003,8 @@ comes back after its backoff) unless no_retry.)doc");
       "Sets the project's retry policy for items queued from now on; False if unchanged.");
   store.def(
       "pause_project",
-      [](Store& s, const py::object& project_id, const py::object& reason,
-         const py::object& actor_id, const py::object& now) {
+      [](Store& s, const Text& project_id, const Text& reason,
+         const OptText& actor_id, const OptInt& now) {
         const auto p = text(project_id, "project_id");
         const auto r = text(reason, "reason");
         const auto o = lifecycle(actor_id, now);
@@ -961,7 +1014,7 @@ comes back after its backoff) unless no_retry.)doc");
       "now"_a = py::none(), "Holds the project's items back from every claim; False if paused already.");
   store.def(
       "resume_project",
-      [](Store& s, const py::object& project_id, const py::object& actor_id, const py::object& now) {
+      [](Store& s, const Text& project_id, const OptText& actor_id, const OptInt& now) {
         const auto p = text(project_id, "project_id");
         const auto o = lifecycle(actor_id, now);
         return s.run([&](ControlStore& c) { return c.resume_project(p, o); });
@@ -970,8 +1023,8 @@ comes back after its backoff) unless no_retry.)doc");
       "Resumes a paused project; False if it was not paused.");
   store.def(
       "retry",
-      [](Store& s, const py::object& item_id, const py::object& attempts,
-         const py::object& actor_id, const py::object& now) {
+      [](Store& s, const Text& item_id, const OptInt& attempts,
+         const OptText& actor_id, const OptInt& now) {
         const auto id = text(item_id, "item_id");
         std::optional<std::uint32_t> n;
         if (!attempts.is_none()) n = count(attempts, "attempts");
@@ -984,8 +1037,8 @@ comes back after its backoff) unless no_retry.)doc");
       "InvalidArgument (reason \"conflict\") for another status.");
   store.def(
       "reschedule",
-      [](Store& s, const py::object& item_id, const py::object& run_at,
-         const py::object& delay_seconds, const py::object& actor_id, const py::object& now) {
+      [](Store& s, const Text& item_id, const OptInt& run_at,
+         const OptSeconds& delay_seconds, const OptText& actor_id, const OptInt& now) {
         const auto id = text(item_id, "item_id");
         const auto o = lifecycle(actor_id, now);
         if (run_at.is_none() == delay_seconds.is_none()) {
@@ -1005,8 +1058,8 @@ comes back after its backoff) unless no_retry.)doc");
       "Runs a ready or scheduled item at run_at (microseconds) or after delay_seconds.");
   store.def(
       "cancel",
-      [](Store& s, const py::object& item_id, const py::object& reason,
-         const py::object& actor_id, const py::object& now) {
+      [](Store& s, const Text& item_id, const Text& reason,
+         const OptText& actor_id, const OptInt& now) {
         const auto id = text(item_id, "item_id");
         const auto r = text(reason, "reason");
         const auto o = lifecycle(actor_id, now);
@@ -1017,9 +1070,9 @@ comes back after its backoff) unless no_retry.)doc");
       "Cancels a ready, scheduled or claimed item (terminal); its holder's next report is "
       "FenceRejected (reason \"cancelled\").");
   auto bulk = [](bool cancel) {
-    return [cancel](Store& s, const py::object& project_id, const py::object& statuses_,
-                    const py::object& reason, const py::object& attempts,
-                    const py::object& dry_run, const py::object& actor_id, const py::object& now) {
+    return [cancel](Store& s, const Text& project_id, const OptTexts& statuses_,
+                    const Text& reason, const OptInt& attempts,
+                    const Flag& dry_run, const OptText& actor_id, const OptInt& now) {
       const auto p = text(project_id, "project_id");
       ControlStore::BulkOptions o;
       o.statuses = statuses(statuses_);
@@ -1044,9 +1097,9 @@ comes back after its backoff) unless no_retry.)doc");
             "Redrives every failed (or statuses) item of the project; as cancel_matching.");
   store.def(
       "add_schedule",
-      [](Store& s, const py::object& name, const py::object& project_id, const py::object& cron,
-         const py::object& payload, const py::object& zone, const py::object& overlap,
-         const py::object& catch_up, const py::object& now) {
+      [](Store& s, const Text& name, const Text& project_id, const Text& cron,
+         const PayloadArg& payload, const Text& zone, const Text& overlap,
+         const Int& catch_up, const OptInt& now) {
         const auto n = text(name, "name");
         ControlStore::ScheduleSpec spec;
         spec.project_id = text(project_id, "project_id");
@@ -1069,7 +1122,7 @@ comes back after its backoff) unless no_retry.)doc");
       "zone"_a = "UTC", "overlap"_a = "allow", "catch_up"_a = 0, "now"_a = py::none(),
       "A cron schedule: one item per occurrence, fired by any claim or tick.");
   auto schedule_op = [](int which) {
-    return [which](Store& s, const py::object& name, const py::object& now) {
+    return [which](Store& s, const Text& name, const OptInt& now) {
       const auto n = text(name, "name");
       const auto at = micros(now);
       return s.run([&](ControlStore& c) {
@@ -1097,7 +1150,7 @@ comes back after its backoff) unless no_retry.)doc");
       "Every schedule as a dict.");
   store.def(
       "tick",
-      [](Store& s, const py::object& now) {
+      [](Store& s, const OptInt& now) {
         const auto at = micros(now);
         return s.run([&](ControlStore& c) { return c.tick(at); });
       },
@@ -1106,8 +1159,8 @@ comes back after its backoff) unless no_retry.)doc");
   // ---- flow control
   store.def(
       "set_limit",
-      [](Store& s, const py::object& key, const py::object& concurrency, const py::object& rate,
-         const py::object& burst, const py::object& actor_id, const py::object& now) {
+      [](Store& s, const Text& key, const Int& concurrency, const Text& rate,
+         const Int& burst, const OptText& actor_id, const OptInt& now) {
         const auto k = text(key, "key");
         ControlStore::LimitSpec spec;
         spec.concurrency = count(concurrency, "concurrency");
@@ -1123,7 +1176,7 @@ comes back after its backoff) unless no_retry.)doc");
       "(\"10/s\"). False if unchanged.");
   store.def(
       "remove_limit",
-      [](Store& s, const py::object& key, const py::object& actor_id, const py::object& now) {
+      [](Store& s, const Text& key, const OptText& actor_id, const OptInt& now) {
         const auto k = text(key, "key");
         const auto o = lifecycle(actor_id, now);
         return s.run([&](ControlStore& c) { return c.remove_limit(k, o); });
@@ -1132,7 +1185,7 @@ comes back after its backoff) unless no_retry.)doc");
       "Removes a key's limit; False if removed already; NotFound for a key never limited.");
   store.def(
       "limits",
-      [](Store& s, const py::object& now) {
+      [](Store& s, const OptInt& now) {
         const auto at = micros(now);
         py::list out;
         for (const auto& l : s.run([&](ControlStore& c) { return c.limits(at); })) {
@@ -1143,8 +1196,8 @@ comes back after its backoff) unless no_retry.)doc");
       py::kw_only(), "now"_a = py::none(), "Every limit with its live leases and holders.");
   store.def(
       "set_weight",
-      [](Store& s, const py::object& project_id, const py::object& weight,
-         const py::object& actor_id, const py::object& now) {
+      [](Store& s, const Text& project_id, const Int& weight,
+         const OptText& actor_id, const OptInt& now) {
         const auto p = text(project_id, "project_id");
         const auto w = count(weight, "weight");
         const auto o = lifecycle(actor_id, now);
@@ -1154,7 +1207,7 @@ comes back after its backoff) unless no_retry.)doc");
       "The project's share of claims across projects; False if unchanged.");
   store.def(
       "why",
-      [](Store& s, const py::object& item_id, const py::object& actor_id, const py::object& now) {
+      [](Store& s, const Text& item_id, const OptText& actor_id, const OptInt& now) {
         const auto id = text(item_id, "item_id");
         const auto actor = optional_text(actor_id, "actor_id");
         const auto at = micros(now);
@@ -1166,7 +1219,7 @@ comes back after its backoff) unless no_retry.)doc");
   // ---- sessions, the gate, the allocator
   store.def(
       "open_session",
-      [](Store& s, const py::object& session, const py::object& actor_id, const py::object& now) {
+      [](Store& s, const Text& session, const OptText& actor_id, const OptInt& now) {
         const auto id = text(session, "session");
         const auto actor = optional_text(actor_id, "actor_id");
         const auto at = micros(now);
@@ -1176,8 +1229,8 @@ comes back after its backoff) unless no_retry.)doc");
       "Opens an agent session, scoped to actor_id's projects if given.");
   store.def(
       "session_heartbeat",
-      [](Store& s, const py::object& session, const py::object& lease_seconds,
-         const py::object& now) {
+      [](Store& s, const Text& session, const OptSeconds& lease_seconds,
+         const OptInt& now) {
         const auto id = text(session, "session");
         const auto lease = optional_seconds(lease_seconds, "lease_seconds");
         const auto at = micros(now);
@@ -1193,7 +1246,7 @@ comes back after its backoff) unless no_retry.)doc");
       "(unknown_session, session_closed).");
   store.def(
       "close_session",
-      [](Store& s, const py::object& session, const py::object& now) {
+      [](Store& s, const Text& session, const OptInt& now) {
         const auto id = text(session, "session");
         const auto at = micros(now);
         return s.run([&](ControlStore& c) { return c.close_session(id, at); });
@@ -1202,7 +1255,7 @@ comes back after its backoff) unless no_retry.)doc");
       "Closes the session and releases what it holds; the items released.");
   store.def(
       "sessions",
-      [](Store& s, const py::object& now) {
+      [](Store& s, const OptInt& now) {
         const auto at = micros(now);
         py::list out;
         for (const auto& i : s.run([&](ControlStore& c) { return c.sessions(at); })) {
@@ -1213,8 +1266,8 @@ comes back after its backoff) unless no_retry.)doc");
       py::kw_only(), "now"_a = py::none(), "Every session with the items it holds.");
   store.def(
       "assign_and_lease",
-      [](Store& s, const py::object& session, const py::object& item_id, const py::object& actions,
-         const py::object& lease_seconds, const py::object& now) {
+      [](Store& s, const Text& session, const Text& item_id, const Texts& actions,
+         const OptSeconds& lease_seconds, const OptInt& now) {
         const auto sid = text(session, "session");
         const auto id = text(item_id, "item_id");
         const auto a = texts(actions, "actions");
@@ -1229,9 +1282,9 @@ comes back after its backoff) unless no_retry.)doc");
       "outcome \"assigned\" (fence, lease_expires_at, expected_head, actions), \"wait\" "
       "(until) or \"no_safe_work\".");
   auto gate = [](bool record) {
-    return [record](Store& s, const py::object& session, const py::object& item_id,
-                    const py::object& fence, const py::object& action, const py::object& head,
-                    const py::object& now) {
+    return [record](Store& s, const Text& session, const Text& item_id,
+                    const Int& fence, const Text& action, const OptText& head,
+                    const OptInt& now) {
       const auto sid = text(session, "session");
       const auto id = text(item_id, "item_id");
       const auto f = fence_of(fence);
@@ -1255,7 +1308,7 @@ comes back after its backoff) unless no_retry.)doc");
             "The gate, and when it allows, mutation_recorded in the same transaction.");
   store.def(
       "observe_head",
-      [](Store& s, const py::object& item_id, const py::object& head, const py::object& now) {
+      [](Store& s, const Text& item_id, const Text& head, const OptInt& now) {
         const auto id = text(item_id, "item_id");
         const auto h = text(head, "head");
         const auto at = micros(now);
@@ -1265,7 +1318,7 @@ comes back after its backoff) unless no_retry.)doc");
       "A pr's head as the forge shows it; False if unchanged.");
   store.def(
       "observe_review",
-      [](Store& s, const py::object& item_id, const py::object& review, const py::object& now) {
+      [](Store& s, const Text& item_id, const Text& review, const OptInt& now) {
         const auto id = text(item_id, "item_id");
         const auto r = text(review, "review");
         const auto at = micros(now);
@@ -1275,7 +1328,7 @@ comes back after its backoff) unless no_retry.)doc");
       "A pr's review: \"none\", \"approved\" or \"changes_requested\"; False if unchanged.");
   store.def(
       "observe_close",
-      [](Store& s, const py::object& item_id, const py::object& reason, const py::object& now) {
+      [](Store& s, const Text& item_id, const Text& reason, const OptInt& now) {
         const auto id = text(item_id, "item_id");
         const auto r = text(reason, "reason");
         const auto at = micros(now);
@@ -1285,8 +1338,8 @@ comes back after its backoff) unless no_retry.)doc");
       "The item was merged or closed on the forge: terminal for everyone.");
   store.def(
       "allocate_next",
-      [](Store& s, const py::object& session, const py::object& apply, const py::object& actions,
-         const py::object& lease_seconds, const py::object& now) {
+      [](Store& s, const Text& session, const Flag& apply, const Texts& actions,
+         const OptSeconds& lease_seconds, const OptInt& now) {
         const auto sid = text(session, "session");
         const auto mode = truth(apply) ? AllocateMode::apply : AllocateMode::preview;
         const auto a = texts(actions, "actions");
@@ -1302,7 +1355,7 @@ comes back after its backoff) unless no_retry.)doc");
       "reserves it.");
   store.def(
       "enter_terminal_path",
-      [](Store& s, const py::object& item_id, const py::object& reason, const py::object& now) {
+      [](Store& s, const Text& item_id, const Text& reason, const OptInt& now) {
         const auto id = text(item_id, "item_id");
         const auto r = text(reason, "reason");
         const auto at = micros(now);
@@ -1312,7 +1365,7 @@ comes back after its backoff) unless no_retry.)doc");
       "Puts an open item on the terminal path (the allocator takes it first).");
   store.def(
       "leave_terminal_path",
-      [](Store& s, const py::object& item_id, const py::object& actor_id, const py::object& now) {
+      [](Store& s, const Text& item_id, const OptText& actor_id, const OptInt& now) {
         const auto id = text(item_id, "item_id");
         const auto o = lifecycle(actor_id, now);
         return s.run([&](ControlStore& c) { return c.leave_terminal_path(id, o); });
@@ -1331,20 +1384,20 @@ comes back after its backoff) unless no_retry.)doc");
       "The items on the terminal path.");
 
   // ---- incident links
-  auto incident_key = [](const py::object& provider, const py::object& fingerprint,
-                         const py::object& org, const py::object& repo,
-                         const py::object& environment) {
+  auto incident_key = [](const Text& provider, const Text& fingerprint,
+                         const Text& org, const Text& repo,
+                         const Text& environment) {
     return IncidentKey{text(provider, "provider"), text(fingerprint, "fingerprint"),
                        text(org, "org"), text(repo, "repo"), text(environment, "environment")};
   };
   store.def(
       "link_incident",
-      [incident_key](Store& s, const py::object& provider, const py::object& fingerprint,
-                     const py::object& target, const py::object& org, const py::object& repo,
-                     const py::object& environment, const py::object& status,
-                     const py::object& event_count, const py::object& permalink,
-                     const py::object& first_seen, const py::object& last_seen,
-                     const py::object& linked_prs, const py::object& now) {
+      [incident_key](Store& s, const Text& provider, const Text& fingerprint,
+                     const Text& target, const Text& org, const Text& repo,
+                     const Text& environment, const OptText& status,
+                     const OptInt& event_count, const OptText& permalink,
+                     const OptText& first_seen, const OptText& last_seen,
+                     const OptTexts& linked_prs, const OptInt& now) {
         const auto key = incident_key(provider, fingerprint, org, repo, environment);
         const auto t = text(target, "target");
         IncidentObservation o;
@@ -1364,8 +1417,8 @@ comes back after its backoff) unless no_retry.)doc");
       "Links a monitoring incident to the issue tracking it (an upsert); False if unchanged.");
   store.def(
       "incident",
-      [incident_key](Store& s, const py::object& provider, const py::object& fingerprint,
-                     const py::object& org, const py::object& repo, const py::object& environment) {
+      [incident_key](Store& s, const Text& provider, const Text& fingerprint,
+                     const Text& org, const Text& repo, const Text& environment) {
         const auto key = incident_key(provider, fingerprint, org, repo, environment);
         return incident_dict(s.run([&](ControlStore& c) { return c.incident(key); }));
       },
@@ -1373,7 +1426,7 @@ comes back after its backoff) unless no_retry.)doc");
       "environment"_a = "", "The link as a dict; NotFound (unknown_incident).");
   store.def(
       "incidents",
-      [](Store& s, const py::object& target) {
+      [](Store& s, const OptText& target) {
         const auto t = optional_text(target, "target");
         py::list out;
         for (const auto& r : s.run([&](ControlStore& c) { return c.incidents(t); })) {
@@ -1394,7 +1447,7 @@ comes back after its backoff) unless no_retry.)doc");
       "item_id, project_id, detail), empty when they agree.");
   m.def(
       "rebuild",
-      [](Store& s, const py::object& dry_run) {
+      [](Store& s, const Flag& dry_run) {
         RebuildOptions o{.dry_run = truth(dry_run)};
         const auto r = s.run([&](ControlStore& c) { return rebuild(c, o); });
         py::list changes;
@@ -1411,7 +1464,7 @@ comes back after its backoff) unless no_retry.)doc");
       "cplane.Error when the log fails its own checks (nothing changed).");
   m.def(
       "export",
-      [](Store& s, const py::object& path, const py::object& since) {
+      [](Store& s, const PathArg& path, const Int& since) {
         const auto p = py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
         ExportOptions o;
         o.since = integer(since, "since");
@@ -1433,7 +1486,7 @@ comes back after its backoff) unless no_retry.)doc");
       "Writes the log to a new file at path (the export format; never over a file).");
   m.def(
       "audit",
-      [](const py::object& path, Store* against) {
+      [](const PathArg& path, Store* against) {
         const auto p = py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
         std::FILE* f = open_file(p, "rb");
         AuditReport r;
