@@ -6,6 +6,7 @@ import math
 import os
 import pickle
 import threading
+import time
 
 import pytest
 
@@ -379,3 +380,46 @@ def test_help_reads_well():
     assert "path_or_url" in doc and "context manager" in doc
     assert "FenceRejected" in cplane.ControlStore.finish.__doc__
     assert "lease_seconds" in cplane.ControlStore.claim.__doc__
+
+
+def test_a_store_that_cannot_be_opened_is_a_storage_error_with_its_category(tmp_path):
+    with pytest.raises(cplane.StorageError) as e:
+        cplane.ControlStore(str(tmp_path / "no-such-dir" / "x.db"))
+    assert e.value.category in ("unavailable", "io")
+    with pytest.raises(cplane.StorageError) as e:
+        cplane.ControlStore(str(tmp_path / "missing.db"), create=False)
+    assert e.value.category == "unavailable"
+
+
+def test_a_read_only_store_refuses_writes(url, backend):
+    if backend.name != "sqlite":
+        pytest.skip("read_only is SQLite's")
+    with cplane.ControlStore(url) as store:
+        store.create_project("alpha", "Project Alpha")
+    with cplane.ControlStore(url, read_only=True) as store:
+        with pytest.raises(cplane.InvalidArgument) as e:
+            store.enqueue("alpha", {})
+        assert e.value.reason == "read_only"
+        assert store.visible_projects() == ["alpha"]
+
+
+def test_the_gil_is_released_while_a_call_waits(url):
+    with cplane.ControlStore(url) as s:
+        s.create_project("alpha", "Project Alpha")
+    waited = {}
+
+    def wait_for_work():
+        with cplane.ControlStore(url) as store:
+            t = time.monotonic()
+            waited["item"] = store.claim("w", wait_seconds=1.0)
+            waited["end"] = time.monotonic()
+            waited["start"] = t
+
+    t = threading.Thread(target=wait_for_work)
+    t.start()
+    time.sleep(0.3)
+    mid = time.monotonic()  # reached only if the waiting claim let go of the GIL
+    t.join()
+    assert waited["item"] is None
+    assert waited["end"] - waited["start"] >= 0.9
+    assert mid < waited["end"] - 0.3
