@@ -1281,31 +1281,45 @@ comes back after its backoff) unless no_retry.)doc");
       "Gives the item to the session under a fresh fence, in one transaction: a dict with "
       "outcome \"assigned\" (fence, lease_expires_at, expected_head, actions), \"wait\" "
       "(until) or \"no_safe_work\".");
-  auto gate = [](bool record) {
-    return [record](Store& s, const Text& session, const Text& item_id,
-                    const Int& fence, const Text& action, const OptText& head,
-                    const OptInt& now) {
+  // The gate three ways: check_assignment answers with a Verdict (C++'s
+  // require_valid_assignment); require_valid_assignment and record_mutation
+  // raise MutationDenied for a denial, so that a caller that ignores the
+  // answer cannot go on to mutate (a Python name that says "require" must
+  // not return a falsy value instead).
+  enum class GateCall { check, require, record };
+  auto gate = [](GateCall call) {
+    return [call](Store& s, const Text& session, const Text& item_id, const Int& fence,
+                  const Text& action, const OptText& head, const OptInt& now) {
       const auto sid = text(session, "session");
       const auto id = text(item_id, "item_id");
       const auto f = fence_of(fence);
       const auto a = text(action, "action");
       const auto h = optional_text(head, "head");
       const auto at = micros(now);
-      return verdict(s.run([&](ControlStore& c) {
-                       return record ? c.record_mutation(sid, id, f, a, h, at)
-                                     : c.require_valid_assignment(sid, id, f, a, h, at);
-                     }),
-                     "gate");
+      const auto v = s.run([&](ControlStore& c) {
+        return call == GateCall::record ? c.record_mutation(sid, id, f, a, h, at)
+                                        : c.require_valid_assignment(sid, id, f, a, h, at);
+      });
+      if (call != GateCall::check && !v) {
+        raise(classes->mutation_denied, v.message(), py::str(to_string(v.reason())));
+      }
+      return verdict(v, "gate");
     };
   };
-  store.def("require_valid_assignment", gate(false), "session"_a, "item_id"_a, "fence"_a,
+  store.def("check_assignment", gate(GateCall::check), "session"_a, "item_id"_a, "fence"_a,
             "action"_a, "head"_a = py::none(), py::kw_only(), "now"_a = py::none(),
-            "The mutation gate: a Verdict, allowed or denied with reason (no_live_lease, "
-            "stale_fence, work_terminal, action_not_allowed, head_drift, key_held). "
-            "cplane.require(verdict) raises MutationDenied. Writes nothing.");
-  store.def("record_mutation", gate(true), "session"_a, "item_id"_a, "fence"_a, "action"_a,
-            "head"_a = py::none(), py::kw_only(), "now"_a = py::none(),
-            "The gate, and when it allows, mutation_recorded in the same transaction.");
+            "The mutation gate as a value: a Verdict, allowed, or denied with its reason "
+            "(no_live_lease, stale_fence, work_terminal, action_not_allowed, head_drift, "
+            "key_held); cplane.require(verdict) raises MutationDenied. Writes nothing.");
+  store.def("require_valid_assignment", gate(GateCall::require), "session"_a, "item_id"_a,
+            "fence"_a, "action"_a, "head"_a = py::none(), py::kw_only(), "now"_a = py::none(),
+            "The mutation gate, before each mutation on the forge: an allowed Verdict, or "
+            "MutationDenied with .reason (no_live_lease, stale_fence, work_terminal, "
+            "action_not_allowed, head_drift, key_held). Writes nothing.");
+  store.def("record_mutation", gate(GateCall::record), "session"_a, "item_id"_a, "fence"_a,
+            "action"_a, "head"_a = py::none(), py::kw_only(), "now"_a = py::none(),
+            "The gate, and when it allows, mutation_recorded in the same transaction; "
+            "MutationDenied (nothing recorded) when it denies.");
   store.def(
       "observe_head",
       [](Store& s, const Text& item_id, const Text& head, const OptInt& now) {

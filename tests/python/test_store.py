@@ -319,12 +319,23 @@ def test_sessions_and_the_gate(store):
     ok = store.require_valid_assignment("agent-1", pr, a["fence"], "push", now=T0)
     assert ok and cplane.require(ok) is None
     assert store.record_mutation("agent-1", pr, a["fence"], "push", now=T0)
-    denied = store.require_valid_assignment("agent-1", pr, a["fence"], "merge", now=T0)
+    before = store.log_end()
+    with pytest.raises(cplane.MutationDenied) as e:
+        store.require_valid_assignment("agent-1", pr, a["fence"], "merge", now=T0)
+    assert e.value.reason == "action_not_allowed"
+    with pytest.raises(cplane.MutationDenied) as e:
+        store.record_mutation("agent-2", pr, a["fence"], "push", now=T0)
+    assert e.value.reason == "no_live_lease"
+    assert store.log_end() == before  # a denial records nothing
+    denied = store.check_assignment("agent-1", pr, a["fence"], "merge", now=T0)
     assert not denied and denied.reason == "action_not_allowed"
     store.observe_head(pr, "def", now=T0 + 1)
-    drift = store.require_valid_assignment("agent-1", pr, a["fence"], "push", now=T0 + 2)
+    drift = store.check_assignment("agent-1", pr, a["fence"], "push", now=T0 + 2)
     with pytest.raises(cplane.MutationDenied) as e:
         cplane.require(drift)
+    assert e.value.reason == "head_drift"
+    with pytest.raises(cplane.MutationDenied) as e:
+        store.require_valid_assignment("agent-1", pr, a["fence"], "push", now=T0 + 2)
     assert e.value.reason == "head_drift"
     assert store.close_session("agent-1", now=T0 + 3) == [pr]
     assert [s["session_id"] for s in store.sessions(now=T0 + 3)] == ["agent-1", "agent-2"]
