@@ -69,6 +69,8 @@ void archive_scenario(const Options& o, const Emit& emit) {
              .num("drained", drained)
              .num("archived_streams", report.streams)
              .num("live_db_bytes", size_of(db) + size_of(db + "-wal"))
+             .num("db_file_bytes", size_of(db))
+             .num("wal_bytes", size_of(db + "-wal"))
              .fixed("verify_s", verify_seconds, 3)
              .boolean("clean", clean)
              .fixed("claim_us_per_item", claim_seconds * 1e6 / static_cast<double>(n), 2)
