@@ -1,4 +1,6 @@
 // cplane archive: retention (docs/retention.md).
+#include <cstdio>
+#include <cstring>
 #include <ctime>
 
 #include "cli/cli.hpp"
@@ -8,13 +10,15 @@ namespace cplane::cli {
 namespace {
 
 // TIME as the CLI takes times: microseconds since the epoch, or an
-// ISO-8601 UTC time (2026-01-31T12:00:00Z, optionally with a fraction of a
-// second, or a date alone: its midnight, UTC).
+// ISO-8601 time (2026-01-31T12:00:00Z, or with an offset +01:00,
+// optionally with a fraction of a second, or a date alone: its midnight,
+// UTC).
 std::optional<Micros> parse_time(std::string_view text) {
   if (auto micros = parse_int<Micros>(kj::StringPtr(std::string(text).c_str()))) return micros;
   std::tm tm{};
   int fraction_digits = 0;
   Micros fraction = 0;
+  std::int64_t offset = 0;  // seconds ahead of UTC
   const std::string s(text);
   const char* rest = ::strptime(s.c_str(), "%Y-%m-%d", &tm);
   if (rest == nullptr) return std::nullopt;
@@ -33,12 +37,23 @@ std::optional<Micros> parse_time(std::string_view text) {
       if (fraction_digits == 0) return std::nullopt;
       for (int i = fraction_digits; i < 6; ++i) fraction *= 10;
     }
-    if (*rest == 'Z') ++rest;
+    if (*rest == 'Z') {
+      ++rest;
+    } else if ((*rest == '+' || *rest == '-') && std::strlen(rest) == 6 && rest[3] == ':') {
+      // An offset, +HH:MM or -HH:MM: the time is that far ahead of UTC.
+      const int sign = *rest == '+' ? 1 : -1;
+      int hours = 0, minutes = 0;
+      if (std::sscanf(rest + 1, "%2d:%2d", &hours, &minutes) != 2 || hours > 23 || minutes > 59) {
+        return std::nullopt;
+      }
+      offset = sign * (hours * 3600 + minutes * 60);
+      rest += 6;
+    }
   }
   if (*rest != '\0') return std::nullopt;
   const std::time_t seconds = ::timegm(&tm);
   if (seconds < 0) return std::nullopt;
-  return static_cast<Micros>(seconds) * 1'000'000 + fraction;
+  return (static_cast<Micros>(seconds) - offset) * 1'000'000 + fraction;
 }
 
 }  // namespace
@@ -109,7 +124,7 @@ Validity Cli::run_archive() {
     options.file = to_.value_or("");
     options.dry_run = dry_run_;
     options.now = now_;
-    auto store = open(dry_run_ ? Access::write : Access::write);
+    auto store = open(Access::write);
     const auto report = archive(store, options);
     changed_ = !report.dry_run;
     if (json_) {

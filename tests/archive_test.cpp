@@ -312,6 +312,12 @@ TEST_CASE("the CLI: archive, --dry-run, --verify-only, audit --against, and refu
   const auto dry = run_cli({"archive", "--db", db, "--before", cut, "--to", dir.file("s.seg"), "--dry-run"});
   CHECK(dry.exit_code == 0);
   CHECK(contains(dry.out, "would archive 4 stream(s)"));
+  // The same TIME in ISO-8601, in UTC and with an offset.
+  for (const char* iso : {"2023-11-14T22:13:21Z", "2023-11-14T23:13:21+01:00"}) {
+    const auto r = run_cli({"archive", "--db", db, "--before", iso, "--dry-run"});
+    INFO(iso << ": " << r.out << r.err);
+    CHECK(contains(r.out, "would archive 4 stream(s)"));
+  }
   CHECK(snapshot(db) == before);
   const auto done = run_cli({"archive", "--db", db, "--before", cut, "--to", dir.file("s.seg"), "--json"});
   INFO(done.err);

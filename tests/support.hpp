@@ -164,6 +164,11 @@ inline constexpr const char* kBackToVersion1 =
     "DROP INDEX items_lease; CREATE INDEX items_lease ON items(project_id, lease_expires_at) "
     "WHERE status = 'claimed'; PRAGMA user_version = 1; ";
 
+// test_context().tables(db) less SQLite's retention tables (anchors,
+// segments: docs/retention.md), which PostgreSQL has not yet: the tables
+// every backend has.
+std::vector<std::string> tables_but_retention(const std::string& db);
+
 // verify_ledger on the store at `db` (opened to write, so that it migrates),
 // and the kinds of the problems it names.
 std::vector<LedgerProblem> verify_file(const std::string& db);
