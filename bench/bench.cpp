@@ -15,6 +15,7 @@
 //   cplane-bench --scenario scheduled [--max-depth 200000] [--items 2000]
 //                                     (the full run: --max-depth 1000000)
 //   cplane-bench --scenario verify    [--max-items 1000000]
+//   cplane-bench --scenario archive   [--items 1000000] [--batch 100000]  (an archive every batch)
 //   cplane-bench --scenario assign-gate [--items 2000] [--durability D]
 //   cplane-bench --scenario allocate  [--items 2000] [--max-depth 1000000] [--durability D]
 //   cplane-bench --scenario keys      [--workers 16] [--items 10000] [--max-depth 100000]
@@ -47,6 +48,7 @@
 #include "bench/plot.hpp"
 #include "bench/pg_raw.hpp"
 #include "bench/verify_bench.hpp"
+#include "bench/archive_bench.hpp"
 #include "bench/view_bench.hpp"
 
 namespace cplane::bench {
@@ -224,6 +226,8 @@ class Bench {
         scheduled_scenario(o, emit);
       } else if (s == "verify") {
         verify_scenario(o, emit);
+      } else if (s == "archive") {
+        archive_scenario(o, emit);
       } else if (s == "assign-gate") {
         assign_gate_scenario(o, emit);
       } else if (s == "allocate") {
@@ -250,7 +254,7 @@ class Bench {
         pg_raw_scenario(o, emit);
       } else {
         return "--scenario is one of enqueue, single, drain, drain-matrix, latency, depth, "
-               "scheduled, verify, assign-gate, allocate, keys, fair, list, metrics, console-load, "
+               "scheduled, verify, archive, assign-gate, allocate, keys, fair, list, metrics, console-load, "
                "long-horizon, raw, pg-raw (or "
                "use --plot DIR)";
       }

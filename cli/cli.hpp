@@ -457,6 +457,13 @@ class Cli {
   Validity run_recover();
   static std::string storage_file(const std::string& url) { return storage::sqlite_path(url); }
 
+  // ---- archive (cli/archive.cpp) ---------------------------------------------
+  kj::MainFunc archive_command();
+  Validity set_before(kj::StringPtr text);
+  Validity set_verify_only();
+  Validity run_archive();
+  void run_verify_segments();
+
   // ---- serve: the web console (cli/serve.cpp) -------------------------------
   kj::MainFunc serve_command();
 
@@ -610,6 +617,8 @@ class Cli {
   Seq since_ = 0;
   std::optional<std::string> against_;
   std::optional<std::string> to_;
+  std::optional<Micros> before_;
+  bool verify_only_ = false;
   bool progress_shown_ = false;
   std::vector<std::string> args_;
 };

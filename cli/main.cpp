@@ -90,6 +90,8 @@ kj::MainFunc Cli::main() {
                      "build a fresh database (--db NEW) from an export")
       .addSubCommand("recover", KJ_BIND_METHOD(*this, recover_command),
                      "salvage a damaged database (--db) into a fresh one (--to)")
+      .addSubCommand("archive", KJ_BIND_METHOD(*this, archive_command),
+                     "move ended streams into a checked segment file, leaving anchors")
       .addSubCommand("stats", KJ_BIND_METHOD(*this, stats_command),
                      "count items by status (one project with --project)")
       .addSubCommand("migrate", KJ_BIND_METHOD(*this, migrate_command),

@@ -141,13 +141,53 @@ Validity Cli::run_stats() {
                                "and are not counted: run cplane verify\n",
                                c.invalid);
     }
+    // What archives moved out of the live store (every project's), only
+    // once there is any: a store that never archived prints what it did.
+    const auto segments = archived_segments(store);
+    std::int64_t streams = 0, events = 0, bytes = 0;
+    for (const auto& seg : segments) {
+      streams += seg.streams;
+      events += seg.events;
+      bytes += seg.bytes;
+    }
     if (json_) {
-      print(counts_json(c));
+      std::string counts = counts_json(c);
+      if (!segments.empty() && counts.ends_with("}")) {
+        std::string files;
+        for (const auto& seg : segments) {
+          files += (files.empty() ? "" : ",") + JsonObject()
+                                                    .str("segment_id", seg.segment_id)
+                                                    .str("file", seg.file)
+                                                    .str("project", seg.project_id)
+                                                    .num("streams", seg.streams)
+                                                    .num("events", seg.events)
+                                                    .num("bytes", seg.bytes)
+                                                    .done();
+        }
+        counts.pop_back();
+        counts += ",\"archived\":" + JsonObject()
+                                         .num("streams", streams)
+                                         .num("events", events)
+                                         .num("bytes", bytes)
+                                         .raw("segments", "[" + files + "]")
+                                         .done() +
+                  "}";
+      }
+      print(counts);
     } else {
       print(fmt::format("ready: {}\nclaimed: {}\ndone: {}\nfailed: {}\nclosed: {}\nscheduled: "
                         "{}\ncancelled: {}",
                         c.ready, c.claimed, c.done, c.failed, c.closed, c.scheduled,
                         c.cancelled));
+      if (!segments.empty()) {
+        print(fmt::format("archived: {} stream(s), {} event(s), {} byte(s) in {} segment(s) (all "
+                          "projects)",
+                          streams, events, bytes, segments.size()));
+        for (const auto& seg : segments) {
+          print(fmt::format("  {}: {} stream(s), {} event(s), {} byte(s), segment {}", seg.file,
+                            seg.streams, seg.events, seg.bytes, seg.segment_id));
+        }
+      }
     }
   });
 }

@@ -587,6 +587,13 @@ std::string CommandRunner::exec(ControlStore::Impl& s, const cmd::Enqueue& c) {
   if (!c.key.empty()) first = s.backend_->find_item_by_key(c.project_id, c.key);
   // Enqueued before under this key: that item, and nothing appended.
   if (auto earlier = decide_keyed_enqueue(project, c.key, first)) return *earlier;
+  // ... also when that item was archived since (docs/retention.md): its
+  // anchor keeps the key for as long as the anchor is kept.
+  if (!c.key.empty()) {
+    if (auto archived = s.backend_->find_anchor_by_key(c.project_id, c.key)) {
+      return archived->stream_id;
+    }
+  }
   const ControlStore::EnqueueOptions forge{.kind = c.kind, .ref = c.ref, .head = c.head,
                                            .author = c.author, .priority = c.priority,
                                            .key = c.key, .actor = c.actor, .now = c.now,

@@ -3,7 +3,8 @@
 # with `capnp decode events/export.capnp ExportRecord`.
 #
 #   header, then for each stream (project streams, then item streams, each in
-#   stream id order, bytewise): its events in seq order, then its head; then
+#   stream id order, bytewise): its events in seq order, then its head (or,
+#   for an archived stream, its anchor alone: format version 2); then
 #   events and heads of stream kinds this build does not know; then footer.
 #
 # Stream order lets an audit fold one stream at a time in flat memory, as
@@ -29,6 +30,8 @@ struct ExportHeader {
   denseSeqs @9 :Bool;          # the source hands out seqs with no gaps
   exportedAt @10 :Int64;       # microseconds since the epoch
   cplaneVersion @11 :Text;
+  segmentId @12 :Text;         # "" an export; else the archive segment's id (docs/retention.md):
+                               # its streams only, their projects' streams live elsewhere
 }
 
 struct ExportEvent {
@@ -53,6 +56,26 @@ struct ExportHead {
   hash @4 :Data;
 }
 
+# An archived stream's anchor (docs/retention.md): in its stream's place,
+# instead of its events and head, which are in the segment it names.
+# Written from format version 2, and only by a store that archived.
+struct ExportAnchor {
+  streamKind @0 :Text;
+  streamId @1 :Text;
+  revision @2 :Int64;
+  lastSeq @3 :Int64;
+  hash @4 :Data;
+  events @5 :Int64;
+  seqs @6 :Data;               # the stream's seqs, 8 bytes big-endian each
+  projectId @7 :Text;
+  state @8 :Text;
+  fence @9 :Int64;
+  idemKey @10 :Text;
+  endedAt @11 :Int64;
+  segmentId @12 :Text;
+  segmentDigest @13 :Data;
+}
+
 struct ExportFooter {
   events @0 :Int64;
   heads @1 :Int64;
@@ -65,5 +88,6 @@ struct ExportRecord {
     event @1 :ExportEvent;
     head @2 :ExportHead;
     footer @3 :ExportFooter;
+    anchor @4 :ExportAnchor;
   }
 }

@@ -4,6 +4,8 @@
 #include <cplane/verify.hpp>
 
 #include "commands/backend_access.hpp"
+#include "events/chain.hpp"
+#include "recovery/archive.hpp"
 #include "recovery/export.hpp"
 #include "recovery/recover.hpp"
 #include "verify/verify.hpp"
@@ -21,6 +23,30 @@ RebuildReport rebuild(ControlStore& store, const RebuildOptions& options,
   return BackendAccess::with(store, [&](storage::Backend& backend) {
     return rebuild(backend, options.dry_run, progress);
   });
+}
+
+ArchiveReport archive(ControlStore& store, const ArchiveOptions& options) {
+  return BackendAccess::with(
+      store, [&](storage::Backend& backend) { return archive_streams(backend, options); });
+}
+
+std::vector<ArchivedSegment> archived_segments(ControlStore& store) {
+  return BackendAccess::with(store, [&](storage::Backend& backend) {
+    auto tx = storage::Transaction::read(backend);
+    std::vector<ArchivedSegment> out;
+    for (const auto& r : backend.segments()) {
+      Hash h{};
+      out.push_back({r.segment_id, hash_from_bytes(r.digest, h) ? to_hex(h) : "", r.file,
+                     r.project_id, r.before, r.archived_at, r.streams, r.events, r.bytes});
+    }
+    tx.commit();
+    return out;
+  });
+}
+
+SegmentCheck verify_segment(ControlStore& store, const std::string& file) {
+  return BackendAccess::with(
+      store, [&](storage::Backend& backend) { return check_segment(backend, file); });
 }
 
 ExportSummary export_log(ControlStore& store, std::FILE* out, const ExportOptions& options) {
@@ -49,9 +75,10 @@ AuditReport audit_export(std::FILE* in, ControlStore* against, const Progress& p
   });
 }
 
-RestoreReport restore_export(std::FILE* in, ControlStore& fresh, const Progress& progress) {
+RestoreReport restore_export(std::FILE* in, ControlStore& fresh, const Progress& progress,
+                             const std::vector<std::FILE*>& segments) {
   return BackendAccess::with(fresh, [&](storage::Backend& backend) {
-    return restore_export(in, backend, progress);
+    return restore_export(in, backend, progress, segments);
   });
 }
 

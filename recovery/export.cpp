@@ -17,6 +17,7 @@
 #include "events/events.capnp.h"
 #include "events/export.capnp.h"
 #include "verify/chain_check.hpp"
+#include "recovery/archive.hpp"
 #include "verify/quote.hpp"
 
 namespace cplane {
@@ -92,19 +93,64 @@ void put_head(Writer& w, const storage::StreamHead& h) {
   w.write(message);
 }
 
+void put_anchor(Writer& w, const storage::StreamAnchor& a) {
+  capnp::MallocMessageBuilder message(128 + a.seqs.size() / sizeof(capnp::word));
+  auto r = message.initRoot<wire::ExportRecord>().initAnchor();
+  r.setStreamKind(a.stream_kind);
+  r.setStreamId(a.stream_id);
+  r.setRevision(a.revision);
+  r.setLastSeq(a.last_seq);
+  r.setHash(as_data(a.hash));
+  r.setEvents(a.events);
+  r.setSeqs(as_data(a.seqs));
+  r.setProjectId(a.project_id);
+  r.setState(a.state);
+  r.setFence(a.fence);
+  r.setIdemKey(a.idem_key);
+  r.setEndedAt(a.ended_at);
+  r.setSegmentId(a.segment_id);
+  r.setSegmentDigest(as_data(a.segment_digest));
+  w.write(message);
+}
+
+bool has_anchors(storage::LogSource& log) {
+  storage::StreamAnchor a;
+  for (const StreamKind kind : kStreamKinds) {
+    if (log.scan_anchors(kind)->next(a)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+namespace {
+ExportSummary write_export(storage::LogSource& log, std::FILE* out, const ExportOptions& options,
+                           const std::string& segment_id);
 }  // namespace
 
 ExportSummary export_log(storage::LogSource& log, std::FILE* out, const ExportOptions& options) {
+  return write_export(log, out, options, std::string());
+}
+
+ExportSummary export_segment(storage::LogSource& log, std::FILE* out,
+                             const std::string& segment_id) {
+  return write_export(log, out, ExportOptions{}, segment_id);
+}
+
+namespace {
+ExportSummary write_export(storage::LogSource& log, std::FILE* out, const ExportOptions& options,
+                           const std::string& segment_id) {
   if (options.since < 0) throw InvalidArgument("--since must not be negative");
   auto tx = storage::Transaction::read(log);
   ExportSummary summary;
   const std::int64_t total = log.event_count();
   const auto digest = log.log_digest();
   Writer w(out);
+  const bool anchored = has_anchors(log);
   {
     capnp::MallocMessageBuilder message(128);
     auto h = message.initRoot<wire::ExportRecord>().initHeader();
-    h.setFormatVersion(kExportFormatVersion);
+    h.setFormatVersion(anchored ? kExportFormatVersion : 1);
     h.setSchemaId(kEventsSchemaId);
     h.setSourceDatabase(log.database_id());
     h.setSinceSeq(options.since);
@@ -119,6 +165,7 @@ ExportSummary export_log(storage::LogSource& log, std::FILE* out, const ExportOp
     h.setDenseSeqs(log.seqs_dense());
     h.setExportedAt(now_micros());
     h.setCplaneVersion(kVersion);
+    h.setSegmentId(segment_id);
     // The number of events written is known only at the end: the header
     // gives the log's count for a whole export (the footer the file's).
     h.setEventCount(options.since == 0 ? total : -1);
@@ -132,24 +179,33 @@ ExportSummary export_log(storage::LogSource& log, std::FILE* out, const ExportOp
   for (const StreamKind kind : kStreamKinds) {
     auto events = log.scan_stream(kind);
     auto heads = log.scan_heads(kind);
+    auto anchors = log.scan_anchors(kind);
     storage::RawEvent raw;
     storage::StreamHead head;
+    storage::StreamAnchor anchor;
     bool have_event = events->next(raw);
     bool have_head = heads->next(head);
+    bool have_anchor = anchored && anchors->next(anchor);
     std::string prev_hash;  // the last skipped event's hash (--since)
     std::string stream;
-    bool anchored = false;
-    while (have_event || have_head) {
-      if (have_event && (!have_head || raw.stream_id <= head.stream_id)) {
+    bool first_exported = false;
+    while (have_event || have_head || have_anchor) {
+      // An archived stream's anchor goes where its events would have.
+      if (have_anchor && (!have_event || anchor.stream_id <= raw.stream_id) &&
+          (!have_head || anchor.stream_id <= head.stream_id)) {
+        put_anchor(w, anchor);
+        ++summary.anchors;
+        have_anchor = anchors->next(anchor);
+      } else if (have_event && (!have_head || raw.stream_id <= head.stream_id)) {
         if (raw.stream_id != stream) {
           stream = raw.stream_id;
           prev_hash.clear();
-          anchored = false;
+          first_exported = false;
         }
         tick();
         if (raw.seq > options.since) {
-          put_event(w, raw, options.since > 0 && !anchored && raw.revision > 1 ? &prev_hash : nullptr);
-          anchored = true;
+          put_event(w, raw, options.since > 0 && !first_exported && raw.revision > 1 ? &prev_hash : nullptr);
+          first_exported = true;
           ++summary.events;
         } else {
           prev_hash = raw.hash;
@@ -196,8 +252,6 @@ ExportSummary export_log(storage::LogSource& log, std::FILE* out, const ExportOp
   return summary;
 }
 
-namespace {
-
 // ---- reading -------------------------------------------------------------------
 
 // One record at a time, in file order, with the file's integrity checked as
@@ -221,17 +275,20 @@ class Reader {
     Seq since = 0;
     std::int64_t event_count = 0;
     std::string source;
+    std::string segment_id;
     bool dense = false;
     std::optional<storage::LogDigest> digest;
   };
   const Header& header() const { return header_; }
 
-  enum class Kind { event, head, end };
+  enum class Kind { event, head, anchor, end };
   // The current record's kind; `end` once the footer was read and checked.
   Kind kind() const { return kind_; }
   const storage::RawEvent& event() const { return event_; }
   const std::string& prev_hash() const { return prev_hash_; }
   const storage::StreamHead& head() const { return head_; }
+  const storage::StreamAnchor& anchor() const { return anchor_; }
+  std::int64_t anchors() const { return anchors_; }
   std::int64_t events() const { return events_; }
   std::int64_t heads() const { return heads_; }
 
@@ -279,6 +336,7 @@ class Reader {
     header_.since = h.getSinceSeq();
     header_.event_count = h.getEventCount();
     header_.source = text(h.getSourceDatabase());
+    header_.segment_id = text(h.getSegmentId());
     header_.dense = h.getDenseSeqs();
     if (h.getHasDigest()) {
       header_.digest = storage::LogDigest{h.getLogEvents(), h.getLogLastSeq(), bytes(h.getLogDigest())};
@@ -293,14 +351,17 @@ class Reader {
   void check_order() {
     if (kind_ == Kind::end) return;
     const bool is_event = kind_ == Kind::event;
-    const std::string& kind = is_event ? event_.stream_kind : head_.stream_kind;
+    const bool is_anchor = kind_ == Kind::anchor;
+    const std::string& kind =
+        is_event ? event_.stream_kind : is_anchor ? anchor_.stream_kind : head_.stream_kind;
     const auto parsed = parse_stream_kind(kind);
     constexpr int kUnknown = static_cast<int>(std::size(kStreamKinds));
     int section = kUnknown;
     for (int i = 0; parsed && i < kUnknown; ++i) {
       if (kStreamKinds[i] == *parsed) section = i;
     }
-    const std::string& id = is_event ? event_.stream_id : head_.stream_id;
+    const std::string& id =
+        is_event ? event_.stream_id : is_anchor ? anchor_.stream_id : head_.stream_id;
     const Seq seq = is_event ? event_.seq : 0;
     bool in_order = true;
     if (section != order_.section) {
@@ -309,6 +370,8 @@ class Reader {
       in_order = is_event ? !order_.head : true;  // unknown kinds: events, then heads
     } else if (id != order_.id) {
       in_order = id > order_.id;
+    } else if (is_anchor) {
+      in_order = false;  // an anchor stands alone for its stream
     } else if (is_event) {
       in_order = !order_.head && seq > order_.seq;
     } else {
@@ -317,7 +380,8 @@ class Reader {
     if (!in_order) {
       throw damaged(fmt::format("the export is out of order after {} event(s) (a {} of {} {} "
                                 "where it cannot be): it was not written by cplane export",
-                                events_, is_event ? "event" : "head", kind, quoted(id)));
+                                events_, is_event ? "event" : is_anchor ? "anchor" : "head", kind,
+                                quoted(id)));
     }
     order_ = {section, id, seq, !is_event};
   }
@@ -351,6 +415,26 @@ class Reader {
         head_.hash = bytes(h.getHash());
         ++heads_;
         kind_ = Kind::head;
+        break;
+      }
+      case wire::ExportRecord::ANCHOR: {
+        auto a = root.getAnchor();
+        anchor_.stream_kind = text(a.getStreamKind());
+        anchor_.stream_id = text(a.getStreamId());
+        anchor_.revision = a.getRevision();
+        anchor_.last_seq = a.getLastSeq();
+        anchor_.hash = bytes(a.getHash());
+        anchor_.events = a.getEvents();
+        anchor_.seqs = bytes(a.getSeqs());
+        anchor_.project_id = text(a.getProjectId());
+        anchor_.state = text(a.getState());
+        anchor_.fence = a.getFence();
+        anchor_.idem_key = text(a.getIdemKey());
+        anchor_.ended_at = a.getEndedAt();
+        anchor_.segment_id = text(a.getSegmentId());
+        anchor_.segment_digest = bytes(a.getSegmentDigest());
+        ++anchors_;
+        kind_ = Kind::anchor;
         break;
       }
       case wire::ExportRecord::FOOTER: {
@@ -455,7 +539,8 @@ class Reader {
   storage::RawEvent event_;
   std::string prev_hash_;
   storage::StreamHead head_;
-  std::int64_t events_ = 0, heads_ = 0;
+  storage::StreamAnchor anchor_;
+  std::int64_t events_ = 0, heads_ = 0, anchors_ = 0;
   struct Order {
     int section = -1;
     std::string id;
@@ -497,6 +582,9 @@ class ExportLog final : public storage::LogSource {
   std::unique_ptr<storage::Cursor<storage::RawEvent>> scan_unfiled() override {
     return std::make_unique<EventCursor>(*this, std::string());
   }
+  std::unique_ptr<storage::Cursor<storage::StreamAnchor>> scan_anchors(StreamKind kind) override {
+    return std::make_unique<AnchorCursor>(*this, std::string(to_string(kind)));
+  }
   std::vector<storage::StreamHead> unfiled_heads() override {
     std::vector<storage::StreamHead> out;
     while (!heads_.empty()) {
@@ -520,11 +608,14 @@ class ExportLog final : public storage::LogSource {
   // their cursor asks. A record of a later section stops both.
   bool pull(const std::string& kind) {
     if (reader_.kind() == Reader::Kind::end) return false;
-    const auto& record_kind = reader_.kind() == Reader::Kind::event ? reader_.event().stream_kind
-                                                                   : reader_.head().stream_kind;
+    const auto& record_kind = reader_.kind() == Reader::Kind::event    ? reader_.event().stream_kind
+                              : reader_.kind() == Reader::Kind::anchor ? reader_.anchor().stream_kind
+                                                                       : reader_.head().stream_kind;
     if (!in_section(record_kind, kind)) return false;
     if (reader_.kind() == Reader::Kind::event) {
       events_.push_back(reader_.event());
+    } else if (reader_.kind() == Reader::Kind::anchor) {
+      anchors_.push_back(reader_.anchor());
     } else {
       heads_.push_back(reader_.head());
     }
@@ -564,10 +655,25 @@ class ExportLog final : public storage::LogSource {
     std::string kind;
   };
 
+  struct AnchorCursor final : storage::Cursor<storage::StreamAnchor> {
+    AnchorCursor(ExportLog& log, std::string kind) : log(log), kind(std::move(kind)) {}
+    bool next(storage::StreamAnchor& out) override {
+      while (log.anchors_.empty()) {
+        if (!log.pull(kind)) return false;
+      }
+      out = std::move(log.anchors_.front());
+      log.anchors_.pop_front();
+      return true;
+    }
+    ExportLog& log;
+    std::string kind;
+  };
+
   Reader& reader_;
   storage::Backend* against_;
   std::deque<storage::RawEvent> events_;
   std::deque<storage::StreamHead> heads_;
+  std::deque<storage::StreamAnchor> anchors_;
 };
 
 // A partial export (--since): only the chain can be checked, each stream
@@ -598,7 +704,7 @@ void audit_partial(Reader& reader, AuditReport& report, const Progress& progress
       if (s.first_at == 0 || e.at < s.first_at) s.first_at = e.at;
       s.last_at = std::max(s.last_at, e.at);
       if (reader.events() % kProgressEvery == 0 && progress) progress(reader.events(), 0);
-    } else {
+    } else if (reader.kind() == Reader::Kind::head) {
       const auto& h = reader.head();
       if (chain && h.stream_kind == kind && h.stream_id == id) {
         chain->finish(&h, report.problems);
@@ -614,6 +720,18 @@ void audit_partial(Reader& reader, AuditReport& report, const Progress& progress
 }
 
 }  // namespace
+
+ExportHeads read_export_heads(std::FILE* in) {
+  Reader reader(in);
+  ExportHeads out;
+  out.source_database = reader.header().source;
+  out.segment_id = reader.header().segment_id;
+  while (reader.kind() != Reader::Kind::end) {
+    if (reader.kind() == Reader::Kind::head) out.heads.push_back(reader.head());
+    reader.advance();
+  }
+  return out;
+}
 
 AuditReport audit_export(std::FILE* in, storage::Backend* against, const Progress& progress) {
   Reader reader(in);
@@ -632,29 +750,48 @@ AuditReport audit_export(std::FILE* in, storage::Backend* against, const Progres
     audit_partial(reader, report, progress);
     return report;
   }
-  ExportLog log(reader, against);
+  const bool segment = !reader.header().segment_id.empty();
+  // A segment --against its store: its anchors, not rows (below).
+  storage::Backend* rows = segment ? nullptr : against;
+  ExportLog log(reader, rows);
   LogSummary summary;
-  verify_ledger(log, against, progress, &summary,
-                [&](LedgerProblem&& p) { report.problems.push_back(std::move(p)); });
+  verify_ledger(log, rows, progress, &summary, [&](LedgerProblem&& p) {
+    // A segment holds ended item streams only: their projects' streams
+    // stay in the live log (or another segment), so it cannot show them.
+    if (segment && (p.kind == ProblemKind::item_in_unknown_project ||
+                    p.kind == ProblemKind::event_before_project)) {
+      return;
+    }
+    report.problems.push_back(std::move(p));
+  });
   if (reader.kind() != Reader::Kind::end) {
     throw damaged(fmt::format("the export is out of order after {} event(s): a record of another "
                               "section follows (not written by cplane export)",
                               reader.events()));
   }
   summary.heads = reader.heads();
+  summary.anchors = reader.anchors();
   summary.since = 0;
   summary.chain_head = report.summary.chain_head;
   summary.source_database = report.summary.source_database;
+  summary.segment_id = reader.header().segment_id;
   report.summary = summary;
+  if (segment && against != nullptr) compare_with_anchors(in, *against, report.problems, nullptr);
   return report;
 }
 
-RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progress& progress) {
+RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progress& progress,
+                             const std::vector<std::FILE*>& segments) {
   Reader reader(in);
   if (reader.header().since > 0) {
     throw InvalidArgument(fmt::format("the export holds only the events after seq {} (--since): "
                                       "a restore needs the whole log",
                                       reader.header().since));
+  }
+  if (!reader.header().segment_id.empty()) {
+    throw InvalidArgument(fmt::format("the file is archive segment {}, not an export: a restore "
+                                      "starts from a whole export (its segments beside it)",
+                                      reader.header().segment_id));
   }
   RestoreReport report;
   {
@@ -663,28 +800,83 @@ RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progr
       throw InvalidArgument("the target database already holds events: restore builds a fresh one");
     }
     const std::int64_t total = std::max<std::int64_t>(reader.header().event_count, 0);
+    auto import = [&](Reader& from, const char* what) {
+      try {
+        fresh.import_event(from.event());
+      } catch (const StorageError& e) {
+        if (e.category() != StorageError::Category::io) throw;
+        // The only write that can collide: a seq the files hold twice.
+        throw damaged(fmt::format("the {} holds seq {} twice, or another file holds it too (it "
+                                  "was not written by cplane): {}",
+                                  what, from.event().seq, e.what()));
+      }
+    };
     while (reader.kind() != Reader::Kind::end) {
       if (reader.kind() == Reader::Kind::event) {
-        try {
-          fresh.import_event(reader.event());
-        } catch (const StorageError& e) {
-          if (e.category() != StorageError::Category::io) throw;
-          // The only write that can collide: a seq the file holds twice.
-          throw damaged(fmt::format("the export holds seq {} twice (it was not written by "
-                                    "cplane export): {}",
-                                    reader.event().seq, e.what()));
-        }
+        import(reader, "export");
         if (reader.events() % kProgressEvery == 0 && progress) progress(reader.events(), total);
+      } else if (reader.kind() == Reader::Kind::anchor) {
+        fresh.import_anchor(reader.anchor());
       } else {
         fresh.put_head(reader.head());
       }
       reader.advance();
     }
-    // The footer is checked: nothing of a damaged or cut file is committed.
-    if (reader.header().digest) fresh.put_log_digest(*reader.header().digest);
+    report.events = reader.events();
+    // Each segment's streams come back in place of their anchors: the
+    // digest trades each anchor's hash for its head's again.
+    std::optional<storage::LogDigest> digest = reader.header().digest;
+    Hash folded{};
+    const bool foldable = digest && hash_from_bytes(digest->digest, folded);
+    for (std::FILE* file : segments) {
+      Reader seg(file);
+      const auto& h = seg.header();
+      if (h.segment_id.empty()) {
+        throw InvalidArgument("a file given as a segment is an export: give one export and its "
+                              "archive segments");
+      }
+      if (h.source != reader.header().source) {
+        throw InvalidArgument(fmt::format("segment {} was written by database {}, the export by "
+                                          "{}: another store's segment",
+                                          h.segment_id, h.source, reader.header().source));
+      }
+      while (seg.kind() != Reader::Kind::end) {
+        if (seg.kind() == Reader::Kind::event) {
+          import(seg, "segment");
+          ++report.events;
+        } else if (seg.kind() == Reader::Kind::head) {
+          const auto& head = seg.head();
+          const auto kind = parse_stream_kind(head.stream_kind);
+          const auto anchor = kind ? fresh.find_anchor({*kind, head.stream_id}) : std::nullopt;
+          Hash head_hash{};
+          if (!anchor || anchor->segment_id != h.segment_id || anchor->revision != head.revision ||
+              anchor->last_seq != head.last_seq || anchor->hash != head.hash ||
+              !hash_from_bytes(head.hash, head_hash)) {
+            throw InvalidArgument(fmt::format(
+                "segment {} holds {} {}, which the export's anchors do not name as archived into "
+                "it (or name with another end): the segment or the export is another's, or "
+                "was edited",
+                h.segment_id, head.stream_kind, quoted(head.stream_id)));
+          }
+          fresh.delete_anchor({*kind, head.stream_id});
+          fresh.put_head(head);
+          if (foldable) {
+            xor_into(folded, storage::anchor_hash(*anchor));
+            xor_into(folded, head_hash);
+          }
+        } else {
+          throw damaged(fmt::format("segment {} holds an anchor: it was not written by cplane "
+                                    "archive",
+                                    h.segment_id));
+        }
+        seg.advance();
+      }
+    }
+    if (digest && foldable) digest->digest = std::string(as_bytes(folded));
+    // The footers are checked: nothing of a damaged or cut file is committed.
+    if (digest) fresh.put_log_digest(*digest);
     if (!reader.header().dense) fresh.put_seqs_sparse();
     tx.commit();
-    report.events = reader.events();
   }
   // Rows from the log, which must pass its own checks first (rebuild
   // refuses otherwise: the caller removes what it created).

@@ -24,11 +24,27 @@
 
 namespace cplane {
 
-inline constexpr std::uint32_t kExportFormatVersion = 1;
+// 1: events and heads. 2: anchors of archived streams too (written only
+// by a store that has some, so that an older cplane still reads the rest).
+inline constexpr std::uint32_t kExportFormatVersion = 2;
 
 // Writes the log (one read snapshot) to `out`. Throws StorageError (io)
 // when the file cannot be written.
 ExportSummary export_log(storage::LogSource& log, std::FILE* out, const ExportOptions& options);
+
+// export_log for an archive segment (recovery/archive.cpp): the header
+// names the segment, so that audit knows the file holds some streams only.
+ExportSummary export_segment(storage::LogSource& log, std::FILE* out, const std::string& segment_id);
+
+// Every head an export holds, in file order, its integrity checked as
+// audit_export checks it (the same StorageError for a bad file); and the
+// header's source database and segment id.
+struct ExportHeads {
+  std::string source_database;
+  std::string segment_id;
+  std::vector<storage::StreamHead> heads;
+};
+ExportHeads read_export_heads(std::FILE* in);
 
 // Replays an export. `against`: also compare the fold with that database's
 // rows, as verify does. Throws StorageError when the file is not an export
@@ -41,6 +57,10 @@ AuditReport audit_export(std::FILE* in, storage::Backend* against, const Progres
 // `fresh` (an empty store), then rebuilds its rows. Throws what
 // audit_export throws for a bad file, InvalidArgument for a partial
 // export, and RebuildRefused when the exported log fails its own checks.
-RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progress& progress = {});
+// `segments`: archive segments of the exported store (docs/retention.md),
+// whose streams come back whole in place of their anchors; InvalidArgument
+// for a segment of another store or one the anchors do not name.
+RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progress& progress = {},
+                             const std::vector<std::FILE*>& segments = {});
 
 }  // namespace cplane

@@ -300,6 +300,48 @@ class Backend : public LogSource, public RowSource {
   // Sorted project ids: all of them, or those assigned to `actor`.
   virtual std::vector<std::string> project_ids(const std::string* actor) = 0;
 
+  // ---- retention (recovery/archive.cpp, docs/retention.md) --------------------
+  // A backend that cannot archive yet refuses the writes and ended_items with
+  // InvalidArgument, before anything is written; its reads answer none.
+  //
+  // The ids of the items (of one project, or of all) that ended (done,
+  // failed, closed or cancelled) before `before` (their row's updated_at),
+  // by id, at most `limit`.
+  virtual std::vector<std::string> ended_items(Micros before, const std::string* project_id,
+                                               std::size_t limit);
+  // Moves a stream out of the live log: deletes its events and head and
+  // stores `anchor`, whose anchor_hash replaces the head's hash in the log's
+  // digest (its event count and last seq are unchanged: the events still
+  // count, in their segment). The caller deletes the stream's rows. Inside
+  // a write transaction.
+  virtual void archive_stream(const StreamAnchor& anchor);
+  // Restore: an anchor exactly as another store had it (the digest is put
+  // as that store had it, put_log_digest).
+  virtual void import_anchor(const StreamAnchor& anchor);
+  // Restore with a segment: the stream's anchor goes (its events and head
+  // were imported from the segment).
+  virtual void delete_anchor(const StreamRef& stream);
+  // The anchor of an archived stream, or of the archived item of a project
+  // enqueued under `key`; nullopt when there is none.
+  virtual std::optional<StreamAnchor> find_anchor(const StreamRef& stream);
+  virtual std::optional<StreamAnchor> find_anchor_by_key(const std::string& project_id,
+                                                         std::string_view key);
+  // The archive's record of one segment file: written with its anchors.
+  struct SegmentRecord {
+    std::string segment_id;
+    std::string digest;  // 32 bytes
+    std::string file;    // the path it was written to
+    Micros before = 0;
+    std::string project_id;  // "" all projects
+    std::int64_t streams = 0;
+    std::int64_t events = 0;
+    std::int64_t bytes = 0;
+    Micros archived_at = 0;
+  };
+  virtual void put_segment(const SegmentRecord& segment);
+  // Every segment recorded, oldest first.
+  virtual std::vector<SegmentRecord> segments();
+
   // The seq of the newest event (0 for an empty log). Seqs may have gaps.
   virtual Seq last_seq() = 0;
   // Restore: the log imported came from a backend whose seqs have gaps

@@ -57,6 +57,25 @@ class BackendWrapper : public Backend {
   void insert_item(const ItemRow& row) override { inner_->insert_item(row); }
   void put_item(const ItemRow& row) override { inner_->put_item(row); }
   void delete_item(std::string_view item_id) override { inner_->delete_item(item_id); }
+  std::unique_ptr<Cursor<StreamAnchor>> scan_anchors(StreamKind kind) override {
+    return inner_->scan_anchors(kind);
+  }
+  std::vector<std::string> ended_items(Micros before, const std::string* project_id,
+                                       std::size_t limit) override {
+    return inner_->ended_items(before, project_id, limit);
+  }
+  void archive_stream(const StreamAnchor& anchor) override { inner_->archive_stream(anchor); }
+  void import_anchor(const StreamAnchor& anchor) override { inner_->import_anchor(anchor); }
+  void delete_anchor(const StreamRef& stream) override { inner_->delete_anchor(stream); }
+  std::optional<StreamAnchor> find_anchor(const StreamRef& stream) override {
+    return inner_->find_anchor(stream);
+  }
+  std::optional<StreamAnchor> find_anchor_by_key(const std::string& project_id,
+                                                 std::string_view key) override {
+    return inner_->find_anchor_by_key(project_id, key);
+  }
+  void put_segment(const SegmentRecord& segment) override { inner_->put_segment(segment); }
+  std::vector<SegmentRecord> segments() override { return inner_->segments(); }
   std::optional<ItemRow> oldest_ready(const std::string& project_id) override {
     return inner_->oldest_ready(project_id);
   }

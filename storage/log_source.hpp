@@ -14,8 +14,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "events/chain.hpp"
 #include "events/event.hpp"
 #include "projections/rows.hpp"
 
@@ -51,6 +53,37 @@ struct StreamHead {
   Seq last_seq = 0;
   std::string hash;
 };
+
+// What stays in the live store of a stream that was archived (moved whole
+// into a segment file, docs/retention.md): where its chain ended (its last
+// revision, seq and hash: a head), every seq it held (so that the log's
+// seqs stay accounted for), what it ended as, and the segment that holds
+// its events. Its hash (anchor_hash) replaces the head's in the log's
+// digest, so that an anchor edited outside cplane disagrees with it.
+struct StreamAnchor {
+  std::string stream_kind;
+  std::string stream_id;
+  std::int64_t revision = 0;  // of the stream's last event
+  Seq last_seq = 0;
+  std::string hash;           // the last event's chain hash (32 bytes)
+  std::int64_t events = 0;    // how many events it held
+  std::string seqs;           // their seqs, ascending, 8 bytes big-endian each
+  std::string project_id;
+  std::string state;          // what it ended as: done, failed, closed, cancelled
+  std::int64_t fence = 0;     // the highest fence it ever had: never issued again
+  std::string idem_key;       // its enqueue key ("" none): keeps deduplicating
+  Micros ended_at = 0;        // `at` of its last event
+  std::string segment_id;     // the segment file's id (hex)
+  std::string segment_digest; // BLAKE2b-256 of the segment file's bytes (32 bytes)
+};
+
+// The anchor's hash: BLAKE2b-256 over every field above (domain
+// "cplane.anchor.v1"), folded into the log's digest in its head's place.
+Hash anchor_hash(const StreamAnchor& anchor);
+// Packs and unpacks StreamAnchor::seqs. unpack_seqs: false if the bytes
+// are no whole number of seqs.
+std::string pack_seqs(const std::vector<Seq>& seqs);
+bool unpack_seqs(std::string_view bytes, std::vector<Seq>& out);
 
 // The log as a whole: how many events it holds, its newest seq, and the XOR
 // of every stream head's hash. A deleted head disagrees with it.
@@ -118,6 +151,9 @@ class LogSource {
   // rolled-back transaction takes none), so that a missing seq is
   // evidence; false when gaps are normal (a PostgreSQL sequence).
   virtual bool seqs_dense() { return false; }
+  // The anchors of archived streams of one kind (StreamAnchor), ordered by
+  // stream id (bytewise). None by default: a log that archives nothing.
+  virtual std::unique_ptr<Cursor<StreamAnchor>> scan_anchors(StreamKind kind);
 };
 
 // The projected rows, each table scanned whole in its stream id's order

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "events/errors.hpp"
+#include "storage/backend.hpp"
 
 namespace cplane::storage {
 namespace {
@@ -216,6 +217,67 @@ void Backend::release_savepoint() {
 }
 std::unique_ptr<Cursor<RawEvent>> Backend::scan_after(Seq) {
   throw InternalError("this backend cannot scan the log by seq");
+}
+
+namespace {
+template <class Row>
+struct NoRows final : Cursor<Row> {
+  bool next(Row&) override { return false; }
+};
+InvalidArgument no_archive() {
+  return InvalidArgument("this store's engine does not archive yet (SQLite does): nothing was "
+                         "archived");
+}
+}  // namespace
+
+std::unique_ptr<Cursor<StreamAnchor>> LogSource::scan_anchors(StreamKind) {
+  return std::make_unique<NoRows<StreamAnchor>>();
+}
+std::vector<std::string> Backend::ended_items(Micros, const std::string*, std::size_t) {
+  throw no_archive();
+}
+void Backend::archive_stream(const StreamAnchor&) { throw no_archive(); }
+void Backend::import_anchor(const StreamAnchor&) { throw no_archive(); }
+void Backend::delete_anchor(const StreamRef&) { throw no_archive(); }
+std::optional<StreamAnchor> Backend::find_anchor(const StreamRef&) { return std::nullopt; }
+std::optional<StreamAnchor> Backend::find_anchor_by_key(const std::string&, std::string_view) {
+  return std::nullopt;
+}
+void Backend::put_segment(const SegmentRecord&) { throw no_archive(); }
+std::vector<Backend::SegmentRecord> Backend::segments() { return {}; }
+
+Hash anchor_hash(const StreamAnchor& a) {
+  Hasher h;
+  h.add(std::string_view("cplane.anchor.v1"));
+  for (const std::string* text : {&a.stream_kind, &a.stream_id, &a.hash, &a.seqs, &a.project_id,
+                                  &a.state, &a.idem_key, &a.segment_id, &a.segment_digest}) {
+    h.add(static_cast<std::int64_t>(text->size()));
+    h.add(*text);
+  }
+  for (const std::int64_t n : {a.revision, a.last_seq, a.events, a.fence, a.ended_at}) h.add(n);
+  return h.done();
+}
+
+std::string pack_seqs(const std::vector<Seq>& seqs) {
+  std::string out;
+  out.reserve(seqs.size() * 8);
+  for (const Seq s : seqs) {
+    for (int shift = 56; shift >= 0; shift -= 8) {
+      out.push_back(static_cast<char>((static_cast<std::uint64_t>(s) >> shift) & 0xff));
+    }
+  }
+  return out;
+}
+
+bool unpack_seqs(std::string_view bytes, std::vector<Seq>& out) {
+  out.clear();
+  if (bytes.size() % 8 != 0) return false;
+  for (std::size_t at = 0; at < bytes.size(); at += 8) {
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(bytes[at + i]);
+    out.push_back(static_cast<Seq>(v));
+  }
+  return true;
 }
 
 }  // namespace cplane::storage

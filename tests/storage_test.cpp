@@ -51,7 +51,7 @@ TEST_CASE("a new database gets the schema, WAL mode and a version", "[storage]")
   CHECK(sql_column(db, "PRAGMA journal_mode").at(0) == "wal");
   CHECK(sql_column(db, "PRAGMA user_version").at(0) == std::to_string(storage::kSqliteSchemaVersion));
   auto tables = sql_column(db, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
-  CHECK(tables == std::vector<std::string>{"events", "incident_links", "items", "limits", "log_digest", "project_actors", "projects", "schedules", "sessions", "store_info", "stream_heads", "terminal_locks"});
+  CHECK(tables == std::vector<std::string>{"anchors", "events", "incident_links", "items", "limits", "log_digest", "project_actors", "projects", "schedules", "segments", "sessions", "store_info", "stream_heads", "terminal_locks"});
   // Reopening an existing database keeps it.
   ControlStore again{db};
   again.create_project("alpha", "A");

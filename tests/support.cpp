@@ -487,4 +487,10 @@ std::set<std::string> problem_kinds(const std::vector<LedgerProblem>& problems) 
   return out;
 }
 
+std::vector<std::string> tables_but_retention(const std::string& db) {
+  auto tables = test_context().tables(db);
+  std::erase_if(tables, [](const std::string& t) { return t == "anchors" || t == "segments"; });
+  return tables;
+}
+
 }  // namespace cplane::test

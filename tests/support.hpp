@@ -89,7 +89,11 @@ std::vector<std::string> sql_column(const std::string& db, const std::string& qu
 // a copy that keeps it migrates the same.)
 // Version 9's CHECK and allocator index tested statuses with IN lists of
 // three or more (SQLite's documented in-place edit of a constraint).
+// Version 10 had no retention tables.
+#define CPLANE_BACK_TO_10 "DROP TABLE anchors; DROP TABLE segments; "
+inline constexpr const char* kBackToVersion10 = CPLANE_BACK_TO_10 "PRAGMA user_version = 10; ";
 #define CPLANE_BACK_TO_9                                                                     \
+  CPLANE_BACK_TO_10                                                                          \
   "PRAGMA writable_schema = ON; "                                                            \
   "UPDATE sqlite_schema SET sql = replace(sql, 'CHECK (status IN (''ready'', ''claimed'') "  \
   "OR status IN (''done'', ''failed'') OR status IN (''closed'', ''scheduled'') OR status = " \
@@ -159,6 +163,11 @@ inline constexpr const char* kBackToVersion1 =
     "ALTER TABLE events DROP COLUMN stream_id; CREATE INDEX events_by_item ON events(item_id, seq); "
     "DROP INDEX items_lease; CREATE INDEX items_lease ON items(project_id, lease_expires_at) "
     "WHERE status = 'claimed'; PRAGMA user_version = 1; ";
+
+// test_context().tables(db) less SQLite's retention tables (anchors,
+// segments: docs/retention.md), which PostgreSQL has not yet: the tables
+// every backend has.
+std::vector<std::string> tables_but_retention(const std::string& db);
 
 // verify_ledger on the store at `db` (opened to write, so that it migrates),
 // and the kinds of the problems it names.

@@ -123,6 +123,19 @@ void LogChain::head(const storage::StreamHead& head) {
   if (hash_from_bytes(head.hash, h)) xor_into(digest_, h);
 }
 
+void LogChain::anchor(const storage::StreamAnchor& anchor) {
+  xor_into(digest_, storage::anchor_hash(anchor));
+  std::vector<Seq> seqs;
+  if (!storage::unpack_seqs(anchor.seqs, seqs) || static_cast<std::int64_t>(seqs.size()) != anchor.events) {
+    // Its seqs cannot be told: the count still goes to the digest's check
+    // (which the anchor's hash fails anyway), the gap check is off.
+    events_ += anchor.events;
+    untracked_ = true;
+    return;
+  }
+  for (const Seq seq : seqs) event(seq);
+}
+
 void LogChain::event(Seq seq) {
   ++events_;
   last_seq_ = std::max(last_seq_, seq);
@@ -148,9 +161,10 @@ void LogChain::finish(const std::optional<storage::LogDigest>& digest, bool dens
       out.push_back(
           {ProblemKind::digest_disagrees, "", "",
            fmt::format("the log's digest counts {} event(s){}, the log holds {}{}: a stream was "
-                       "removed together with its head, or a head was edited, outside cplane",
+                       "removed together with its head, or a head or an archived stream's "
+                       "anchor was edited or deleted, outside cplane",
                        digest->events, readable ? "" : " (its hash is damaged)", events_,
-                       stored == digest_ ? "" : ", and its heads' hashes do not fold to it")});
+                       stored == digest_ ? "" : ", and its heads' and anchors' hashes do not fold to it")});
     }
   }
   if (broken_) return;

@@ -55,6 +55,9 @@ class LogChain {
  public:
   void head(const storage::StreamHead& head);
   void event(Seq seq);
+  // An archived stream (storage::StreamAnchor): its anchor_hash folds into
+  // the digest in its head's place, its seqs count as events.
+  void anchor(const storage::StreamAnchor& anchor);
   void stream_broken() { broken_ = true; }
   // Compares with the stored digest (nullopt: its row is gone). Reports
   // only what no stream already named: a deleted or edited head, events

@@ -168,12 +168,15 @@ void replay(storage::LogSource& log, storage::RowSource* rows, StreamKind kind, 
             const Progress& progress, OnStream&& on_stream) {
   auto events = log.scan_stream(kind);
   auto heads = log.scan_heads(kind);
+  auto anchors = log.scan_anchors(kind);
   std::tuple<RowSide<P>...> sides{RowSide<P>(rows)...};
   (void)rows;  // a kind with no projection of its own (limits) reads no rows here
   storage::RawEvent raw;
   storage::StreamHead head;
   bool have_event = events->next(raw);
   bool have_head = heads->next(head);
+  storage::StreamAnchor anchor;
+  bool have_anchor = anchors->next(anchor);
   const std::string kind_name(to_string(kind));
   std::string previous;
   bool first = true;
@@ -182,6 +185,7 @@ void replay(storage::LogSource& log, storage::RowSource* rows, StreamKind kind, 
     // row side.
     const std::string* next = have_event ? &raw.stream_id : nullptr;
     if (have_head && (next == nullptr || head.stream_id < *next)) next = &head.stream_id;
+    if (have_anchor && (next == nullptr || anchor.stream_id < *next)) next = &anchor.stream_id;
     std::apply(
         [&](auto&... side) {
           ((side.next_stream() != nullptr && (next == nullptr || *side.next_stream() < *next)
@@ -207,7 +211,40 @@ void replay(storage::LogSource& log, storage::RowSource* rows, StreamKind kind, 
       audit.unreadable = true;
       audit.reported_no_creation = true;
     }
+    const bool anchored = have_anchor && anchor.stream_id == sid;
+    const bool live = (have_event && raw.stream_id == sid) || (have_head && head.stream_id == sid);
+    if (anchored && !live) {
+      // An archived stream and nothing else of it: its anchor folds into
+      // the log's checks, and no row may be left of it (a row side at this
+      // id goes through the fold below, which names a row without events).
+      bool row = false;
+      std::apply([&](auto&... side) { ((row = row || (side.next_stream() != nullptr &&
+                                                       *side.next_stream() == sid)), ...); },
+                 sides);
+      if (!row) {
+        facts.chain.anchor(anchor);
+        have_anchor = anchors->next(anchor);
+        continue;
+      }
+    }
     StreamChain chain(kind_name, sid);
+    if (anchored) {
+      facts.chain.anchor(anchor);
+      if (live) {
+        // An archived stream's events went to its segment: any here were
+        // put back, or written outside cplane.
+        audit.chain_problems.push_back(
+            {ProblemKind::head_disagrees, kind == StreamKind::item ? sid : std::string(),
+             anchor.project_id,
+             fmt::format("{} {} was archived (segment {}, revision {} at seq {}), yet the live "
+                         "log holds events or a head of it: they were put back, or its anchor "
+                         "written, outside cplane",
+                         kind_name, quoted(sid), anchor.segment_id, anchor.revision,
+                         anchor.last_seq)});
+        facts.chain.stream_broken();
+      }
+      have_anchor = anchors->next(anchor);
+    }
     while (have_event && raw.stream_id == sid) {
       chain.add(raw, audit.chain_problems);
       facts.chain.event(raw.seq);

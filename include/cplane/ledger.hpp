@@ -202,6 +202,7 @@ struct ExportOptions {
 struct ExportSummary {
   std::int64_t events = 0;
   std::int64_t heads = 0;
+  std::int64_t anchors = 0;  // archived streams' anchors (docs/retention.md)
   std::string chain_head;  // the log's digest, hex
 };
 
@@ -209,6 +210,7 @@ struct ExportSummary {
 struct LogSummary {
   std::int64_t events = 0;
   std::int64_t heads = 0;
+  std::int64_t anchors = 0;  // archived streams, each in a segment
   std::int64_t projects = 0;
   std::array<std::int64_t, kItemStatuses> items_by_status{};  // by ItemStatus
   Micros first_at = 0, last_at = 0;
@@ -216,6 +218,7 @@ struct LogSummary {
   std::string chain_head;       // the log's digest, hex, as the file's header gives it
   std::string source_database;  // the exporting database's id
   Seq since = 0;                // a partial export: only the chain was checked
+  std::string segment_id;       // an archive segment's id ("" for an export)
 };
 
 struct AuditReport {
@@ -226,6 +229,46 @@ struct AuditReport {
 struct RestoreReport {
   std::int64_t events = 0;
   std::int64_t items = 0;
+};
+
+// ---- retention (cplane archive, docs/retention.md) --------------------------
+
+struct ArchiveOptions {
+  Micros before = 0;              // streams that ended before this time (not in the future)
+  std::optional<std::string> project;  // only this project's (else every project's)
+  std::string file;               // the segment to write: must not exist; FILE.tmp beside it
+  bool dry_run = false;           // count what would go, write nothing
+  std::optional<Micros> now;      // the time "the future" is judged by (default: the store's clock)
+};
+
+struct ArchiveReport {
+  std::int64_t streams = 0;       // streams archived (or, dry run, that would be)
+  std::int64_t events = 0;        // their events, now in the segment
+  std::int64_t bytes = 0;         // the segment file's size
+  std::string segment_id;         // hex
+  std::string digest;             // BLAKE2b-256 of the file, hex
+  bool dry_run = false;
+};
+
+// One segment an archive wrote, as the store recorded it (cplane stats).
+struct ArchivedSegment {
+  std::string segment_id;
+  std::string digest;        // hex
+  std::string file;          // the absolute path it was written to
+  std::string project_id;    // "" every project
+  Micros before = 0;
+  Micros archived_at = 0;
+  std::int64_t streams = 0;
+  std::int64_t events = 0;
+  std::int64_t bytes = 0;
+};
+
+// What verify_segment found of one segment file.
+struct SegmentCheck {
+  std::string segment_id;       // the store's id of it (from its header)
+  std::int64_t streams = 0;     // streams the file holds
+  std::int64_t events = 0;
+  std::vector<LedgerProblem> problems;  // empty: the file is exactly what the anchors promise
 };
 
 // What cplane recover salvaged from a damaged database, and what it lost.

@@ -59,7 +59,37 @@ AuditReport audit_export(std::FILE* in, ControlStore* against = nullptr,
 // with their hashes, the heads and digest, then the rows by rebuild.
 // InvalidArgument for a partial export or a store that has events;
 // RebuildRefused when the exported log fails its own checks.
-RestoreReport restore_export(std::FILE* in, ControlStore& fresh, const Progress& progress = {});
+// `segments`: archive segments of the exported store (cplane archive),
+// whose streams come back whole in place of their anchors, so that the
+// restored store holds the full history; InvalidArgument for a segment of
+// another store, or one the export's anchors do not name.
+RestoreReport restore_export(std::FILE* in, ControlStore& fresh, const Progress& progress = {},
+                             const std::vector<std::FILE*>& segments = {});
+
+// Moves every item stream that ended (done, failed, closed, cancelled)
+// before options.before out of the live log into a segment file at
+// options.file, in the export format, and leaves an anchor per stream
+// (docs/retention.md). All or nothing: the segment is written to
+// FILE.tmp, synced, renamed to FILE and its folder synced, then one write
+// transaction (held throughout, so nothing changes meanwhile) swaps the
+// streams' events, heads and rows for their anchors; on any failure FILE
+// is removed and the store is as it was. InvalidArgument, with nothing
+// written, for a time in the future or not positive, no stream that
+// ended before it, a FILE (or FILE.tmp) that exists, a folder that is not
+// writable, a store whose engine does not archive yet; NotFound for an
+// unknown project; StorageError when the file cannot be written.
+ArchiveReport archive(ControlStore& store, const ArchiveOptions& options);
+
+// Checks a segment file against `store`: the file passes audit on its own
+// (its chain, its footer, its digest), was written by this store (its
+// source database id), its bytes are those of a segment the store
+// recorded (BLAKE2b-256), and each stream it holds ends where its anchor
+// says (revision, seq, hash, segment). Every fault is a problem, never
+// thrown; StorageError only when the store cannot be read. Changes nothing.
+SegmentCheck verify_segment(ControlStore& store, const std::string& file);
+
+// Every segment the store's archives wrote, oldest first (one snapshot).
+std::vector<ArchivedSegment> archived_segments(ControlStore& store);
 
 // Salvages every readable event (with its hash), head and row of the
 // damaged SQLite database at `damaged_path` into `fresh` (a store with no

@@ -159,6 +159,18 @@ class SqliteBackend final : public Backend {
   void delete_incident(std::string_view incident_id) override;
   std::unique_ptr<Cursor<IncidentLinkRow>> scan_incidents() override;
   std::vector<IncidentLinkRow> incidents_for(std::string_view target) override;
+  // archive.cpp
+  std::unique_ptr<Cursor<StreamAnchor>> scan_anchors(StreamKind kind) override;
+  std::vector<std::string> ended_items(Micros before, const std::string* project_id,
+                                       std::size_t limit) override;
+  void archive_stream(const StreamAnchor& anchor) override;
+  void import_anchor(const StreamAnchor& anchor) override;
+  void delete_anchor(const StreamRef& stream) override;
+  std::optional<StreamAnchor> find_anchor(const StreamRef& stream) override;
+  std::optional<StreamAnchor> find_anchor_by_key(const std::string& project_id,
+                                                 std::string_view key) override;
+  void put_segment(const SegmentRecord& segment) override;
+  std::vector<SegmentRecord> segments() override;
 
  private:
   // The statements prepared once per connection (prepare()).

@@ -1,4 +1,4 @@
-// The SQLite schema (version 6)
+// The SQLite schema (version 11)
 // =============================
 //
 // The log and its chain:
@@ -369,6 +369,7 @@ DROP TABLE items_v6;
 // are lowercase words, so the listing loses nothing.
 extern const char* const kMigration9;
 extern const char* const kMigration10;
+extern const char* const kMigration11;
 
 const char* const kMigration8 = R"sql(
 ALTER TABLE items ADD COLUMN concurrency_key TEXT NOT NULL DEFAULT '';
@@ -417,7 +418,7 @@ CREATE TABLE project_actors (
 CREATE INDEX project_actors_by_actor ON project_actors(actor, project_id);
 
 )sql" + std::string(kItemsTable) + kSideTables + kSessionsTable + kProjectLifecycle +
-    kSchedulesTable + kMigration8 + kMigration9 + kMigration10;
+    kSchedulesTable + kMigration8 + kMigration9 + kMigration10 + kMigration11;
 const std::string kSchema =
     std::string(kSchemaTables) + kChainTables +
     "INSERT INTO log_digest (shard, events, last_seq, digest) VALUES (0, 0, 0, zeroblob(32));\n" +
@@ -437,6 +438,54 @@ DROP INDEX items_alloc;
 CREATE INDEX items_alloc ON items(project_id, (terminal_since IS NOT NULL) DESC, priority DESC,
                                   queued_seq)
   WHERE status IN ('ready', 'claimed') OR status = 'scheduled';
+)sql";
+// Version 11: retention (docs/retention.md, storage/sqlite/archive.cpp).
+//   anchors    one row per archived stream, in place of its events and
+//              head: where its chain ended (revision, last_seq, hash), how
+//              many events it held and their seqs (`seqs`, 8 bytes
+//              big-endian each, ascending), what it ended as (project_id,
+//              state, fence: the highest it ever had, idem_key, ended_at)
+//              and the segment file holding its events (segment_id,
+//              segment_digest: BLAKE2b-256 of the file's bytes). Its
+//              anchor_hash (storage/log_source.hpp) stands in the log's
+//              digest where the head's hash stood, so an anchor edited or
+//              deleted outside cplane disagrees with the digest.
+//              anchors_by_key: an archived item's idempotency key keeps
+//              deduplicating (enqueue --key answers the archived item).
+//   segments   one row per segment file written: its id, digest, the path
+//              it was written to, the cut-off (before) and project, and
+//              what it holds. Written in the transaction that stores its
+//              anchors.
+const char* const kMigration11 = R"sql(
+CREATE TABLE anchors (
+  stream_kind    TEXT NOT NULL,
+  stream_id      TEXT NOT NULL,
+  revision       INTEGER NOT NULL,
+  last_seq       INTEGER NOT NULL,
+  hash           BLOB NOT NULL,
+  events         INTEGER NOT NULL,
+  seqs           BLOB NOT NULL,
+  project_id     TEXT NOT NULL,
+  state          TEXT NOT NULL,
+  fence          INTEGER NOT NULL,
+  idem_key       TEXT,
+  ended_at       INTEGER NOT NULL,
+  segment_id     TEXT NOT NULL,
+  segment_digest BLOB NOT NULL,
+  PRIMARY KEY (stream_kind, stream_id)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX anchors_by_key ON anchors(project_id, idem_key) WHERE idem_key IS NOT NULL;
+CREATE TABLE segments (
+  segment_id  TEXT PRIMARY KEY,
+  digest      BLOB NOT NULL,
+  file        TEXT NOT NULL,
+  before      INTEGER NOT NULL,
+  project_id  TEXT NOT NULL,
+  streams     INTEGER NOT NULL,
+  events      INTEGER NOT NULL,
+  bytes       INTEGER NOT NULL,
+  archived_at INTEGER NOT NULL
+) WITHOUT ROWID;
 )sql";
 const std::string kMigration4 = std::string(R"sql(
 ALTER TABLE events ADD COLUMN stream_rev INTEGER NOT NULL DEFAULT 0;
@@ -465,6 +514,7 @@ ALTER TABLE events ADD COLUMN hash BLOB;
 //   8 -> 9  the operator's view (kMigration9): the listing indexes.
 //   9 -> 10 no IN list of three or more constants in what every write of an
 //           item evaluates (kMigration10, rewrite_items_check).
+//   10 -> 11 retention: the anchors and segments tables (kMigration11).
 const char* const kMigrations[] = {
     nullptr,
     nullptr,
@@ -488,6 +538,7 @@ CREATE INDEX events_by_stream ON events(stream_kind, stream_id, seq);
     kMigration8,
     kMigration9,
     kMigration10,
+    kMigration11,
 };
 
 // A random id that names this database (and not its copies' paths) in

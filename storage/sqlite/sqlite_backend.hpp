@@ -45,6 +45,7 @@ int sqlite_synchronous(Backend& backend);
 // (stream_kind, stream_id). Older databases are migrated on a write open;
 // a read-only open of an older database is refused as incompatible (its
 // events are not filed by stream yet): open it once to write.
-inline constexpr int kSqliteSchemaVersion = 10;
+// Version 11: retention's anchors and segments (docs/retention.md).
+inline constexpr int kSqliteSchemaVersion = 11;
 
 }  // namespace cplane::storage

@@ -1,0 +1,425 @@
+// Retention (docs/retention.md): ended item streams move out of the live
+// log into a segment file in the export format (recovery/export.cpp), and
+// an anchor per stream (storage::StreamAnchor) stays in their place.
+//
+// The order of the steps is what makes it crash-safe: under one write
+// transaction (so that nothing changes between the segment and the swap),
+// the segment is written to FILE.tmp, synced, renamed to FILE and its
+// folder synced; only then are the events, heads and rows swapped for the
+// anchors, and the transaction committed. A crash before the commit leaves
+// the store as it was (and at most FILE.tmp, or a FILE that no anchor
+// names); after it, the new state. No history is ever in neither place.
+#include "recovery/archive.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "events/chain.hpp"
+#include "events/errors.hpp"
+#include "recovery/export.hpp"
+
+namespace cplane {
+
+namespace {
+
+constexpr std::size_t kNoLimit = std::size_t{1} << 40;
+
+StorageError io_error(const std::string& what) {
+  return StorageError(StorageError::Category::io, fmt::format("{}: {}", what, std::strerror(errno)));
+}
+
+std::string random_id() {
+  std::random_device rd;
+  std::string out;
+  for (int i = 0; i < 4; ++i) out += fmt::format("{:08x}", rd());
+  return out;
+}
+
+// The refusals that need no database: nothing is read or written before
+// these pass.
+void check_target(const std::string& file) {
+  if (file.empty()) throw InvalidArgument("archive needs --to FILE: the segment to write");
+  struct stat st {};
+  if (::lstat(file.c_str(), &st) == 0) {
+    throw InvalidArgument(InvalidArgument::Reason::already_exists,
+                          fmt::format("{} exists: a segment is never written over a file; give a "
+                                      "new name",
+                                      file));
+  }
+  const std::string tmp = file + ".tmp";
+  if (::lstat(tmp.c_str(), &st) == 0) {
+    throw InvalidArgument(
+        InvalidArgument::Reason::already_exists,
+        fmt::format("{} exists: an earlier archive to {} was interrupted before its commit (the "
+                    "store kept every event); remove it, then archive again",
+                    tmp, file));
+  }
+  auto folder = std::filesystem::path(file).parent_path();
+  if (folder.empty()) folder = ".";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(folder, ec)) {
+    throw InvalidArgument(fmt::format("the folder {} of {} does not exist", folder.string(), file));
+  }
+  // Its mode too: root may write anywhere, but a folder whose mode grants
+  // no one a write is one its owner meant to be read-only.
+  struct stat folder_stat {};
+  const bool no_write_bit = ::stat(folder.c_str(), &folder_stat) == 0 &&
+                            (folder_stat.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)) == 0;
+  if (no_write_bit || ::access(folder.c_str(), W_OK | X_OK) != 0) {
+    throw InvalidArgument(fmt::format("the folder {} is not writable: the segment {} cannot be "
+                                      "written there",
+                                      folder.string(), file));
+  }
+}
+
+void sync_folder(const std::string& file) {
+  auto folder = std::filesystem::path(file).parent_path();
+  if (folder.empty()) folder = ".";
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw io_error(fmt::format("cannot open the folder {}", folder.string()));
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) throw io_error(fmt::format("cannot sync the folder {}", folder.string()));
+}
+
+// BLAKE2b-256 of an open file's bytes from where it stands, and their size.
+std::pair<Hash, std::int64_t> stream_digest(std::FILE* in) {
+  Hasher h;
+  std::int64_t size = 0;
+  std::string buffer(1 << 16, '\0');
+  std::size_t got = 0;
+  while ((got = std::fread(buffer.data(), 1, buffer.size(), in)) > 0) {
+    h.add(std::string_view(buffer.data(), got));
+    size += static_cast<std::int64_t>(got);
+  }
+  if (std::ferror(in) != 0) throw io_error("cannot read the segment");
+  return {h.done(), size};
+}
+
+std::pair<Hash, std::int64_t> file_digest(const std::string& path) {
+  std::FILE* in = std::fopen(path.c_str(), "rb");
+  if (in == nullptr) throw io_error(fmt::format("cannot read {}", path));
+  try {
+    auto out = stream_digest(in);
+    std::fclose(in);
+    return out;
+  } catch (...) {
+    std::fclose(in);
+    throw;
+  }
+}
+
+// The archived streams as a log (what export_log writes): each stream's
+// events, read by stream, and a head where its last event is; the digest
+// is the segment's own (its events, newest seq, XOR of its heads). Read
+// inside the archive's write transaction: begin/commit are the caller's.
+class SegmentLog final : public storage::LogSource {
+ public:
+  SegmentLog(storage::Backend& backend, const std::vector<storage::StreamAnchor>& anchors,
+             storage::LogDigest digest)
+      : backend_(backend), anchors_(anchors), digest_(std::move(digest)) {}
+
+  void begin_read() override {}
+  void commit() override {}
+  void rollback() noexcept override {}
+
+  std::unique_ptr<storage::Cursor<storage::RawEvent>> scan_stream(StreamKind kind) override {
+    return std::make_unique<Events>(*this, kind == StreamKind::item);
+  }
+  std::unique_ptr<storage::Cursor<storage::StreamHead>> scan_heads(StreamKind kind) override {
+    return std::make_unique<Heads>(*this, kind == StreamKind::item);
+  }
+  std::unique_ptr<storage::Cursor<storage::RawEvent>> scan_unfiled() override {
+    return std::make_unique<Events>(*this, false);
+  }
+  std::vector<storage::StreamHead> unfiled_heads() override { return {}; }
+  std::optional<storage::LogDigest> log_digest() override { return digest_; }
+  std::string database_id() override { return backend_.database_id(); }
+  bool seqs_dense() override { return false; }
+  std::int64_t event_count() override { return digest_.events; }
+
+ private:
+  struct Events final : storage::Cursor<storage::RawEvent> {
+    Events(SegmentLog& log, bool any) : log(log), any(any) {}
+    bool next(storage::RawEvent& out) override {
+      if (!any) return false;
+      while (at >= events.size()) {
+        if (stream >= log.anchors_.size()) return false;
+        events = log.backend_.stream_events({StreamKind::item, log.anchors_[stream++].stream_id});
+        at = 0;
+      }
+      out = std::move(events[at++]);
+      return true;
+    }
+    SegmentLog& log;
+    bool any;
+    std::size_t stream = 0, at = 0;
+    std::vector<storage::RawEvent> events;
+  };
+  struct Heads final : storage::Cursor<storage::StreamHead> {
+    Heads(SegmentLog& log, bool any) : log(log), any(any) {}
+    bool next(storage::StreamHead& out) override {
+      if (!any || at >= log.anchors_.size()) return false;
+      const auto& a = log.anchors_[at++];
+      out = {a.stream_kind, a.stream_id, a.revision, a.last_seq, a.hash};
+      return true;
+    }
+    SegmentLog& log;
+    bool any;
+    std::size_t at = 0;
+  };
+
+  storage::Backend& backend_;
+  const std::vector<storage::StreamAnchor>& anchors_;
+  storage::LogDigest digest_;
+};
+
+// Removes FILE.tmp, and FILE until the commit is asked for: a commit that
+// fails may still have happened (commit_unknown), and then the anchors
+// name FILE. A FILE kept by a commit that did not happen names no anchor:
+// --verify-only says so.
+struct RemoveSegment {
+  std::string file;
+  bool remove_file = true;
+  ~RemoveSegment() {
+    ::unlink((file + ".tmp").c_str());
+    if (remove_file) ::unlink(file.c_str());
+  }
+};
+
+}  // namespace
+
+ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& options) {
+  if (options.before < 1) {
+    throw InvalidArgument(fmt::format("--before takes a time after the epoch, not {}",
+                                      options.before));
+  }
+  if (options.project && options.project->empty()) {
+    throw InvalidArgument("--project takes a project id, not an empty one");
+  }
+  if (!options.dry_run) check_target(options.file);
+  ArchiveReport report;
+  report.dry_run = options.dry_run;
+  auto tx = storage::Transaction::write(backend, storage::Sync::full);
+  const Micros now = options.now ? *options.now : backend.now();
+  if (options.before > now) {
+    throw InvalidArgument(fmt::format("--before {} is in the future (now is {}): only streams "
+                                      "that have ended can be archived",
+                                      options.before, now));
+  }
+  if (options.project && !backend.find_project(*options.project)) {
+    throw NotFound(NotFound::Reason::unknown_project,
+                   fmt::format("no such project: {}", *options.project));
+  }
+  const auto ids =
+      backend.ended_items(options.before, options.project ? &*options.project : nullptr, kNoLimit);
+  if (ids.empty()) {
+    throw InvalidArgument(fmt::format("no stream{} ended before {}: nothing to archive",
+                                      options.project ? " of project " + *options.project : "",
+                                      options.before));
+  }
+  // Pass one: each stream's anchor (all but the segment's id and digest)
+  // and the segment's digest.
+  std::vector<storage::StreamAnchor> anchors;
+  anchors.reserve(ids.size());
+  storage::LogDigest digest;
+  Hash folded{};
+  std::vector<Seq> seqs;
+  for (const auto& id : ids) {
+    const auto events = backend.stream_events({StreamKind::item, id});
+    const auto row = backend.find_item(id);
+    if (events.empty() || !row) {
+      throw InternalError(fmt::format("item {} ended but has no events or no row", id));
+    }
+    storage::StreamAnchor a;
+    a.stream_kind = "item";
+    a.stream_id = id;
+    a.revision = events.back().revision;
+    a.last_seq = events.back().seq;
+    a.hash = events.back().hash;
+    a.events = static_cast<std::int64_t>(events.size());
+    seqs.clear();
+    for (const auto& e : events) seqs.push_back(e.seq);
+    a.seqs = storage::pack_seqs(seqs);
+    a.project_id = row->project_id;
+    a.state = std::string(to_string(row->status));
+    a.fence = static_cast<std::int64_t>(std::max(row->fence, row->ended_fence));
+    a.idem_key = row->key;
+    a.ended_at = row->updated_at;
+    Hash h{};
+    if (hash_from_bytes(a.hash, h)) xor_into(folded, h);
+    digest.events += a.events;
+    digest.last_seq = std::max(digest.last_seq, a.last_seq);
+    report.events += a.events;
+    anchors.push_back(std::move(a));
+  }
+  digest.digest = std::string(as_bytes(folded));
+  report.streams = static_cast<std::int64_t>(anchors.size());
+  if (options.dry_run) return report;  // the transaction rolls back: nothing written
+
+  // Pass two: the segment, FILE.tmp -> synced -> FILE -> folder synced.
+  report.segment_id = random_id();
+  RemoveSegment cleanup{options.file};
+  const std::string tmp = options.file + ".tmp";
+  {
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) throw io_error(fmt::format("cannot create {}", tmp));
+    std::FILE* out = ::fdopen(fd, "wb");
+    if (out == nullptr) {
+      ::close(fd);
+      throw io_error(fmt::format("cannot open {}", tmp));
+    }
+    try {
+      SegmentLog log(backend, anchors, digest);
+      export_segment(log, out, report.segment_id);
+    } catch (...) {
+      std::fclose(out);
+      throw;
+    }
+    const bool synced = std::fflush(out) == 0 && ::fsync(::fileno(out)) == 0;
+    if (std::fclose(out) != 0 || !synced) throw io_error(fmt::format("cannot write {}", tmp));
+  }
+  const auto [file_hash, size] = file_digest(tmp);
+  if (::rename(tmp.c_str(), options.file.c_str()) != 0) {
+    throw io_error(fmt::format("cannot rename {} to {}", tmp, options.file));
+  }
+  sync_folder(options.file);
+
+  // The swap: anchors for events, heads and rows, in this transaction.
+  report.digest = to_hex(file_hash);
+  report.bytes = size;
+  for (auto& a : anchors) {
+    a.segment_id = report.segment_id;
+    a.segment_digest = std::string(as_bytes(file_hash));
+    backend.archive_stream(a);
+    backend.delete_item(a.stream_id);
+  }
+  storage::Backend::SegmentRecord record;
+  record.segment_id = report.segment_id;
+  record.digest = std::string(as_bytes(file_hash));
+  record.file = std::filesystem::absolute(options.file).string();
+  record.before = options.before;
+  record.project_id = options.project.value_or("");
+  record.streams = report.streams;
+  record.events = report.events;
+  record.bytes = size;
+  record.archived_at = now;
+  backend.put_segment(record);
+  cleanup.remove_file = false;
+  tx.commit();
+  return report;
+}
+
+void compare_with_anchors(std::FILE* in, storage::Backend& store, std::vector<LedgerProblem>& out,
+                          SegmentCheck* check) {
+  auto problem = [&](ProblemKind kind, std::string item, std::string detail) {
+    out.push_back({kind, std::move(item), "", std::move(detail)});
+  };
+  if (std::fseek(in, 0, SEEK_SET) != 0) {
+    throw InvalidArgument("a segment is checked against a store from a file, not a pipe");
+  }
+  const auto [digest, size] = stream_digest(in);
+  std::rewind(in);
+  const auto file = read_export_heads(in);
+  auto tx = storage::Transaction::read(store);
+  if (check != nullptr) {
+    check->segment_id = file.segment_id;
+    check->streams = static_cast<std::int64_t>(file.heads.size());
+  }
+  if (file.source_database != store.database_id()) {
+    problem(ProblemKind::digest_disagrees, "",
+            fmt::format("the segment was written by database {}, not this store ({}): it is "
+                        "another store's",
+                        file.source_database.empty() ? "(unnamed)" : file.source_database,
+                        store.database_id()));
+    return;
+  }
+  std::optional<storage::Backend::SegmentRecord> record;
+  for (auto& r : store.segments()) {
+    if (r.segment_id == file.segment_id) record = std::move(r);
+  }
+  if (!record) {
+    problem(ProblemKind::digest_disagrees, "",
+            fmt::format("this store recorded no segment {}: the archive that wrote it did not "
+                        "commit (its streams are still live), or the store's segments table "
+                        "was edited",
+                        file.segment_id));
+    return;
+  }
+  if (record->digest != std::string(as_bytes(digest)) || record->bytes != size) {
+    Hash recorded{};
+    problem(ProblemKind::digest_disagrees, "",
+            fmt::format("segment {} is {} bytes with digest {}; the store recorded {} bytes with "
+                        "digest {}: the file was edited or cut",
+                        file.segment_id, size, to_hex(digest), record->bytes,
+                        hash_from_bytes(record->digest, recorded) ? to_hex(recorded) : "?"));
+  }
+  if (static_cast<std::int64_t>(file.heads.size()) != record->streams) {
+    problem(ProblemKind::stream_missing, "",
+            fmt::format("segment {} holds {} stream(s); the store archived {} into it",
+                        file.segment_id, file.heads.size(), record->streams));
+  }
+  for (const auto& h : file.heads) {
+    const auto kind = parse_stream_kind(h.stream_kind);
+    const auto anchor = kind ? store.find_anchor({*kind, h.stream_id}) : std::nullopt;
+    const std::string item = h.stream_kind == "item" ? h.stream_id : std::string();
+    if (!anchor) {
+      problem(ProblemKind::head_missing, item,
+              fmt::format("{} {} is in segment {}, but the store has no anchor of it", h.stream_kind,
+                          h.stream_id, file.segment_id));
+    } else if (anchor->segment_id != file.segment_id || anchor->revision != h.revision ||
+               anchor->last_seq != h.last_seq || anchor->hash != h.hash ||
+               anchor->segment_digest != std::string(as_bytes(digest))) {
+      problem(ProblemKind::head_disagrees, item,
+              fmt::format("{} {} ends at revision {} (seq {}) in segment {}; its anchor says "
+                          "revision {} (seq {}) in segment {}{}",
+                          h.stream_kind, h.stream_id, h.revision, h.last_seq, file.segment_id,
+                          anchor->revision, anchor->last_seq, anchor->segment_id,
+                          anchor->hash != h.hash ? ", with another hash" : ""));
+    }
+  }
+  tx.commit();
+}
+
+SegmentCheck check_segment(storage::Backend& store, const std::string& file) {
+  SegmentCheck check;
+  std::FILE* in = std::fopen(file.c_str(), "rb");
+  if (in == nullptr) {
+    check.problems.push_back({ProblemKind::stream_missing, "", "",
+                              fmt::format("cannot open {}: {}", file, std::strerror(errno))});
+    return check;
+  }
+  try {
+    auto report = audit_export(in, nullptr);
+    check.events = report.summary.events;
+    if (report.summary.segment_id.empty()) {
+      check.problems.push_back({ProblemKind::digest_disagrees, "", "",
+                                fmt::format("{} is an export, not an archive segment", file)});
+    } else {
+      check.problems = std::move(report.problems);
+      compare_with_anchors(in, store, check.problems, &check);
+    }
+  } catch (const StorageError& e) {
+    if (e.category() != StorageError::Category::corruption &&
+        e.category() != StorageError::Category::incompatible) {
+      std::fclose(in);
+      throw;
+    }
+    check.problems.push_back({ProblemKind::digest_disagrees, "", "",
+                              fmt::format("{} is not a whole, readable segment: {}", file,
+                                          e.what())});
+  }
+  std::fclose(in);
+  return check;
+}
+
+}  // namespace cplane

@@ -1,0 +1,526 @@
+// Retention (docs/retention.md): ended streams move into a checked segment,
+// anchors stay, verify and audit still prove everything; bad input and a
+// crash at any step leave the live store as it was.
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cplane/cplane.hpp>
+
+#include "commands/testing.hpp"
+#include "storage/backend_wrapper.hpp"
+#include "storage/open.hpp"
+#include "tests/support.hpp"
+
+namespace {
+
+using namespace cplane;
+using cplane::test::run_cli;
+using cplane::test::sql;
+using cplane::test::sql_column;
+using cplane::test::TempDir;
+using cplane::test::test_context;
+namespace fs = std::filesystem;
+
+constexpr Micros T0 = 1'700'000'000'000'000;
+constexpr Micros kCut = T0 + 1'000'000;  // between the ended items and the rest
+constexpr Micros kNow = T0 + 10'000'000;
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Two projects; in alpha two items done and one failed before kCut, one
+// done after it, one still ready, one claimed; in beta one cancelled
+// before kCut (under a key).
+std::string seed(const TempDir& dir, const std::string& name = "a.db") {
+  const std::string db = dir.file(name);
+  ControlStore store{db};
+  store.create_project("alpha", "A", "open", T0);
+  store.create_project("beta", "B", "open", T0 + 1);
+  for (int i = 0; i < 6; ++i) store.enqueue("alpha", fmt::format(R"({{"n": {}}})", i), {}, T0 + 10 + i);
+  ControlStore::EnqueueOptions keyed;
+  keyed.key = "k1";
+  keyed.now = T0 + 20;
+  const std::string beta = store.enqueue("beta", "{}", keyed);
+  for (int i = 0; i < 3; ++i) {
+    auto c = store.claim("w", {.now = T0 + 100 + i, .fair = false});
+    REQUIRE(c);
+    store.finish(c->item_id, c->fence, i == 2 ? Outcome::failed : Outcome::done, "",
+                 T0 + 200 + i);
+  }
+  store.cancel(beta, "", {.now = T0 + 300});
+  auto late = store.claim("w", {.now = kCut + 10, .fair = false});
+  store.finish(late->item_id, late->fence, Outcome::done, "", kCut + 20);
+  store.claim("w", {.now = kCut + 30, .fair = false});
+  return db;
+}
+
+std::string count(const std::string& db, const std::string& table) {
+  return sql_column(db, "SELECT count(*) FROM " + table).at(0);
+}
+
+// Everything an archive may change, to compare before and after a refusal.
+std::vector<std::string> snapshot(const std::string& db) {
+  std::vector<std::string> out;
+  for (const char* t : {"events", "stream_heads", "items", "anchors", "segments"}) {
+    out.push_back(count(db, t));
+  }
+  out.push_back(sql_column(db, "SELECT hex(digest) FROM log_digest").at(0));
+  return out;
+}
+
+ArchiveReport archive_to(const std::string& db, const std::string& file, Micros before = kCut,
+                         std::optional<std::string> project = std::nullopt) {
+  ControlStore store{db};
+  return archive(store, {.before = before, .project = project, .file = file, .now = kNow});
+}
+
+std::vector<LedgerProblem> verify_db(const std::string& db) {
+  ControlStore store{db};
+  return verify_ledger(store);
+}
+
+AuditReport audit_path(const std::string& path, ControlStore* against = nullptr) {
+  std::FILE* in = std::fopen(path.c_str(), "rb");
+  REQUIRE(in != nullptr);
+  auto report = audit_export(in, against);
+  std::fclose(in);
+  return report;
+}
+
+}  // namespace
+
+TEST_CASE("an archive moves the ended streams into a segment, leaves anchors, and verify stays "
+          "clean",
+          "[archive]") {
+  TempDir dir;
+  const std::string db = seed(dir);
+  const auto events_before = std::stoll(count(db, "events"));
+  const std::string seg = dir.file("s1.seg");
+  const auto report = archive_to(db, seg);
+  CHECK(report.streams == 4);  // three of alpha, one of beta
+  CHECK(report.events > 0);
+  CHECK(fs::exists(seg));
+  CHECK_FALSE(fs::exists(seg + ".tmp"));
+  CHECK(report.bytes == static_cast<std::int64_t>(fs::file_size(seg)));
+  CHECK(count(db, "anchors") == "4");
+  CHECK(count(db, "items") == "3");  // alpha: one done after the cut, one claimed, one ready
+  CHECK(std::stoll(count(db, "events")) == events_before - report.events);
+  CHECK(sql_column(db, "SELECT DISTINCT state FROM anchors ORDER BY state") ==
+        std::vector<std::string>{"cancelled", "done", "failed"});
+  CHECK(verify_db(db).empty());
+  // The segment is an export: audit reads it on its own, and against the store.
+  const auto alone = audit_path(seg);
+  CHECK(alone.problems.empty());
+  CHECK(alone.summary.segment_id == report.segment_id);
+  CHECK(alone.summary.events == report.events);
+  ControlStore store{db};
+  CHECK(audit_path(seg, &store).problems.empty());
+  const auto check = verify_segment(store, seg);
+  CHECK(check.problems.empty());
+  CHECK(check.streams == 4);
+  // The rest keeps working: a claim, a finish, and verify again.
+  auto c = store.claim("w", {.now = kNow, .fair = false});
+  REQUIRE(c);
+  store.finish(c->item_id, c->fence, Outcome::done, "", kNow + 1);
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("an archived item's key keeps deduplicating: enqueue answers the archived item",
+          "[archive]") {
+  TempDir dir;
+  const std::string db = seed(dir);
+  const std::string archived = sql_column(db, "SELECT item_id FROM items WHERE idem_key = 'k1'").at(0);
+  archive_to(db, dir.file("s.seg"));
+  REQUIRE(sql_column(db, "SELECT count(*) FROM items WHERE idem_key = 'k1'").at(0) == "0");
+  ControlStore store{db};
+  ControlStore::EnqueueOptions keyed;
+  keyed.key = "k1";
+  const auto events = std::stoll(count(db, "events"));
+  CHECK(store.enqueue("beta", "{}", keyed) == archived);
+  CHECK(std::stoll(count(db, "events")) == events);  // nothing appended
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("an archive with --project takes that project's ended streams only", "[archive]") {
+  TempDir dir;
+  const std::string db = seed(dir);
+  const auto report = archive_to(db, dir.file("b.seg"), kCut, "beta");
+  CHECK(report.streams == 1);
+  CHECK(sql_column(db, "SELECT DISTINCT project_id FROM anchors") == std::vector<std::string>{"beta"});
+  CHECK(verify_db(db).empty());
+  // A second archive of what is left, to another file: both segments check.
+  const auto second = archive_to(db, dir.file("a.seg"));
+  CHECK(second.streams == 3);
+  CHECK(count(db, "segments") == "2");
+  CHECK(verify_db(db).empty());
+  ControlStore store{db};
+  CHECK(verify_segment(store, dir.file("b.seg")).problems.empty());
+  CHECK(verify_segment(store, dir.file("a.seg")).problems.empty());
+}
+
+TEST_CASE("a dry run counts what would be archived and changes nothing", "[archive]") {
+  TempDir dir;
+  const std::string db = seed(dir);
+  const auto before = snapshot(db);
+  ControlStore store{db};
+  const auto report =
+      archive(store, {.before = kCut, .file = dir.file("x.seg"), .dry_run = true, .now = kNow});
+  CHECK(report.dry_run);
+  CHECK(report.streams == 4);
+  CHECK_FALSE(fs::exists(dir.file("x.seg")));
+  CHECK(snapshot(db) == before);
+}
+
+TEST_CASE("bad input is refused with a clear error and nothing removed from the live store",
+          "[archive]") {
+  TempDir dir;
+  const std::string db = seed(dir);
+  fs::create_directory(dir.file("ro"));
+  ::chmod(dir.file("ro").c_str(), 0555);
+  { std::ofstream(dir.file("taken.seg")) << "x"; }
+  struct Case {
+    const char* name;
+    Micros before;
+    std::string file;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"a time in the future", kNow + 1, dir.file("f.seg"), "in the future"},
+      {"a time before anything ended", T0, dir.file("n.seg"), "nothing to archive"},
+      {"a FILE that exists", kCut, dir.file("taken.seg"), "exists"},
+      {"a folder that does not exist", kCut, dir.file("none/x.seg"), "does not exist"},
+  };
+  const auto before = snapshot(db);
+  for (const auto& c : cases) {
+    INFO(c.name);
+    ControlStore store{db};
+    try {
+      archive(store, {.before = c.before, .file = c.file, .now = kNow});
+      FAIL("no refusal");
+    } catch (const InvalidArgument& e) {
+      CHECK(contains(e.what(), c.message));
+    }
+    CHECK(snapshot(db) == before);
+    CHECK_FALSE(fs::exists(c.file + ".tmp"));
+  }
+  {  // refused by its mode, even for root (who may write anywhere)
+    ControlStore store{db};
+    CHECK_THROWS_AS(archive(store, {.before = kCut, .file = dir.file("ro/x.seg"), .now = kNow}),
+                    InvalidArgument);
+    CHECK(snapshot(db) == before);
+    CHECK(fs::is_empty(dir.file("ro")));
+  }
+  ControlStore store{db};
+  CHECK_THROWS_AS(
+      archive(store, {.before = kCut, .project = "nope", .file = dir.file("p.seg"), .now = kNow}),
+      NotFound);
+  CHECK(snapshot(db) == before);
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("tampering with an anchor, or putting an archived stream's events back, is named by "
+          "verify",
+          "[archive]") {
+  const auto [name, statements, kind] = GENERATE(
+      std::tuple{"an anchor's fence lowered", "UPDATE anchors SET fence = 0 WHERE state = 'done'",
+                 ProblemKind::digest_disagrees},
+      std::tuple{"an anchor's hash edited", "UPDATE anchors SET hash = zeroblob(32) WHERE state = 'failed'",
+                 ProblemKind::digest_disagrees},
+      std::tuple{"an anchor deleted", "DELETE FROM anchors WHERE state = 'cancelled'",
+                 ProblemKind::digest_disagrees},
+      std::tuple{"an anchor's seqs cut", "UPDATE anchors SET seqs = substr(seqs, 9), events = events - 1 WHERE state = 'failed'",
+                 ProblemKind::digest_disagrees},
+      std::tuple{"an event of the live log deleted", "DELETE FROM events WHERE seq = (SELECT max(seq) FROM events)",
+                 ProblemKind::tail_missing});
+  INFO(name);
+  TempDir dir;
+  const std::string db = seed(dir);
+  archive_to(db, dir.file("s.seg"));
+  REQUIRE(verify_db(db).empty());
+  sql(db, statements);
+  const auto problems = verify_db(db);
+  CHECK(test::problem_kinds(problems).contains(std::string(to_string(kind))));
+}
+
+TEST_CASE("a segment edited by one byte, cut, empty, of another store, or not a segment fails "
+          "its check against the store",
+          "[archive]") {
+  TempDir dir;
+  const std::string db = seed(dir);
+  const std::string seg = dir.file("s.seg");
+  archive_to(db, seg);
+  const std::string other_db = seed(dir, "other.db");
+  archive_to(other_db, dir.file("other.seg"));
+  std::ifstream in(seg, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  auto write = [&](const std::string& name, const std::string& content) {
+    std::ofstream(dir.file(name), std::ios::binary) << content;
+    return dir.file(name);
+  };
+  std::string flipped = bytes;
+  flipped[flipped.size() / 2] ^= 0x01;
+  {
+    ControlStore store{db};
+    const std::string exported = dir.file("whole.export");
+    std::FILE* out = std::fopen(exported.c_str(), "wb");
+    export_log(store, out);
+    std::fclose(out);
+  }
+  for (const auto& file : {write("flip.seg", flipped), write("cut.seg", bytes.substr(0, bytes.size() - 9)),
+                           write("empty.seg", ""), dir.file("other.seg"), dir.file("whole.export")}) {
+    INFO(file);
+    ControlStore store{db};
+    CHECK_FALSE(verify_segment(store, file).problems.empty());
+  }
+  ControlStore store{db};
+  CHECK(verify_segment(store, seg).problems.empty());
+}
+
+TEST_CASE("the CLI: archive, --dry-run, --verify-only, audit --against, and refusals exit 2 "
+          "with nothing changed",
+          "[archive][cli]") {
+  TempDir dir;
+  const std::string db = seed(dir);
+  const auto before = snapshot(db);
+  const std::string cut = std::to_string(kCut);
+  // Refusals: the future (an ISO time too), a FILE that exists, no --to.
+  { std::ofstream(dir.file("taken.seg")) << "x"; }
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"archive", "--db", db, "--before", "2999-01-01T00:00:00Z", "--to", dir.file("f.seg")},
+           {"archive", "--db", db, "--before", cut, "--to", dir.file("taken.seg")},
+           {"archive", "--db", db, "--before", "1", "--to", dir.file("n.seg")},
+           {"archive", "--db", db, "--before", "yesterday", "--to", dir.file("y.seg")},
+           {"archive", "--db", db, "--before", cut}}) {
+    const auto r = run_cli(args);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(snapshot(db) == before);
+  }
+  CHECK_FALSE(fs::exists(dir.file("f.seg")));
+  const auto dry = run_cli({"archive", "--db", db, "--before", cut, "--to", dir.file("s.seg"), "--dry-run"});
+  CHECK(dry.exit_code == 0);
+  CHECK(contains(dry.out, "would archive 4 stream(s)"));
+  // The same TIME in ISO-8601, in UTC and with an offset.
+  for (const char* iso : {"2023-11-14T22:13:21Z", "2023-11-14T23:13:21+01:00"}) {
+    const auto r = run_cli({"archive", "--db", db, "--before", iso, "--dry-run"});
+    INFO(iso << ": " << r.out << r.err);
+    CHECK(contains(r.out, "would archive 4 stream(s)"));
+  }
+  CHECK(snapshot(db) == before);
+  const auto done = run_cli({"archive", "--db", db, "--before", cut, "--to", dir.file("s.seg"), "--json"});
+  INFO(done.err);
+  CHECK(done.exit_code == 0);
+  CHECK(contains(done.out, "\"streams\":4"));
+  CHECK(run_cli({"verify", "--db", db}).exit_code == 0);
+  const auto ok = run_cli({"archive", "--db", db, "--verify-only", dir.file("s.seg")});
+  CHECK(ok.exit_code == 0);
+  CHECK(contains(ok.out, "ok:"));
+  const auto audit = run_cli({"audit", dir.file("s.seg"), "--against", db});
+  CHECK(audit.exit_code == 0);
+  CHECK(contains(audit.out, "archive segment"));
+  // Archiving again to the same FILE: refused, nothing changed.
+  const auto after = snapshot(db);
+  CHECK(run_cli({"archive", "--db", db, "--before", cut, "--to", dir.file("s.seg")}).exit_code == 2);
+  CHECK(snapshot(db) == after);
+  // A segment edited by one byte: --verify-only says so (exit 6).
+  {
+    std::fstream f(dir.file("s.seg"), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(100);
+    char c = 0;
+    f.get(c);
+    f.seekp(100);
+    f.put(static_cast<char>(c ^ 1));
+  }
+  CHECK(run_cli({"archive", "--db", db, "--verify-only", dir.file("s.seg")}).exit_code == 6);
+  const auto stats = run_cli({"stats", "--db", db});
+  CHECK(contains(stats.out, "archived"));
+}
+
+namespace {
+
+// Dies (SIGKILL) or throws at one step of an archive: the n-th call of
+// stream_events (pass one reads each stream once, the segment's writing
+// once more), the n-th archive_stream (after the rename, inside the swap),
+// or the commit (before or after the real one).
+class ArchiveFault : public storage::BackendWrapper {
+ public:
+  enum class Step { stream_events, archive_stream, before_commit, after_commit };
+  ArchiveFault(std::unique_ptr<storage::Backend> inner, Step step, int nth, bool kill)
+      : BackendWrapper(std::move(inner)), step_(step), nth_(nth), kill_(kill) {}
+  std::vector<storage::RawEvent> stream_events(const StreamRef& stream) override {
+    if (step_ == Step::stream_events && ++calls_ == nth_) fault();
+    return BackendWrapper::stream_events(stream);
+  }
+  void archive_stream(const storage::StreamAnchor& anchor) override {
+    if (step_ == Step::archive_stream && ++calls_ == nth_) fault();
+    BackendWrapper::archive_stream(anchor);
+  }
+  void commit() override {
+    if (step_ == Step::before_commit) fault();
+    BackendWrapper::commit();
+    if (step_ == Step::after_commit) fault();
+  }
+
+ private:
+  void fault() {
+    if (kill_) ::raise(SIGKILL);
+    throw StorageError(StorageError::Category::io, "injected archive fault");
+  }
+  Step step_;
+  int nth_;
+  bool kill_;
+  int calls_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("an archive killed (SIGKILL) or failing at any step leaves the old state or the new "
+          "one, and verify is clean",
+          "[archive][faults]") {
+  using Step = ArchiveFault::Step;
+  // Four streams: stream_events call 2 is in pass one, call 6 while the
+  // segment is written.
+  const auto [name, step, nth, committed] = GENERATE(
+      std::tuple{"reading the streams", Step::stream_events, 2, false},
+      std::tuple{"writing FILE.tmp", Step::stream_events, 6, false},
+      std::tuple{"after the rename, at the first anchor", Step::archive_stream, 1, false},
+      std::tuple{"in the middle of the swap", Step::archive_stream, 3, false},
+      std::tuple{"before the commit", Step::before_commit, 0, false},
+      std::tuple{"after the commit", Step::after_commit, 0, true});
+  const bool kill = GENERATE(false, true);
+  INFO(name << (kill ? " (SIGKILL)" : " (an exception)"));
+  TempDir dir;
+  const std::string db = seed(dir);
+  const std::string seg = dir.file("s.seg");
+  const auto before = snapshot(db);
+  auto run = [&] {
+    ControlStore store = testing::store_over(
+        std::make_unique<ArchiveFault>(storage::open_store(db), step, nth, kill));
+    archive(store, {.before = kCut, .file = seg, .now = kNow});
+  };
+  if (kill) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      try {
+        run();
+      } catch (...) {
+        ::_exit(3);
+      }
+      ::_exit(0);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    CHECK(WIFSIGNALED(status));
+  } else if (committed) {
+    CHECK_THROWS_AS(run(), StorageError);  // the commit went through; the caller hears of a fault
+  } else {
+    CHECK_THROWS_AS(run(), StorageError);
+    // An exception cleans up: no FILE.tmp, and no FILE unless the commit
+    // was asked for (a failed commit may have happened: FILE is kept).
+    CHECK_FALSE(fs::exists(seg + ".tmp"));
+    if (step != Step::before_commit) CHECK_FALSE(fs::exists(seg));
+  }
+  CHECK(verify_db(db).empty());
+  if (committed) {
+    CHECK(count(db, "anchors") == "4");
+    ControlStore store{db};
+    if (fs::exists(seg)) CHECK(verify_segment(store, seg).problems.empty());
+  } else {
+    CHECK(snapshot(db) == before);
+    // At most a stray FILE.tmp or a FILE no anchor names: --verify-only
+    // says so, and the next archive (to that name) refuses until removed.
+    ControlStore store{db};
+    if (fs::exists(seg)) CHECK_FALSE(verify_segment(store, seg).problems.empty());
+    if (fs::exists(seg) || fs::exists(seg + ".tmp")) {
+      CHECK_THROWS_AS(archive(store, {.before = kCut, .file = seg, .now = kNow}), InvalidArgument);
+      fs::remove(seg);
+      fs::remove(seg + ".tmp");
+    }
+    CHECK(archive(store, {.before = kCut, .file = seg, .now = kNow}).streams == 4);
+    CHECK(verify_ledger(store).empty());
+  }
+}
+
+TEST_CASE("an export after an archive carries the anchors: audit of it is clean, and a restore "
+          "from it plus its segments holds the full history",
+          "[archive][export]") {
+  TempDir dir;
+  const std::string db = seed(dir);
+  std::vector<std::string> ids_before = sql_column(db, "SELECT item_id FROM items ORDER BY item_id");
+  const auto events_before = count(db, "events");
+  archive_to(db, dir.file("b.seg"), kCut, "beta");
+  archive_to(db, dir.file("a.seg"));
+  const std::string exported = dir.file("live.export");
+  {
+    ControlStore store{db};
+    std::FILE* out = std::fopen(exported.c_str(), "wb");
+    REQUIRE(out != nullptr);
+    CHECK(export_log(store, out).anchors == 4);
+    std::fclose(out);
+  }
+  const auto audit = audit_path(exported);
+  CHECK(audit.problems.empty());
+  CHECK(audit.summary.anchors == 4);
+  // The segments audited together with the live export: one history.
+  for (const auto& seg : {dir.file("a.seg"), dir.file("b.seg")}) CHECK(audit_path(seg).problems.empty());
+
+  SECTION("the export alone: anchors come back as anchors") {
+    const std::string fresh = dir.file("r1.db");
+    ControlStore target{fresh};
+    std::FILE* in = std::fopen(exported.c_str(), "rb");
+    restore_export(in, target);
+    std::fclose(in);
+    CHECK(verify_ledger(target).empty());
+    CHECK(count(fresh, "anchors") == "4");
+  }
+  SECTION("the export and its segments: the full history, as if never archived") {
+    const std::string fresh = dir.file("r2.db");
+    ControlStore target{fresh};
+    std::FILE* in = std::fopen(exported.c_str(), "rb");
+    std::FILE* a = std::fopen(dir.file("a.seg").c_str(), "rb");
+    std::FILE* b = std::fopen(dir.file("b.seg").c_str(), "rb");
+    restore_export(in, target, {}, {a, b});
+    for (auto* f : {in, a, b}) std::fclose(f);
+    CHECK(verify_ledger(target).empty());
+    CHECK(count(fresh, "anchors") == "0");
+    CHECK(count(fresh, "events") == events_before);
+    CHECK(sql_column(fresh, "SELECT item_id FROM items ORDER BY item_id") == ids_before);
+  }
+  SECTION("a segment of another store is refused, and nothing is left") {
+    const std::string other = seed(dir, "other.db");
+    archive_to(other, dir.file("o.seg"));
+    const auto r = run_cli({"restore", exported, dir.file("o.seg"), "--db", dir.file("r3.db")});
+    CHECK(r.exit_code == 2);
+    CHECK_FALSE(fs::exists(dir.file("r3.db")));
+  }
+  SECTION("the CLI: restore FILE SEGMENT... --db NEW") {
+    const auto r = run_cli({"restore", exported, dir.file("a.seg"), dir.file("b.seg"), "--db",
+                            dir.file("r4.db")});
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(run_cli({"verify", "--db", dir.file("r4.db")}).exit_code == 0);
+  }
+}
+
+TEST_CASE("a store migrated from schema 10 gains the retention tables and archives", "[archive]") {
+  TempDir dir;
+  const std::string db = seed(dir);
+  sql(db, test::kBackToVersion10);
+  ControlStore store{db};
+  CHECK(sql_column(db, "PRAGMA user_version").at(0) == std::to_string(11));
+  CHECK(archive(store, {.before = kCut, .file = dir.file("m.seg"), .now = kNow}).streams == 4);
+  CHECK(verify_ledger(store).empty());
+}
