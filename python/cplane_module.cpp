@@ -123,11 +123,24 @@ bool truth(const py::handle& value) {
   return t != 0;
 }
 
+// A str's UTF-8 bytes; InvalidArgument for one that has none (a lone
+// surrogate such as "\udcff").
+std::string utf8(const py::handle& value, const char* what) {
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(value.ptr(), &size);
+  if (data == nullptr) {
+    PyErr_Clear();
+    invalid(std::string(what) + " is not valid text: it holds a lone surrogate, which UTF-8 "
+                                "cannot encode");
+  }
+  return std::string(data, static_cast<std::size_t>(size));
+}
+
 std::string text(const py::handle& value, const char* what) {
   if (!PyUnicode_Check(value.ptr())) {
     invalid(std::string(what) + " must be a str, not " + std::string(py::str(value.get_type().attr("__name__"))));
   }
-  return value.cast<std::string>();
+  return utf8(value, what);
 }
 
 std::optional<std::string> optional_text(const py::object& value, const char* what) {
@@ -164,6 +177,10 @@ std::optional<Micros> micros(const py::object& value, const char* what = "now") 
   return integer(value, what);
 }
 
+// The longest length of time any argument takes: ten years, as the engine's
+// leases (so that its conversion to microseconds cannot overflow).
+constexpr double kMaxSeconds = 10.0 * 365 * 24 * 3600;
+
 // A length of time in seconds: an int or a float, positive and finite.
 Seconds seconds(const py::handle& value, const char* what) {
   if (!(is_int(value) || PyFloat_Check(value.ptr()))) {
@@ -173,6 +190,10 @@ Seconds seconds(const py::handle& value, const char* what) {
   const double v = value.cast<double>();
   if (!std::isfinite(v) || v <= 0) {
     invalid(std::string(what) + " must be a positive, finite number of seconds, not " +
+            std::string(py::str(py::repr(value))));
+  }
+  if (v > kMaxSeconds) {
+    invalid(std::string(what) + " must be at most ten years (315360000 seconds), not " +
             std::string(py::str(py::repr(value))));
   }
   return Seconds{v};
@@ -194,24 +215,38 @@ Outcome outcome(const py::handle& value) {
 // serialised by Python's json module; or a str, taken as JSON text (the
 // engine checks it).
 std::string payload_text(const py::handle& payload) {
-  if (PyUnicode_Check(payload.ptr())) return payload.cast<std::string>();
+  if (PyUnicode_Check(payload.ptr())) return utf8(payload, "payload");
   if (PyBytes_Check(payload.ptr()) || PyByteArray_Check(payload.ptr())) {
     invalid("payload must be a dict, a list or a JSON str, not bytes");
   }
   try {
-    return classes->json_dumps(payload, "ensure_ascii"_a = false, "allow_nan"_a = false,
-                               "separators"_a = py::make_tuple(",", ":"))
-        .cast<std::string>();
+    const py::object json = classes->json_dumps(payload, "ensure_ascii"_a = false,
+                                                "allow_nan"_a = false,
+                                                "separators"_a = py::make_tuple(",", ":"));
+    return utf8(json, "payload");
   } catch (py::error_already_set& e) {
     if (e.matches(PyExc_TypeError) || e.matches(PyExc_ValueError) ||
         e.matches(PyExc_RecursionError)) {
-      invalid(std::string("payload is not JSON-serialisable: ") + e.what());
+      invalid(std::string("payload is not JSON-serialisable: ") +
+              std::string(py::str(e.type().attr("__name__"))) + ": " +
+              std::string(py::str(e.value())));
     }
     throw;
   }
 }
 
-py::object parse_json(const std::string& json) { return classes->json_loads(py::str(json)); }
+// A payload the store holds was checked as JSON when it was written: one
+// that no longer parses was edited outside cplane.
+py::object parse_json(const std::string& json) {
+  try {
+    return classes->json_loads(py::str(json));
+  } catch (py::error_already_set& e) {
+    if (!e.matches(PyExc_ValueError)) throw;
+    raise(classes->storage_error,
+          "a payload in the store is not JSON (edited outside cplane): run cplane verify",
+          py::str("corruption"));
+  }
+}
 
 std::vector<std::string> texts(const py::handle& values, const char* what) {
   if (PyUnicode_Check(values.ptr())) invalid(std::string(what) + " must be a list of str, not a str");
@@ -516,8 +551,9 @@ std::unique_ptr<Store> open(const PathArg& url, const SecondsArg& lease_seconds,
   StoreOptions options;
   options.lease = seconds(lease_seconds, "lease_seconds");
   options.durability = durability(durability_);
-  options.lock_timeout = std::chrono::milliseconds(
-      static_cast<std::int64_t>(seconds(lock_timeout, "lock_timeout").count() * 1000));
+  const double wait = seconds(lock_timeout, "lock_timeout").count();
+  if (wait < 0.001) invalid("lock_timeout must be at least 0.001 seconds (one millisecond)");
+  options.lock_timeout = std::chrono::milliseconds(std::llround(wait * 1000));
   options.create = truth(create);
   options.read_only = truth(read_only);
   std::string path;
@@ -1482,12 +1518,16 @@ comes back after its backoff) unless no_retry.)doc");
         const auto p = py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
         ExportOptions o;
         o.since = integer(since, "since");
+        if (o.since < 0) invalid("since must not be negative");
+        // Refused or failed: the file this call created goes again, so a
+        // retry is not blocked by it.
         std::FILE* f = open_file(p, "wbx");
         ExportSummary summary;
         try {
           summary = s.run([&](ControlStore& c) { return export_log(c, f, o); });
         } catch (...) {
           std::fclose(f);
+          std::remove(p.c_str());
           throw;
         }
         if (std::fclose(f) != 0) {

@@ -180,6 +180,66 @@ def test_export_and_audit_agree_with_the_store(tmp_path, store):
         cplane.export(store, path)  # never over a file
 
 
+def test_a_refused_export_leaves_no_file_behind(tmp_path, url):
+    # A file left by a refusal would block the retry ("never over a file").
+    store = cplane.ControlStore(url)
+    store.create_project("alpha", "Project Alpha")
+    with pytest.raises(cplane.InvalidArgument):
+        cplane.export(store, tmp_path / "f.export", since=-5)
+    assert not (tmp_path / "f.export").exists()
+    store.close()
+    with pytest.raises(cplane.InvalidArgument):
+        cplane.export(store, tmp_path / "e.export")
+    assert not (tmp_path / "e.export").exists()
+    with cplane.ControlStore(url) as again:
+        assert cplane.export(again, tmp_path / "e.export")["events"] == 1
+
+
+@pytest.mark.parametrize("call", [
+    lambda s: s.enqueue("alpha", "\udcff"),
+    lambda s: s.enqueue("alpha", {"k": "\udcff"}),
+    lambda s: s.enqueue("alpha", {"\ud800": 1}),
+    lambda s: s.create_project("\udcff", "t"),
+    lambda s: s.item("\udcff"),
+])
+def test_text_with_a_lone_surrogate_is_invalid_argument(store, call):
+    before = log_size(store)
+    with pytest.raises(cplane.InvalidArgument) as e:
+        call(store)
+    assert "surrogate" in str(e.value)
+    assert log_size(store) == before
+
+
+def test_lengths_of_time_past_ten_years_are_refused_with_their_name(store, url):
+    before = log_size(store)
+    for delay in (1e300, 9.3e12):
+        with pytest.raises(cplane.InvalidArgument) as e:
+            store.enqueue("alpha", {}, delay_seconds=delay)
+        assert "delay_seconds" in str(e.value) and "ten years" in str(e.value)
+    assert log_size(store) == before
+    for timeout in (1e300, 1e-9):
+        with pytest.raises(cplane.InvalidArgument) as e:
+            cplane.ControlStore(url, lock_timeout=timeout)
+        assert "lock_timeout" in str(e.value)
+
+
+def test_an_unserialisable_payload_is_named_in_one_line(store):
+    with pytest.raises(cplane.InvalidArgument) as e:
+        store.enqueue("alpha", {"x": float("nan")})
+    assert "\n" not in str(e.value) and "ValueError" in str(e.value)
+
+
+def test_a_payload_edited_into_bad_json_is_a_corruption_error(backend, url):
+    with cplane.ControlStore(url) as store:
+        store.create_project("alpha", "Project Alpha")
+        item_id = store.enqueue("alpha", {"a": 1})
+    backend.execute(url, "UPDATE items SET payload = ? WHERE item_id = ?", "{bad", item_id)
+    with cplane.ControlStore(url) as store:
+        with pytest.raises(cplane.StorageError) as e:
+            store.item(item_id)
+        assert e.value.category == "corruption"
+
+
 
 
 @pytest.mark.parametrize("lease", [0, -1, -0.5, float("nan"), float("inf"), "900", True, [900]])
