@@ -51,8 +51,12 @@ std::optional<Micros> parse_time(std::string_view text) {
     }
   }
   if (*rest != '\0') return std::nullopt;
-  const std::time_t seconds = ::timegm(&tm);
-  if (seconds < 0) return std::nullopt;
+  const std::tm parsed = tm;
+  const std::time_t seconds = ::timegm(&tm);  // normalises tm: 2026-02-31 would become March 3
+  if (seconds < 0 || tm.tm_mday != parsed.tm_mday || tm.tm_mon != parsed.tm_mon ||
+      tm.tm_year != parsed.tm_year || tm.tm_sec != parsed.tm_sec) {
+    return std::nullopt;
+  }
   return (static_cast<Micros>(seconds) - offset) * 1'000'000 + fraction;
 }
 

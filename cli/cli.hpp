@@ -450,6 +450,7 @@ class Cli {
   kj::MainFunc audit_command();
   Validity set_against(kj::StringPtr text);
   Validity run_audit();
+  void audit_history();
   kj::MainFunc restore_command();
   Validity run_restore();
   kj::MainFunc recover_command();

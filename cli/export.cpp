@@ -277,11 +277,16 @@ kj::MainFunc Cli::audit_command() {
                      "Replay an export (FILE, or - for standard input) with no database: check "
                      "the file's integrity and the hash chain, fold the events and report every "
                      "problem the log shows on its own, then print a summary. With --against "
-                     "DB, also compare the fold with that database's rows, as verify does. Exit "
-                     "6 if any problem is found, 1 if the file is not a whole, readable export."))
+                     "DB, also compare the fold with that database's rows, as verify does. "
+                     "Several FILEs (the export of a store that archived, and its archive "
+                     "segments): each is audited on its own, then the whole history as one: "
+                     "the segments' streams put back in place of the export's anchors in a "
+                     "scratch database (in $TMPDIR, removed after) and verified end to end. "
+                     "Exit 6 if any problem is found, 1 if a file is not a whole, readable "
+                     "export."))
       .addOptionWithArg({"against"}, KJ_BIND_METHOD(*this, set_against), "<db>",
                         "compare the fold with this database's rows")
-      .expectArg("FILE", KJ_BIND_METHOD(*this, set_positional))
+      .expectOneOrMoreArgs("FILE", KJ_BIND_METHOD(*this, set_positional))
       .callAfterParsing(KJ_BIND_METHOD(*this, run_audit))
       .build();
 }
@@ -293,6 +298,10 @@ Validity Cli::set_against(kj::StringPtr text) {
 
 Validity Cli::run_audit() {
   return run([&] {
+    if (args_.size() > 1) {
+      audit_history();
+      return;
+    }
     const std::string source = args_.at(0);
     File in = open_input(source);
     std::optional<ControlStore> against;
@@ -366,6 +375,181 @@ Validity Cli::run_audit() {
       throw Exit{kProblemsFound};
     }
   });
+}
+
+namespace {
+
+// A folder of this command's own, removed with what is in it on every path out.
+struct ScratchDir {
+  std::string path;
+  ScratchDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "cplane-audit.XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      throw StorageError(StorageError::Category::io,
+                         fmt::format("cannot make a scratch folder {}: {}", pattern,
+                                     std::strerror(errno)));
+    }
+    path = pattern;
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+void add_problems(std::vector<LedgerProblem>& to, std::vector<LedgerProblem> from,
+                  const std::string& where) {
+  for (auto& p : from) {
+    p.detail = fmt::format("{}: {}", where, p.detail);
+    to.push_back(std::move(p));
+  }
+}
+
+}  // namespace
+
+// audit EXPORT SEGMENT...: each file on its own, then the history they make
+// together, restored into a scratch store and verified.
+void Cli::audit_history() {
+  std::optional<ControlStore> against;
+  if (against_) {
+    db_ = *against_;
+    against.emplace(open(Access::read));
+  }
+  std::vector<LedgerProblem> problems;
+  std::optional<std::size_t> export_at;
+  std::string files_json = "[";
+  std::vector<std::pair<std::string, std::string>> sources;  // each file's database and segment
+  for (std::size_t i = 0; i < args_.size(); ++i) {
+    const std::string& path = args_[i];
+    if (path == "-") {
+      throw InvalidArgument("several files are audited from files, not from standard input");
+    }
+    File in = open_input(path);
+    AuditReport report;
+    try {
+      report = audit_export(in.f, against ? &*against : nullptr);
+    } catch (const StorageError& e) {
+      throw StorageError(e.category(), fmt::format("{}: {}", path, e.what()));
+    }
+    const auto& s = report.summary;
+    if (s.since > 0) {
+      throw InvalidArgument(fmt::format("{} holds only the events after seq {} (--since): the "
+                                        "whole history needs a whole export",
+                                        path, s.since));
+    }
+    if (s.segment_id.empty()) {
+      if (export_at) {
+        throw InvalidArgument(fmt::format("{} and {} are both exports: give one export and its "
+                                          "archive segments",
+                                          args_[*export_at], path));
+      }
+      export_at = i;
+    }
+    add_problems(problems, std::move(report.problems), path);
+    sources.emplace_back(s.source_database, s.segment_id);
+    if (json_) {
+      if (i > 0) files_json += ",";
+      files_json += JsonObject()
+                        .str("file", path)
+                        .str("segment_id", s.segment_id)
+                        .str("source_database", s.source_database)
+                        .num("events", s.events)
+                        .num("heads", s.heads)
+                        .num("anchors", s.anchors)
+                        .done();
+    } else {
+      print(fmt::format("{}: {} of database {}: {} event(s), {} head(s){}", path,
+                        s.segment_id.empty() ? "export" : "archive segment " + s.segment_id,
+                        s.source_database.empty() ? "(unnamed)" : s.source_database, s.events,
+                        s.heads,
+                        s.anchors > 0 ? fmt::format(", {} anchor(s)", s.anchors) : std::string()));
+    }
+  }
+  files_json += "]";
+  if (!export_at) {
+    // Segments alone: one store's, each once (with the export, the
+    // restore below checks this and more).
+    for (std::size_t i = 1; i < sources.size(); ++i) {
+      if (sources[i].first != sources[0].first) {
+        problems.push_back({ProblemKind::digest_disagrees, "", "",
+                            fmt::format("{} was written by database {}, {} by {}: not one "
+                                        "store's history",
+                                        args_[i], sources[i].first, args_[0], sources[0].first)});
+      }
+      for (std::size_t j = 0; j < i; ++j) {
+        if (sources[i].second == sources[j].second) {
+          problems.push_back({ProblemKind::event_inserted, "", "",
+                              fmt::format("{} and {} are both segment {}", args_[j], args_[i],
+                                          sources[i].second)});
+        }
+      }
+    }
+  }
+  // The whole history: the export with every segment in place of its anchors.
+  std::optional<RestoreReport> history;
+  if (export_at) {
+    ScratchDir scratch;
+    const auto saved_db = db_;
+    db_ = scratch.path + "/history.db";
+    bulk_ = true;
+    auto store = open(Access::create);
+    db_ = saved_db;
+    File in = open_input(args_[*export_at]);
+    std::vector<File> segment_files;
+    std::vector<std::FILE*> segments;
+    for (std::size_t i = 0; i < args_.size(); ++i) {
+      if (i == *export_at) continue;
+      segment_files.push_back(open_input(args_[i]));
+      segments.push_back(segment_files.back().f);
+    }
+    const std::string where = "the whole history";
+    try {
+      history = restore_export(in.f, store, {}, segments);
+      add_problems(problems, verify_ledger(store), where);
+    } catch (const InvalidArgument& e) {
+      problems.push_back({ProblemKind::head_disagrees, "", "", fmt::format("{}: {}", where, e.what())});
+    } catch (const RebuildRefused& refused) {
+      add_problems(problems, refused.problems(), where);
+    } catch (const StorageError& e) {
+      if (e.category() != StorageError::Category::corruption) throw;
+      problems.push_back(
+          {ProblemKind::event_inserted, "", "", fmt::format("{}: {}", where, e.what())});
+    }
+  }
+  if (json_) {
+    print(JsonObject()
+              .raw("problems", problems_json(problems))
+              .raw("files", files_json)
+              .raw("history", history ? JsonObject()
+                                            .num("events", history->events)
+                                            .num("items", history->items)
+                                            .num("segments", static_cast<std::int64_t>(
+                                                                 args_.size() - 1))
+                                            .done()
+                                      : std::string("null"))
+              .done());
+  } else {
+    print_problems(problems);
+    if (history) {
+      print(fmt::format("the whole history: {} event(s), {} item(s), from one export and {} "
+                        "segment(s)",
+                        history->events, history->items, args_.size() - 1));
+    } else if (!export_at) {
+      print("no export given: each segment was checked on its own, not the history they "
+            "make with the live store");
+    }
+    if (problems.empty()) {
+      print(history ? "ok: every file passes its own checks, and the history they make "
+                      "together passes verify"
+                    : "ok: every file passes its own checks");
+    }
+  }
+  if (!problems.empty()) {
+    if (!json_) std::cerr << problems.size() << " problem(s) found\n";
+    throw Exit{kProblemsFound};
+  }
 }
 
 kj::MainFunc Cli::restore_command() {

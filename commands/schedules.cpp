@@ -246,6 +246,8 @@ std::int64_t ControlStore::Impl::fire_due_schedules(Micros at, std::size_t budge
         std::string item_id;
         if (auto earlier = backend_->find_item_by_key(row.project_id, key)) {
           item_id = earlier->item_id;
+        } else if (auto archived = backend_->find_anchor_by_key(row.project_id, key)) {
+          item_id = archived->stream_id;  // made, ended and archived: never made again
         } else {
           const EnqueueOptions options{.key = key};
           item_id = enqueue_in_tx(*project, row.payload, std::string("schedule:") + row.name, at,

@@ -206,14 +206,16 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
   if (options.project && options.project->empty()) {
     throw InvalidArgument("--project takes a project id, not an empty one");
   }
-  if (!options.dry_run) check_target(options.file);
+  // A dry run refuses what the archive would refuse (a FILE that exists,
+  // a folder not writable), so that it answers whether the archive would run.
+  if (!options.dry_run || !options.file.empty()) check_target(options.file);
   ArchiveReport report;
   report.dry_run = options.dry_run;
   auto tx = storage::Transaction::write(backend, storage::Sync::full);
   // Again under the write lock: another archive to the same FILE that
   // waited for the lock with us must find ours there and refuse, not
   // rename over it (found by an adversarial run: the first segment lost).
-  if (!options.dry_run) check_target(options.file);
+  if (!options.dry_run || !options.file.empty()) check_target(options.file);
   const Micros now = options.now ? *options.now : backend.now();
   if (options.before > now) {
     throw InvalidArgument(fmt::format("--before {} is in the future (now is {}): only streams "

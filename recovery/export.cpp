@@ -3,7 +3,9 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <optional>
+#include <set>
 
 #include <capnp/message.h>
 #include <capnp/serialize.h>
@@ -47,7 +49,8 @@ capnp::Data::Reader as_data(std::string_view s) {
 
 class Writer {
  public:
-  explicit Writer(std::FILE* out) : out_(out) {}
+  // `what` names the file in errors: "the export", "the segment".
+  Writer(std::FILE* out, std::string what) : out_(out), what_(std::move(what)) {}
 
   void write(capnp::MessageBuilder& message, bool hashed = true) {
     auto words = capnp::messageToFlatArray(message);
@@ -55,13 +58,15 @@ class Writer {
     if (hashed) hasher_.add(std::string_view(raw.begin(), raw.size()));
     if (std::fwrite(raw.begin(), 1, raw.size(), out_) != raw.size()) {
       throw StorageError(StorageError::Category::io,
-                         fmt::format("cannot write the export: {}", std::strerror(errno)));
+                         fmt::format("cannot write {}: {}", what_, std::strerror(errno)));
     }
   }
   Hash content_hash() { return hasher_.done(); }
+  const std::string& what() const { return what_; }
 
  private:
   std::FILE* out_;
+  std::string what_;
   Hasher hasher_;
 };
 
@@ -145,7 +150,7 @@ ExportSummary write_export(storage::LogSource& log, std::FILE* out, const Export
   ExportSummary summary;
   const std::int64_t total = log.event_count();
   const auto digest = log.log_digest();
-  Writer w(out);
+  Writer w(out, segment_id.empty() ? "the export" : "the segment");
   const bool anchored = has_anchors(log);
   {
     capnp::MallocMessageBuilder message(128);
@@ -246,7 +251,7 @@ ExportSummary write_export(storage::LogSource& log, std::FILE* out, const Export
   }
   if (std::fflush(out) != 0) {
     throw StorageError(StorageError::Category::io,
-                       fmt::format("cannot write the export: {}", std::strerror(errno)));
+                       fmt::format("cannot write {}: {}", w.what(), std::strerror(errno)));
   }
   if (options.progress) options.progress(read, total);
   return summary;
@@ -800,6 +805,9 @@ RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progr
       throw InvalidArgument("the target database already holds events: restore builds a fresh one");
     }
     const std::int64_t total = std::max<std::int64_t>(reader.header().event_count, 0);
+    // Streams the export anchors, per segment: with segments given, each
+    // must come back, or the history restored would be short of it.
+    std::map<std::string, std::int64_t> anchored;
     auto import = [&](Reader& from, const char* what) {
       try {
         fresh.import_event(from.event());
@@ -817,6 +825,7 @@ RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progr
         if (reader.events() % kProgressEvery == 0 && progress) progress(reader.events(), total);
       } else if (reader.kind() == Reader::Kind::anchor) {
         fresh.import_anchor(reader.anchor());
+        ++anchored[reader.anchor().segment_id];
       } else {
         fresh.put_head(reader.head());
       }
@@ -828,6 +837,7 @@ RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progr
     std::optional<storage::LogDigest> digest = reader.header().digest;
     Hash folded{};
     const bool foldable = digest && hash_from_bytes(digest->digest, folded);
+    std::set<std::string> given;
     for (std::FILE* file : segments) {
       Reader seg(file);
       const auto& h = seg.header();
@@ -839,6 +849,9 @@ RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progr
         throw InvalidArgument(fmt::format("segment {} was written by database {}, the export by "
                                           "{}: another store's segment",
                                           h.segment_id, h.source, reader.header().source));
+      }
+      if (!given.insert(h.segment_id).second) {
+        throw InvalidArgument(fmt::format("segment {} is given twice", h.segment_id));
       }
       while (seg.kind() != Reader::Kind::end) {
         if (seg.kind() == Reader::Kind::event) {
@@ -859,6 +872,7 @@ RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progr
                 h.segment_id, head.stream_kind, quoted(head.stream_id)));
           }
           fresh.delete_anchor({*kind, head.stream_id});
+          --anchored[h.segment_id];
           fresh.put_head(head);
           if (foldable) {
             xor_into(folded, storage::anchor_hash(*anchor));
@@ -870,6 +884,21 @@ RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progr
                                     h.segment_id));
         }
         seg.advance();
+      }
+    }
+    if (!segments.empty()) {
+      std::vector<std::string> missing;
+      std::int64_t streams = 0;
+      for (const auto& [id, left] : anchored) {
+        if (left <= 0) continue;
+        missing.push_back(id);
+        streams += left;
+      }
+      if (!missing.empty()) {
+        throw InvalidArgument(fmt::format(
+            "the export anchors {} stream(s) archived into segment(s) not given: {}; give "
+            "every segment (cplane stats lists them), or none to keep the anchors",
+            streams, fmt::join(missing, ", ")));
       }
     }
     if (digest && foldable) digest->digest = std::string(as_bytes(folded));

@@ -99,6 +99,16 @@ AuditReport audit_path(const std::string& path, ControlStore* against = nullptr)
   return report;
 }
 
+// One byte of a file flipped in place.
+void flip_byte(const std::string& path, std::streamoff at) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(at);
+  char c = 0;
+  f.get(c);
+  f.seekp(at);
+  f.put(static_cast<char>(c ^ 1));
+}
+
 }  // namespace
 
 TEST_CASE("an archive moves the ended streams into a segment, leaves anchors, and verify stays "
@@ -309,6 +319,16 @@ TEST_CASE("the CLI: archive, --dry-run, --verify-only, audit --against, and refu
     CHECK(snapshot(db) == before);
   }
   CHECK_FALSE(fs::exists(dir.file("f.seg")));
+  // A day that no month has, and a dry run to a FILE that exists: refused
+  // as the archive itself would be.
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"archive", "--db", db, "--before", "2023-02-31", "--dry-run"},
+           {"archive", "--db", db, "--before", "2023-11-31T00:00:00Z", "--dry-run"},
+           {"archive", "--db", db, "--before", cut, "--to", dir.file("taken.seg"), "--dry-run"}}) {
+    const auto r = run_cli(args);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 2);
+  }
   const auto dry = run_cli({"archive", "--db", db, "--before", cut, "--to", dir.file("s.seg"), "--dry-run"});
   CHECK(dry.exit_code == 0);
   CHECK(contains(dry.out, "would archive 4 stream(s)"));
@@ -335,14 +355,7 @@ TEST_CASE("the CLI: archive, --dry-run, --verify-only, audit --against, and refu
   CHECK(run_cli({"archive", "--db", db, "--before", cut, "--to", dir.file("s.seg")}).exit_code == 2);
   CHECK(snapshot(db) == after);
   // A segment edited by one byte: --verify-only says so (exit 6).
-  {
-    std::fstream f(dir.file("s.seg"), std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(100);
-    char c = 0;
-    f.get(c);
-    f.seekp(100);
-    f.put(static_cast<char>(c ^ 1));
-  }
+  flip_byte(dir.file("s.seg"), 100);
   CHECK(run_cli({"archive", "--db", db, "--verify-only", dir.file("s.seg")}).exit_code == 6);
   const auto stats = run_cli({"stats", "--db", db});
   CHECK(contains(stats.out, "archived"));
@@ -506,6 +519,45 @@ TEST_CASE("an export after an archive carries the anchors: audit of it is clean,
     CHECK(r.exit_code == 2);
     CHECK_FALSE(fs::exists(dir.file("r3.db")));
   }
+  SECTION("a segment missing or given twice: the restore refuses, and nothing is left") {
+    const auto missing = run_cli({"restore", exported, dir.file("a.seg"), "--db", dir.file("r5.db")});
+    INFO(missing.out << missing.err);
+    CHECK(missing.exit_code == 2);
+    CHECK(contains(missing.err, "not given"));
+    CHECK_FALSE(fs::exists(dir.file("r5.db")));
+    const auto twice = run_cli({"restore", exported, dir.file("a.seg"), dir.file("a.seg"),
+                                dir.file("b.seg"), "--db", dir.file("r6.db")});
+    INFO(twice.out << twice.err);
+    CHECK(twice.exit_code == 2);
+    CHECK(contains(twice.err, "given twice"));
+    CHECK_FALSE(fs::exists(dir.file("r6.db")));
+  }
+  SECTION("audit of the export and every segment checks the history as one") {
+    const auto whole = run_cli({"audit", exported, dir.file("a.seg"), dir.file("b.seg"), "--json"});
+    INFO(whole.out << whole.err);
+    CHECK(whole.exit_code == 0);
+    CHECK(contains(whole.out, "\"problems\":[]"));
+    CHECK(contains(whole.out, fmt::format("\"history\":{{\"events\":{}", events_before)));
+    // One segment left out: the history is short of its streams.
+    const auto short_of = run_cli({"audit", exported, dir.file("a.seg")});
+    INFO(short_of.out << short_of.err);
+    CHECK(short_of.exit_code == 6);
+    CHECK(contains(short_of.out, "not given"));
+    // Another store's segment beside this store's export.
+    const std::string other = seed(dir, "other2.db");
+    archive_to(other, dir.file("o2.seg"));
+    const auto foreign = run_cli({"audit", exported, dir.file("a.seg"), dir.file("o2.seg")});
+    CHECK(foreign.exit_code == 6);
+    CHECK(contains(foreign.out, "another store's segment"));
+    // Two exports: a usage error, not a history.
+    CHECK(run_cli({"audit", exported, exported}).exit_code == 2);
+    // A segment edited by one byte: that file is not a whole export (exit 1), named.
+    fs::copy_file(dir.file("b.seg"), dir.file("b-edited.seg"));
+    flip_byte(dir.file("b-edited.seg"), 100);
+    const auto edited = run_cli({"audit", exported, dir.file("a.seg"), dir.file("b-edited.seg")});
+    CHECK(edited.exit_code == 1);
+    CHECK(contains(edited.err, "b-edited.seg"));
+  }
   SECTION("the CLI: restore FILE SEGMENT... --db NEW") {
     const auto r = run_cli({"restore", exported, dir.file("a.seg"), dir.file("b.seg"), "--db",
                             dir.file("r4.db")});
@@ -513,6 +565,32 @@ TEST_CASE("an export after an archive carries the anchors: audit of it is clean,
     CHECK(r.exit_code == 0);
     CHECK(run_cli({"verify", "--db", dir.file("r4.db")}).exit_code == 0);
   }
+}
+
+TEST_CASE("an item a schedule made, archived, is still the one its fire names: verify is clean "
+          "and the occurrence is not made again",
+          "[archive][schedule]") {
+  TempDir dir;
+  const std::string db = dir.file("s.db");
+  const Micros hour = 3'600'000'000;
+  const Micros t0 = 1'700'000'000'000'000 / hour * hour;  // on the hour
+  {
+    ControlStore store{db};
+    store.create_project("alpha", "A", "open", t0);
+    store.add_schedule("hourly", {.project_id = "alpha", .cron = "@hourly", .now = t0 + 1});
+    CHECK(store.tick(t0 + hour + 5) == 1);
+    auto c = store.claim("w", {.now = t0 + hour + 10, .fair = false});
+    REQUIRE(c);
+    store.finish(c->item_id, c->fence, Outcome::done, "", t0 + hour + 20);
+    const auto report =
+        archive(store, {.before = t0 + hour + 30, .file = dir.file("s.seg"), .now = t0 + hour + 40});
+    CHECK(report.streams == 1);
+    CHECK(verify_ledger(store).empty());
+    // The next occurrence makes a new item; verify still clean.
+    CHECK(store.tick(t0 + 2 * hour + 5) == 1);
+    CHECK(verify_ledger(store).empty());
+  }
+  CHECK(count(db, "anchors") == "1");
 }
 
 TEST_CASE("a store migrated from schema 10 gains the retention tables and archives", "[archive]") {

@@ -213,6 +213,10 @@ void replay(storage::LogSource& log, storage::RowSource* rows, StreamKind kind, 
     }
     const bool anchored = have_anchor && anchor.stream_id == sid;
     const bool live = (have_event && raw.stream_id == sid) || (have_head && head.stream_id == sid);
+    // An archived item a schedule made is still the one its fire names.
+    if (anchored && kind == StreamKind::item && anchor.idem_key.rfind("schedule:", 0) == 0) {
+      facts.schedule_items.emplace(sid, anchor.idem_key);
+    }
     if (anchored && !live) {
       // An archived stream and nothing else of it: its anchor folds into
       // the log's checks, and no row may be left of it (a row side at this
