@@ -622,32 +622,38 @@ Validity Cli::run_restore() {
 // fails its own checks.
 void Cli::restore_to_server() {
   const std::string source = args_.at(0);
-  if (args_.size() > 1) {
-    throw InvalidArgument("archive segments are restored into an SQLite database for now "
-                          "(docs/retention.md)");
-  }
   if (source == "-") {
     throw InvalidArgument(InvalidArgument::Reason::conflict,
                           "restore into a server reads the export twice (audit, then import): "
                           "give a FILE, not -");
   }
-  {
-    File check = open_input(source);
+  // The export and each segment audited first: what fails its own checks
+  // is refused before anything is written. (How the segments fit the
+  // export's anchors is checked inside the import's transaction.)
+  for (const auto& file : args_) {
+    File check = open_input(file);
     const auto audit = audit_export(check.f, nullptr);
     if (!audit.problems.empty()) {
       print_problems(audit.problems);
       context_.report_error("restore_refused", "log_fails_checks",
-                            "cplane: restore refused, nothing written: the exported log fails "
-                            "its own checks (see `cplane audit FILE`)");
+                            fmt::format("cplane: restore refused, nothing written: {} fails its "
+                                        "own checks (see `cplane audit {}`)",
+                                        file, file));
       throw Exit{kProblemsFound};
     }
   }
   File in = open_input(source);
+  std::vector<File> segment_files;
+  std::vector<std::FILE*> segments;
+  for (std::size_t i = 1; i < args_.size(); ++i) {
+    segment_files.push_back(open_input(args_[i]));
+    segments.push_back(segment_files.back().f);
+  }
   bulk_ = true;
   auto store = open(Access::create);
   RestoreReport report;
   try {
-    report = restore_export(in.f, store, progress("restore"));
+    report = restore_export(in.f, store, progress("restore"), segments);
   } catch (const RebuildRefused& refused) {
     // The file changed since it was audited: its events are in, its rows
     // were not built (exit 6 like the audit's refusal above).

@@ -148,7 +148,7 @@ Validity Cli::run_stats() {
     for (const auto& seg : segments) {
       streams += seg.streams;
       events += seg.events;
-      bytes += seg.bytes;
+      bytes += std::max<std::int64_t>(seg.bytes, 0);  // -1: restored from an export, unknown
     }
     if (json_) {
       std::string counts = counts_json(c);
@@ -161,7 +161,9 @@ Validity Cli::run_stats() {
                                                     .str("project", seg.project_id)
                                                     .num("streams", seg.streams)
                                                     .num("events", seg.events)
-                                                    .num("bytes", seg.bytes)
+                                                    .raw("bytes", seg.bytes >= 0
+                                                                      ? std::to_string(seg.bytes)
+                                                                      : std::string("null"))
                                                     .done();
         }
         counts.pop_back();
@@ -184,8 +186,13 @@ Validity Cli::run_stats() {
                           "projects)",
                           streams, events, bytes, segments.size()));
         for (const auto& seg : segments) {
-          print(fmt::format("  {}: {} stream(s), {} event(s), {} byte(s), segment {}", seg.file,
-                            seg.streams, seg.events, seg.bytes, seg.segment_id));
+          print(fmt::format("  {}: {} stream(s), {} event(s), {}, segment {}",
+                            seg.file.empty() ? "(restored from an export: file not recorded)"
+                                             : seg.file,
+                            seg.streams, seg.events,
+                            seg.bytes >= 0 ? fmt::format("{} byte(s)", seg.bytes)
+                                           : std::string("size not recorded"),
+                            seg.segment_id));
         }
       }
     }

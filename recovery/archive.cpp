@@ -13,6 +13,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,7 +25,9 @@
 #include <fmt/format.h>
 
 #include "events/chain.hpp"
+#include "events/codec.hpp"
 #include "events/errors.hpp"
+#include "projections/apply.hpp"
 #include "recovery/export.hpp"
 
 namespace cplane {
@@ -189,12 +192,66 @@ class SegmentLog final : public storage::LogSource {
 // --verify-only says so.
 struct RemoveSegment {
   std::string file;
+  bool placed = false;       // FILE is ours: this archive renamed it into place
   bool remove_file = true;
   ~RemoveSegment() {
     ::unlink((file + ".tmp").c_str());
-    if (remove_file) ::unlink(file.c_str());
+    if (placed && remove_file) ::unlink(file.c_str());
   }
 };
+
+// FILE.tmp becomes FILE, never over a file that appeared since FILE was
+// checked (another store's archive to the same name: found by an
+// adversarial run, whose first segment a plain rename replaced).
+void place_segment(const std::string& tmp, const std::string& file) {
+  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, file.c_str(), RENAME_NOREPLACE) == 0) return;
+  if (errno == EINVAL || errno == ENOSYS) {  // a file system without RENAME_NOREPLACE
+    if (::link(tmp.c_str(), file.c_str()) == 0) {
+      ::unlink(tmp.c_str());
+      return;
+    }
+  }
+  if (errno == EEXIST) {
+    throw InvalidArgument(InvalidArgument::Reason::already_exists,
+                          fmt::format("{} appeared while the segment was being written: a segment "
+                                      "is never written over a file; nothing was archived",
+                                      file));
+  }
+  throw io_error(fmt::format("cannot rename {} to {}", tmp, file));
+}
+
+// An item stream's row as its events fold, each event's hash checked
+// against its chain: the truth the anchor is made of.
+ItemRow fold_stream(const std::string& id, const std::vector<storage::RawEvent>& events) {
+  ItemRow row;
+  Hash prev = kNoHash;
+  std::int64_t revision = 0;
+  for (const auto& raw : events) {
+    Hash stored{};
+    const bool chained = ++revision == raw.revision && raw.stream_kind == "item" &&
+                         raw.stream_id == id && hash_from_bytes(raw.hash, stored) &&
+                         chain_hash(prev, raw.seq, raw.revision, raw.stream_kind, raw.stream_id,
+                                    raw.body) == stored;
+    if (!chained) {
+      throw StorageError(StorageError::Category::corruption,
+                         fmt::format("item {}'s event seq {} is not chained to the one before "
+                                     "it: the log was edited outside cplane. Nothing was "
+                                     "archived; run cplane verify",
+                                     id, raw.seq));
+    }
+    prev = stored;
+    StoredEvent event{raw.seq, decode(raw.body)};
+    if (stream_of(event.event) != StreamRef{StreamKind::item, id}) {
+      throw StorageError(StorageError::Category::corruption,
+                         fmt::format("item {}'s event seq {} belongs to another stream: the log "
+                                     "was edited outside cplane. Nothing was archived; run "
+                                     "cplane verify",
+                                     id, raw.seq));
+    }
+    row = apply(std::move(row), event);
+  }
+  return row;
+}
 
 }  // namespace
 
@@ -241,10 +298,27 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
   Hash folded{};
   std::vector<Seq> seqs;
   for (const auto& id : ids) {
-    const auto events = backend.stream_events({StreamKind::item, id});
+    // The row first: on a server it is locked (FOR UPDATE), so that a
+    // redrive of a failed item waits for the archive instead of moving
+    // the stream between its events being read and its anchor written.
     const auto row = backend.find_item(id);
+    const auto events = backend.stream_events({StreamKind::item, id});
     if (events.empty() || !row) {
       throw InternalError(fmt::format("item {} ended but has no events or no row", id));
+    }
+    // What the anchor keeps comes from the log, not from the row: a row
+    // edited outside cplane (a claimed item set to done, a key changed)
+    // would otherwise be archived as if it were true, and pass every check
+    // after (found by an adversarial run).
+    const ItemRow fold = fold_stream(id, events);
+    if (!is_terminal(fold.status) || fold.status != row->status || fold.fence != row->fence ||
+        fold.key != row->key || fold.project_id != row->project_id) {
+      throw StorageError(StorageError::Category::corruption,
+                         fmt::format("item {}'s row ({}, fence {}) is not what its log folds to "
+                                     "({}, fence {}): the row was edited outside cplane. Nothing "
+                                     "was archived; run cplane verify, then cplane rebuild",
+                                     id, to_string(row->status), row->fence,
+                                     to_string(fold.status), fold.fence));
     }
     storage::StreamAnchor a;
     a.stream_kind = "item";
@@ -256,11 +330,11 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
     seqs.clear();
     for (const auto& e : events) seqs.push_back(e.seq);
     a.seqs = storage::pack_seqs(seqs);
-    a.project_id = row->project_id;
-    a.state = std::string(to_string(row->status));
-    a.fence = static_cast<std::int64_t>(std::max(row->fence, row->ended_fence));
-    a.idem_key = row->key;
-    a.ended_at = row->updated_at;
+    a.project_id = fold.project_id;
+    a.state = std::string(to_string(fold.status));
+    a.fence = static_cast<std::int64_t>(std::max(fold.fence, fold.ended_fence));
+    a.idem_key = fold.key;
+    a.ended_at = fold.updated_at;
     Hash h{};
     if (hash_from_bytes(a.hash, h)) xor_into(folded, h);
     digest.events += a.events;
@@ -295,9 +369,8 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
     if (std::fclose(out) != 0 || !synced) throw io_error(fmt::format("cannot write {}", tmp));
   }
   const auto [file_hash, size] = file_digest(tmp);
-  if (::rename(tmp.c_str(), options.file.c_str()) != 0) {
-    throw io_error(fmt::format("cannot rename {} to {}", tmp, options.file));
-  }
+  place_segment(tmp, options.file);
+  cleanup.placed = true;
   sync_folder(options.file);
 
   // The swap: anchors for events, heads and rows, in this transaction.
@@ -341,17 +414,19 @@ void compare_with_anchors(std::FILE* in, storage::Backend& store, std::vector<Le
     check->segment_id = file.segment_id;
     check->streams = static_cast<std::int64_t>(file.heads.size());
   }
-  if (file.source_database != store.database_id()) {
+  std::optional<storage::Backend::SegmentRecord> record;
+  for (auto& r : store.segments()) {
+    if (r.segment_id == file.segment_id) record = std::move(r);
+  }
+  // A store restored from an export has an id of its own; its record of
+  // the segment (restored with its anchors) says the segment is its history.
+  if (file.source_database != store.database_id() && !record) {
     problem(ProblemKind::digest_disagrees, "",
             fmt::format("the segment was written by database {}, not this store ({}): it is "
                         "another store's",
                         file.source_database.empty() ? "(unnamed)" : file.source_database,
                         store.database_id()));
     return;
-  }
-  std::optional<storage::Backend::SegmentRecord> record;
-  for (auto& r : store.segments()) {
-    if (r.segment_id == file.segment_id) record = std::move(r);
   }
   if (!record) {
     problem(ProblemKind::digest_disagrees, "",
@@ -361,7 +436,8 @@ void compare_with_anchors(std::FILE* in, storage::Backend& store, std::vector<Le
                         file.segment_id));
     return;
   }
-  if (record->digest != std::string(as_bytes(digest)) || record->bytes != size) {
+  if (record->digest != std::string(as_bytes(digest)) ||
+      (record->bytes >= 0 && record->bytes != size)) {
     Hash recorded{};
     problem(ProblemKind::digest_disagrees, "",
             fmt::format("segment {} is {} bytes with digest {}; the store recorded {} bytes with "

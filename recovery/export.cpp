@@ -807,7 +807,12 @@ RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progr
     const std::int64_t total = std::max<std::int64_t>(reader.header().event_count, 0);
     // Streams the export anchors, per segment: with segments given, each
     // must come back, or the history restored would be short of it.
-    std::map<std::string, std::int64_t> anchored;
+    struct Anchored {
+      std::int64_t streams = 0;  // not yet put back from a segment
+      std::int64_t events = 0;
+      std::string digest;
+    };
+    std::map<std::string, Anchored> anchored;
     auto import = [&](Reader& from, const char* what) {
       try {
         fresh.import_event(from.event());
@@ -824,8 +829,12 @@ RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progr
         import(reader, "export");
         if (reader.events() % kProgressEvery == 0 && progress) progress(reader.events(), total);
       } else if (reader.kind() == Reader::Kind::anchor) {
-        fresh.import_anchor(reader.anchor());
-        ++anchored[reader.anchor().segment_id];
+        const auto& a = reader.anchor();
+        fresh.import_anchor(a);
+        auto& segment = anchored[a.segment_id];
+        ++segment.streams;
+        segment.events += a.events;
+        segment.digest = a.segment_digest;
       } else {
         fresh.put_head(reader.head());
       }
@@ -845,7 +854,10 @@ RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progr
         throw InvalidArgument("a file given as a segment is an export: give one export and its "
                               "archive segments");
       }
-      if (h.source != reader.header().source) {
+      // Another store's segment, unless the export's anchors name it: a
+      // store restored from an export has a database id of its own, and
+      // its anchors still name the segments of the store it came from.
+      if (h.source != reader.header().source && !anchored.contains(h.segment_id)) {
         throw InvalidArgument(fmt::format("segment {} was written by database {}, the export by "
                                           "{}: another store's segment",
                                           h.segment_id, h.source, reader.header().source));
@@ -872,7 +884,7 @@ RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progr
                 h.segment_id, head.stream_kind, quoted(head.stream_id)));
           }
           fresh.delete_anchor({*kind, head.stream_id});
-          --anchored[h.segment_id];
+          --anchored[h.segment_id].streams;
           fresh.put_head(head);
           if (foldable) {
             xor_into(folded, storage::anchor_hash(*anchor));
@@ -890,15 +902,29 @@ RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progr
       std::vector<std::string> missing;
       std::int64_t streams = 0;
       for (const auto& [id, left] : anchored) {
-        if (left <= 0) continue;
+        if (left.streams <= 0) continue;
         missing.push_back(id);
-        streams += left;
+        streams += left.streams;
       }
       if (!missing.empty()) {
         throw InvalidArgument(fmt::format(
             "the export anchors {} stream(s) archived into segment(s) not given: {}; give "
             "every segment (cplane stats lists them), or none to keep the anchors",
             streams, fmt::join(missing, ", ")));
+      }
+    }
+    // The anchors kept name their segments: recorded again (where they
+    // were written and their size are not in the export), so that
+    // `archive --verify-only` and stats know them in the new store.
+    if (segments.empty()) {
+      for (const auto& [id, kept] : anchored) {
+        storage::Backend::SegmentRecord record;
+        record.segment_id = id;
+        record.digest = kept.digest;
+        record.streams = kept.streams;
+        record.events = kept.events;
+        record.bytes = -1;  // unknown: the digest still proves the file
+        fresh.put_segment(record);
       }
     }
     if (digest && foldable) digest->digest = std::string(as_bytes(folded));

@@ -467,6 +467,141 @@ TEST_CASE("an archive killed (SIGKILL) or failing at any step leaves the old sta
   }
 }
 
+namespace {
+
+// Another process's file appears at FILE while the segment is written (the
+// n-th stream_events call is in the writing pass).
+class FileAppears : public storage::BackendWrapper {
+ public:
+  FileAppears(std::unique_ptr<storage::Backend> inner, std::string file)
+      : BackendWrapper(std::move(inner)), file_(std::move(file)) {}
+  std::vector<storage::RawEvent> stream_events(const StreamRef& stream) override {
+    if (++calls_ == 6) std::ofstream(file_) << "another store's segment";
+    return BackendWrapper::stream_events(stream);
+  }
+
+ private:
+  std::string file_;
+  int calls_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("a FILE that appears while the segment is written is never replaced, and nothing is "
+          "archived",
+          "[archive][faults]") {
+  TempDir dir;
+  const std::string db = seed(dir);
+  const std::string seg = dir.file("s.seg");
+  const auto before = snapshot(db);
+  {
+    ControlStore store =
+        testing::store_over(std::make_unique<FileAppears>(storage::open_store(db), seg));
+    CHECK_THROWS_AS(archive(store, {.before = kCut, .file = seg, .now = kNow}), InvalidArgument);
+  }
+  std::ifstream in(seg);
+  CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == "another store's segment");
+  CHECK_FALSE(fs::exists(seg + ".tmp"));
+  CHECK(snapshot(db) == before);
+  CHECK(verify_db(db).empty());
+}
+
+TEST_CASE("an archive takes what it keeps from the log: a row edited outside cplane is refused, "
+          "not laundered into an anchor",
+          "[archive]") {
+  TempDir dir;
+  const std::string db = seed(dir);
+  // The claimed item set to done behind cplane's back, with another key.
+  const std::string claimed =
+      sql_column(db, "SELECT item_id FROM items WHERE status = 'claimed'").at(0);
+  sql(db, "UPDATE items SET status = 'done', owner = NULL, lease_expires_at = NULL, "
+          "idem_key = 'other', updated_at = 1 WHERE item_id = '" + claimed + "'");
+  const auto before = snapshot(db);
+  CHECK_THROWS_AS(archive_to(db, dir.file("s.seg")), StorageError);
+  CHECK(snapshot(db) == before);
+  CHECK_FALSE(fs::exists(dir.file("s.seg")));
+  // A done item whose key was edited: refused too.
+  sql(db, "UPDATE items SET status = 'claimed', idem_key = NULL WHERE item_id = '" + claimed + "'");
+  const std::string done =
+      sql_column(db, "SELECT item_id FROM items WHERE status = 'done' AND updated_at < " +
+                         std::to_string(kCut) + " ORDER BY item_id")
+          .at(0);
+  sql(db, "UPDATE items SET idem_key = 'edited' WHERE item_id = '" + done + "'");
+  CHECK_THROWS_AS(archive_to(db, dir.file("s2.seg")), StorageError);
+  CHECK(count(db, "anchors") == "0");
+}
+
+TEST_CASE("an export restored without its segments still knows them: --verify-only passes, and "
+          "its own export restores with them",
+          "[archive][export]") {
+  TempDir dir;
+  const std::string db = seed(dir);
+  archive_to(db, dir.file("a.seg"));
+  const std::string live = dir.file("live.export");
+  REQUIRE(run_cli({"export", "--db", db, live}).exit_code == 0);
+  const std::string copy = dir.file("copy.db");
+  REQUIRE(run_cli({"restore", live, "--db", copy}).exit_code == 0);
+  const auto check = run_cli({"archive", "--db", copy, "--verify-only", dir.file("a.seg")});
+  INFO(check.out << check.err);
+  CHECK(check.exit_code == 0);
+  const auto stats = run_cli({"stats", "--db", copy});
+  CHECK(contains(stats.out, "archived: 4 stream(s)"));
+  // The copy's export and the original segment: the full history.
+  const std::string again = dir.file("copy.export");
+  REQUIRE(run_cli({"export", "--db", copy, again}).exit_code == 0);
+  const auto whole = run_cli({"audit", again, dir.file("a.seg")});
+  INFO(whole.out << whole.err);
+  CHECK(whole.exit_code == 0);
+  const auto full = run_cli({"restore", again, dir.file("a.seg"), "--db", dir.file("full.db")});
+  INFO(full.out << full.err);
+  CHECK(full.exit_code == 0);
+  CHECK(count(dir.file("full.db"), "anchors") == "0");
+  CHECK(verify_db(dir.file("full.db")).empty());
+}
+
+TEST_CASE("recover carries the anchors and segments across: keys still deduplicate, archived "
+          "seqs are not called lost, the segment still checks",
+          "[archive][recover]") {
+  TempDir dir;
+  const std::string db = seed(dir);
+  archive_to(db, dir.file("a.seg"));
+  const std::string fresh = dir.file("recovered.db");
+  const auto r = run_cli({"--db", db, "recover", "--to", fresh});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(count(fresh, "anchors") == "4");
+  CHECK(count(fresh, "segments") == "1");
+  CHECK(verify_db(fresh).empty());
+  CHECK(run_cli({"archive", "--db", fresh, "--verify-only", dir.file("a.seg")}).exit_code == 0);
+  // The archived beta item's key answers that item, as in the original.
+  const std::string archived_id =
+      sql_column(fresh, "SELECT stream_id FROM anchors WHERE idem_key = 'k1'").at(0);
+  ControlStore store{fresh};
+  ControlStore::EnqueueOptions keyed;
+  keyed.key = "k1";
+  keyed.now = kNow;
+  CHECK(store.enqueue("beta", "{}", keyed) == archived_id);
+}
+
+TEST_CASE("a row put back for an archived item is named by verify and removed by rebuild, never "
+          "kept to hand out its old fences",
+          "[archive]") {
+  TempDir dir;
+  const std::string db = seed(dir);
+  archive_to(db, dir.file("a.seg"));
+  const std::string archived_id = sql_column(db, "SELECT stream_id FROM anchors LIMIT 1").at(0);
+  // A row copied from a live item, under the archived item's id, ready.
+  sql(db, "CREATE TEMP TABLE t AS SELECT * FROM items WHERE status = 'ready' LIMIT 1; "
+          "UPDATE t SET item_id = '" + archived_id + "'; INSERT INTO items SELECT * FROM t");
+  REQUIRE(count(db, "items") == "4");
+  CHECK_FALSE(verify_db(db).empty());
+  ControlStore store{db};
+  const auto report = rebuild(store);
+  CHECK(report.kept_total == 0);
+  CHECK(count(db, "items") == "3");
+  CHECK(verify_ledger(store).empty());
+}
+
 TEST_CASE("an export after an archive carries the anchors: audit of it is clean, and a restore "
           "from it plus its segments holds the full history",
           "[archive][export]") {

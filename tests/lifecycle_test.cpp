@@ -738,7 +738,7 @@ TEST_CASE("a PostgreSQL store of schema 1 migrates to the lifecycle schema: keep
       "UPDATE store_info SET value = '1' WHERE key = 'schema_version'");
   {
     ControlStore store{db};  // opening to write migrates
-    CHECK(store.schema_version() == 4);  // kPostgresSchemaVersion
+    CHECK(store.schema_version() == 5);  // kPostgresSchemaVersion
     CHECK(store.item(held).status == ItemStatus::claimed);
     const auto later = store.enqueue("alpha", "{}", {.now = T0 + 2, .delay = kSecond});
     CHECK(store.item(later).status == ItemStatus::scheduled);

@@ -113,10 +113,13 @@ def samples_mode():
     descriptor, samples = parse(lines)
     check(descriptor["producer_mode"] == "burst", f"burst: {descriptor}")
     check_ticks(samples, 0.5, 2)
-    first, second = samples[0], samples[1]
+    first = samples[0]
     check(first["enqueued"] >= 190, f"burst: the first period's items not all owed at 0: {first}")
-    check(second["enqueued"] == first["enqueued"],
-          f"burst: items enqueued between bursts: {first} then {second}")
+    # Bursts at 0, 1, 2 s and samples every 0.5 s: some half-second after
+    # the first holds no enqueue. (Not always the one ending at 1.0 s: a
+    # sample taken a few ms late counts the burst due at 1.0 s; CI's did.)
+    deltas = [b["enqueued"] - a["enqueued"] for a, b in zip(samples, samples[1:])]
+    check(0 in deltas, f"burst: items enqueued in every half-second, not in bursts: {samples}")
 
     # A malformed variable: refused with a sentence, nothing printed or run.
     for name, value in (("PRODUCER_MODE", "sometimes"), ("PRODUCER_RATE", "-5"),

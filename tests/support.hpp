@@ -117,9 +117,11 @@ inline constexpr const char* kBackToVersion8 = CPLANE_BACK_TO_8 "PRAGMA user_ver
 inline constexpr const char* kBackToVersion7 = CPLANE_BACK_TO_7 "PRAGMA user_version = 7; ";
 // PostgreSQL's schema 3 taken back to 2 (before flow control).
 inline constexpr const char* kPostgresBackTo3 =
+    "DROP TABLE anchors; DROP TABLE segments; "
     "DROP INDEX items_listing; DROP INDEX items_listing_all; "
     "UPDATE store_info SET value = '3' WHERE key = 'schema_version'; ";
 inline constexpr const char* kPostgresBackTo2 =
+    "DROP TABLE anchors; DROP TABLE segments; "
     "DROP INDEX items_listing; DROP INDEX items_listing_all; "
     "DROP TABLE limits; DROP INDEX items_ready_key; DROP INDEX items_due_key; "
     "DROP INDEX items_lease_key; DROP INDEX items_live_key; DROP INDEX items_ready; "

@@ -113,7 +113,9 @@ void reconcile(RowSide<P>& side, StreamAudit& audit, const LogFacts& facts, cons
       }
     }
     if (r.report != nullptr) {
-      if (!found && P::erasable(audit)) {
+      if (!found && (P::erasable(audit) || audit.archived)) {
+        // (An archived stream's anchor proves it ended: a row of it was put
+        // back outside cplane, and would hand out its old fences again.)
         // A row its stream's whole, readable history does not make.
         note(r.report->changes, r.report->changes_total,
              {P::table, P::stored_key(row), "delete", {}});
@@ -233,6 +235,7 @@ void replay(storage::LogSource& log, storage::RowSource* rows, StreamKind kind, 
     }
     StreamChain chain(kind_name, sid);
     if (anchored) {
+      audit.archived = true;
       facts.chain.anchor(anchor);
       if (live) {
         // An archived stream's events went to its segment: any here were

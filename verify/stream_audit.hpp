@@ -79,6 +79,7 @@ struct StreamAudit {
   ItemRow item;
   bool created = false;
   bool reported_no_creation = false;
+  bool archived = false;  // the stream has an anchor: it ended, its events are in a segment
   bool reported_before_project = false;
   int terminals = 0;
   // Incident streams.

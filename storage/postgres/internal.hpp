@@ -294,6 +294,20 @@ class PostgresBackend final : public Backend {
   std::unique_ptr<Cursor<ScannedItem>> scan_items() override;
   std::unique_ptr<Cursor<ItemRow>> scan_allocatable(const std::string& project_id) override;
 
+  // ---- retention: anchors and segments (archive.cpp) ----------------------------------
+
+  std::unique_ptr<Cursor<StreamAnchor>> scan_anchors(StreamKind kind) override;
+  std::vector<std::string> ended_items(Micros before, const std::string* project_id,
+                                       std::size_t limit) override;
+  void archive_stream(const StreamAnchor& anchor) override;
+  void import_anchor(const StreamAnchor& anchor) override;
+  void delete_anchor(const StreamRef& stream) override;
+  std::optional<StreamAnchor> find_anchor(const StreamRef& stream) override;
+  std::optional<StreamAnchor> find_anchor_by_key(const std::string& project_id,
+                                                 std::string_view key) override;
+  void put_segment(const SegmentRecord& segment) override;
+  std::vector<SegmentRecord> segments() override;
+
   // ---- the other projected tables (tables.cpp) ----------------------------------------
 
   void put_terminal_lock(const TerminalLockRow& r) override;

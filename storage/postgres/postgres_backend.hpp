@@ -33,6 +33,6 @@ std::unique_ptr<Backend> open_postgres(const std::string& url, const OpenOptions
                                      const std::string& url);
 
 // The schema version this build writes (store_info 'schema_version').
-inline constexpr int kPostgresSchemaVersion = 4;
+inline constexpr int kPostgresSchemaVersion = 5;
 
 }  // namespace cplane::storage

@@ -16,6 +16,40 @@
 
 namespace cplane::storage::postgres {
 
+// The retention tables (version 5, with kMigration5), created with a new
+// store's schema too.
+const char* const kRetentionTables = R"sql(
+CREATE TABLE anchors (
+  stream_kind    text COLLATE "C" NOT NULL,
+  stream_id      text COLLATE "C" NOT NULL,
+  revision       bigint NOT NULL,
+  last_seq       bigint NOT NULL,
+  hash           bytea NOT NULL,
+  events         bigint NOT NULL,
+  seqs           bytea NOT NULL,
+  project_id     text COLLATE "C" NOT NULL,
+  state          text NOT NULL,
+  fence          bigint NOT NULL,
+  idem_key       text COLLATE "C",
+  ended_at       bigint NOT NULL,
+  segment_id     text COLLATE "C" NOT NULL,
+  segment_digest bytea NOT NULL,
+  PRIMARY KEY (stream_kind, stream_id)
+);
+CREATE UNIQUE INDEX anchors_by_key ON anchors (project_id, idem_key) WHERE idem_key IS NOT NULL;
+CREATE TABLE segments (
+  segment_id  text COLLATE "C" PRIMARY KEY,
+  digest      bytea NOT NULL,
+  file        text NOT NULL,
+  before      bigint NOT NULL,
+  project_id  text COLLATE "C" NOT NULL,
+  streams     bigint NOT NULL,
+  events      bigint NOT NULL,
+  bytes       bigint NOT NULL,
+  archived_at bigint NOT NULL
+);
+)sql";
+
 const char* const kSchema = R"sql(
 CREATE TABLE store_info (
   key   text COLLATE "C" PRIMARY KEY,
@@ -275,6 +309,13 @@ CREATE INDEX items_listing_all ON items (status, queued_seq);
 UPDATE store_info SET value = '4' WHERE key = 'schema_version';
 )sql";
 
+// Version 5: retention (issue 26, docs/retention.md, archive.cpp): the
+// anchors of archived streams and the record of their segments, as in the
+// SQLite schema's version 11.
+const char* const kMigration5 = R"sql(
+UPDATE store_info SET value = '5' WHERE key = 'schema_version';
+)sql";
+
 void PostgresBackend::identify_or_create() {
   Result schema = simple("SELECT current_schema()", "cannot read the current schema");
   if (schema.null(0, 0)) {
@@ -294,6 +335,7 @@ void PostgresBackend::identify_or_create() {
       version = read_version();
       if (version == 0) {
         simple(kSchema, "cannot create the schema");
+        simple(kRetentionTables, "cannot create the schema");
         run("INSERT INTO store_info (key, value) VALUES ('schema_version', $1), "
             "('database_id', md5(random()::text || clock_timestamp()::text))",
             Params().i64(kPostgresSchemaVersion));
@@ -328,6 +370,10 @@ void PostgresBackend::migrate(int& version) {
     if (version == 1) simple(kMigration2, "cannot migrate the schema from version 1 to 2");
     if (version <= 2) simple(kMigration3, "cannot migrate the schema from version 2 to 3");
     if (version <= 3) simple(kMigration4, "cannot migrate the schema from version 3 to 4");
+    if (version <= 4) {
+      simple(kRetentionTables, "cannot migrate the schema from version 4 to 5");
+      simple(kMigration5, "cannot migrate the schema from version 4 to 5");
+    }
     simple("COMMIT", "cannot commit the schema's migration");
   } catch (...) {
     PQclear(PQexec(conn_, "ROLLBACK"));
@@ -341,7 +387,7 @@ int PostgresBackend::read_version() {
   // belongs to something else.
   Result r = run("SELECT n FROM unnest(ARRAY['store_info', 'events', 'events_seq', "
                  "'stream_heads', 'log_digest', 'projects', 'project_actors', 'items', "
-                 "'sessions', 'terminal_locks', 'incident_links']) AS n WHERE "
+                 "'sessions', 'terminal_locks', 'incident_links', 'anchors', 'segments']) AS n WHERE "
                  "to_regclass(quote_ident(current_schema()) || '.' || n) IS NOT NULL");
   std::vector<std::string> taken;
   bool info = false;

@@ -24,8 +24,11 @@ namespace cplane::storage::postgres {
 // The shards of the log's digest (log_digest.shard 0..kDigestShards-1).
 inline constexpr int kDigestShards = 64;
 
-// The tables of a new store, at kPostgresSchemaVersion (several statements).
+// The tables of a new store, at kPostgresSchemaVersion (several statements),
+// but for the retention tables: run kRetentionTables after it.
 extern const char* const kSchema;
+// Version 5's tables (anchors, segments): a new store's and kMigration5's.
+extern const char* const kRetentionTables;
 
 // Version 2: the job lifecycle (the statuses scheduled and cancelled, retry
 // policies, run_at, pause), as kSchema creates it whole.

@@ -10,6 +10,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <system_error>
 
@@ -274,6 +275,46 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
       ++report.heads;
     }
   });
+  // The anchors of archived streams and the record of their segments, as
+  // they were (a store before schema 11 has neither): without them the
+  // archived keys would stop deduplicating, the archived seqs would look
+  // lost, and the segments would belong to no store.
+  std::vector<Seq> archived;
+  attempt([&] {
+    Query q(db.get(), "SELECT stream_kind, stream_id, revision, last_seq, hash, events, seqs, "
+                      "project_id, state, fence, idem_key, ended_at, segment_id, segment_digest "
+                      "FROM anchors");
+    while (q.step()) {
+      StreamAnchor a{q.text(0), q.text(1),  q.i64(2),  q.i64(3),  q.text(4),
+                     q.i64(5),  q.text(6),  q.text(7), q.text(8), q.i64(9),
+                     q.text(10), q.i64(11), q.text(12), q.text(13)};
+      std::vector<Seq> seqs;
+      if (unpack_seqs(a.seqs, seqs)) archived.insert(archived.end(), seqs.begin(), seqs.end());
+      fresh.import_anchor(a);
+    }
+  });
+  attempt([&] {
+    Query q(db.get(), "SELECT segment_id, digest, file, before, project_id, streams, events, "
+                      "bytes, archived_at FROM segments");
+    while (q.step()) {
+      fresh.put_segment({q.text(0), q.text(1), q.text(2), q.i64(3), q.text(4), q.i64(5),
+                         q.i64(6), q.i64(7), q.i64(8)});
+    }
+  });
+  if (!archived.empty()) {
+    // An archived seq is in its segment, not lost.
+    std::sort(archived.begin(), archived.end());
+    std::vector<std::pair<Seq, Seq>> kept;
+    for (auto [first, last] : report.absent) {
+      auto it = std::lower_bound(archived.begin(), archived.end(), first);
+      for (; it != archived.end() && *it <= last; ++it) {
+        if (*it > first) kept.emplace_back(first, *it - 1);
+        first = *it + 1;
+      }
+      if (first <= last) kept.emplace_back(first, last);
+    }
+    report.absent = std::move(kept);
+  }
   if (!report.heads_readable) {
     // Some heads are gone: for a stream whose head was not read, the
     // chain's tip as salvaged stands in (a cut tail can then no longer be

@@ -1,0 +1,184 @@
+// Retention on PostgreSQL (docs/retention.md): the anchors of archived
+// streams and the record of their segments, as on SQLite (tables anchors and
+// segments, schema version 5). Not a hot path.
+#include <fmt/format.h>
+
+#include "events/chain.hpp"
+#include "storage/postgres/internal.hpp"
+
+namespace cplane::storage::postgres {
+
+namespace {
+
+constexpr const char* kAnchorColumns =
+    "stream_kind, stream_id, revision, last_seq, hash, events, seqs, project_id, state, fence, "
+    "idem_key, ended_at, segment_id, segment_digest";
+
+void fill_anchor(const Result& r, int i, StreamAnchor& a) {
+  a.stream_kind = r.text(i, 0);
+  a.stream_id = r.text(i, 1);
+  a.revision = r.i64(i, 2);
+  a.last_seq = r.i64(i, 3);
+  a.hash = r.bytes(i, 4);
+  a.events = r.i64(i, 5);
+  a.seqs = r.bytes(i, 6);
+  a.project_id = r.text(i, 7);
+  a.state = r.text(i, 8);
+  a.fence = r.i64(i, 9);
+  a.idem_key = r.null(i, 10) ? std::string() : r.text(i, 10);
+  a.ended_at = r.i64(i, 11);
+  a.segment_id = r.text(i, 12);
+  a.segment_digest = r.bytes(i, 13);
+}
+
+std::optional<StreamAnchor> one_anchor(const Result& r) {
+  if (r.rows() == 0) return std::nullopt;
+  StreamAnchor a;
+  fill_anchor(r, 0, a);
+  return a;
+}
+
+}  // namespace
+
+std::unique_ptr<Cursor<StreamAnchor>> PostgresBackend::scan_anchors(StreamKind kind) {
+  return cursor<StreamAnchor>(
+      fmt::format("SELECT {} FROM anchors WHERE stream_kind = $1 ORDER BY stream_id",
+                  kAnchorColumns),
+      Params().text(to_string(kind)), fill_anchor);
+}
+
+std::vector<std::string> PostgresBackend::ended_items(Micros before, const std::string* project_id,
+                                                      std::size_t limit) {
+  // A scan of the items: archive runs seldom, and an index on updated_at
+  // would cost every finish an index write.
+  Params params;
+  params.i64(before);
+  if (project_id != nullptr) {
+    params.text(*project_id);
+  } else {
+    params.null();
+  }
+  params.i64(static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX)));
+  Result r = run("SELECT item_id FROM items WHERE status IN ('done', 'failed', 'closed', "
+                 "'cancelled') AND updated_at < $1 AND ($2::text IS NULL OR project_id = "
+                 "$2::text) ORDER BY item_id LIMIT $3",
+                 std::move(params));
+  std::vector<std::string> out;
+  out.reserve(static_cast<std::size_t>(r.rows()));
+  for (int i = 0; i < r.rows(); ++i) out.push_back(r.text(i, 0));
+  return out;
+}
+
+void PostgresBackend::archive_stream(const StreamAnchor& anchor) {
+  // The head locked: an append to this stream (a redrive of a failed item)
+  // waits for the archive and then finds the stream gone.
+  Result head = run("SELECT revision, last_seq, hash FROM stream_heads WHERE stream_kind = $1 "
+                    "AND stream_id = $2 FOR UPDATE",
+                    Params().text(anchor.stream_kind).text(anchor.stream_id));
+  const bool agrees = head.rows() == 1 && head.i64(0, 0) == anchor.revision &&
+                      head.i64(0, 1) == anchor.last_seq && head.bytes(0, 2) == anchor.hash;
+  Hash head_hash{};
+  if (!agrees || !hash_from_bytes(anchor.hash, head_hash)) {
+    throw StorageError(Category::corruption,
+                       fmt::format("the head of {} {} is not where its events end: the log "
+                                   "changed under the archive, or was edited outside cplane "
+                                   "(run cplane verify); nothing was archived",
+                                   anchor.stream_kind, anchor.stream_id));
+  }
+  Result dropped = run("WITH d AS (DELETE FROM events WHERE stream_kind = $1 AND stream_id = $2 "
+                       "RETURNING 1) SELECT count(*) FROM d",
+                       Params().text(anchor.stream_kind).text(anchor.stream_id));
+  if (dropped.i64(0, 0) != anchor.events) {
+    throw StorageError(Category::corruption,
+                       fmt::format("{} {} holds {} event(s), not the {} its segment holds: "
+                                   "nothing was archived",
+                                   anchor.stream_kind, anchor.stream_id, dropped.i64(0, 0),
+                                   anchor.events));
+  }
+  run("DELETE FROM stream_heads WHERE stream_kind = $1 AND stream_id = $2",
+      Params().text(anchor.stream_kind).text(anchor.stream_id));
+  import_anchor(anchor);
+  // The anchor stands in the digest where the head stood (with the
+  // commit's digest update; the event count is unchanged).
+  if (!delta_) delta_.emplace();
+  xor_into(delta_->digest, head_hash);
+  xor_into(delta_->digest, anchor_hash(anchor));
+}
+
+void PostgresBackend::import_anchor(const StreamAnchor& anchor) {
+  run(fmt::format("INSERT INTO anchors ({}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
+                  "$11, $12, $13, $14)",
+                  kAnchorColumns),
+      Params()
+          .text(anchor.stream_kind)
+          .text(anchor.stream_id)
+          .i64(anchor.revision)
+          .i64(anchor.last_seq)
+          .bytes(anchor.hash)
+          .i64(anchor.events)
+          .bytes(anchor.seqs)
+          .text(anchor.project_id)
+          .text(anchor.state)
+          .i64(anchor.fence)
+          .text_or_null(anchor.idem_key)
+          .i64(anchor.ended_at)
+          .text(anchor.segment_id)
+          .bytes(anchor.segment_digest));
+}
+
+void PostgresBackend::delete_anchor(const StreamRef& stream) {
+  run("DELETE FROM anchors WHERE stream_kind = $1 AND stream_id = $2",
+      Params().text(to_string(stream.kind)).text(stream.id));
+}
+
+std::optional<StreamAnchor> PostgresBackend::find_anchor(const StreamRef& stream) {
+  return one_anchor(
+      run(fmt::format("SELECT {} FROM anchors WHERE stream_kind = $1 AND stream_id = $2",
+                      kAnchorColumns),
+          Params().text(to_string(stream.kind)).text(stream.id)));
+}
+
+std::optional<StreamAnchor> PostgresBackend::find_anchor_by_key(const std::string& project_id,
+                                                                std::string_view key) {
+  return one_anchor(
+      run(fmt::format("SELECT {} FROM anchors WHERE project_id = $1 AND idem_key = $2",
+                      kAnchorColumns),
+          Params().text(project_id).text(key)));
+}
+
+void PostgresBackend::put_segment(const SegmentRecord& r) {
+  run("INSERT INTO segments (segment_id, digest, file, before, project_id, streams, events, "
+      "bytes, archived_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+      Params()
+          .text(r.segment_id)
+          .bytes(r.digest)
+          .text(r.file)
+          .i64(r.before)
+          .text(r.project_id)
+          .i64(r.streams)
+          .i64(r.events)
+          .i64(r.bytes)
+          .i64(r.archived_at));
+}
+
+std::vector<Backend::SegmentRecord> PostgresBackend::segments() {
+  Result r = run("SELECT segment_id, digest, file, before, project_id, streams, events, bytes, "
+                 "archived_at FROM segments ORDER BY archived_at, segment_id");
+  std::vector<SegmentRecord> out;
+  for (int i = 0; i < r.rows(); ++i) {
+    SegmentRecord s;
+    s.segment_id = r.text(i, 0);
+    s.digest = r.bytes(i, 1);
+    s.file = r.text(i, 2);
+    s.before = r.i64(i, 3);
+    s.project_id = r.text(i, 4);
+    s.streams = r.i64(i, 5);
+    s.events = r.i64(i, 6);
+    s.bytes = r.i64(i, 7);
+    s.archived_at = r.i64(i, 8);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace cplane::storage::postgres

@@ -1,0 +1,120 @@
+// Retention on every engine (docs/retention.md): the same archive, audit and
+// restore on SQLite and on PostgreSQL (run as "postgres: ..." against the
+// fixture's server). The SQLite-only cases (faults, schema 11, recover) are
+// in archive_test.cpp.
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include <cplane/cplane.hpp>
+
+#include "tests/support.hpp"
+
+namespace {
+
+using namespace cplane;
+using cplane::test::run_cli;
+using cplane::test::sql;
+using cplane::test::sql_column;
+using cplane::test::TempDir;
+using cplane::test::test_context;
+namespace fs = std::filesystem;
+
+constexpr Micros T0 = 1'700'000'000'000'000;
+constexpr Micros kCut = T0 + 1'000'000;
+constexpr Micros kNow = T0 + 10'000'000;
+
+std::string one(const std::string& db, const std::string& query) {
+  return sql_column(db, query).at(0);
+}
+
+}  // namespace
+
+TEST_CASE("archive on every engine: anchors, a clean verify, keys that still deduplicate, and "
+          "the whole history back from the export and the segment",
+          "[archive][conformance]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "a.db");
+  std::string keyed_id;
+  {
+    ControlStore store{db};
+    store.create_project("alpha", "A", "open", T0);
+    ControlStore::EnqueueOptions keyed;
+    keyed.key = "k1";
+    keyed.now = T0 + 5;
+    keyed_id = store.enqueue("alpha", R"({"n": 0})", keyed);
+    for (int i = 1; i < 4; ++i) store.enqueue("alpha", fmt::format(R"({{"n": {}}})", i), {}, T0 + 10 + i);
+    for (int i = 0; i < 3; ++i) {
+      auto c = store.claim("w", {.now = T0 + 100 + i, .fair = false});
+      REQUIRE(c);
+      store.finish(c->item_id, c->fence, Outcome::done, "", T0 + 200 + i);
+    }
+  }
+  const auto events_before = one(db, "SELECT count(*) FROM events");
+  const std::string seg = dir.file("a.seg");
+  {
+    ControlStore store{db};
+    const auto report = archive(store, {.before = kCut, .file = seg, .now = kNow});
+    CHECK(report.streams == 3);
+    CHECK(verify_ledger(store).empty());
+    // The archived item's key answers that item, and appends nothing.
+    const auto events = one(db, "SELECT count(*) FROM events");
+    ControlStore::EnqueueOptions keyed;
+    keyed.key = "k1";
+    keyed.now = kNow;
+    CHECK(store.enqueue("alpha", "{}", keyed) == keyed_id);
+    CHECK(one(db, "SELECT count(*) FROM events") == events);
+    CHECK(verify_segment(store, seg).problems.empty());
+  }
+  CHECK(one(db, "SELECT count(*) FROM anchors") == "3");
+  CHECK(one(db, "SELECT count(*) FROM items") == "1");
+  const auto stats = run_cli({"--db", db, "stats"});
+  CHECK(stats.out.find("archived: 3 stream(s)") != std::string::npos);
+
+  const std::string live = dir.file("live.export");
+  REQUIRE(run_cli({"--db", db, "export", live}).exit_code == 0);
+  const auto whole = run_cli({"audit", live, seg});
+  INFO(whole.out << whole.err);
+  CHECK(whole.exit_code == 0);
+  // Restored into a fresh store of the engine under test, with the segment:
+  // the full history, no anchors, verify clean.
+  const std::string full = test_context().fresh_store(dir, "full.db");
+  const auto restored = run_cli({"--db", full, "restore", live, seg});
+  INFO(restored.out << restored.err);
+  CHECK(restored.exit_code == 0);
+  CHECK(one(full, "SELECT count(*) FROM anchors") == "0");
+  CHECK(one(full, "SELECT count(*) FROM events") == events_before);
+  CHECK(run_cli({"--db", full, "verify"}).exit_code == 0);
+
+  // An anchor edited behind cplane's back (its fence lowered): named.
+  sql(db, "UPDATE anchors SET fence = 0 WHERE idem_key = 'k1'");
+  ControlStore store{db};
+  const auto problems = verify_ledger(store);
+  REQUIRE_FALSE(problems.empty());
+  CHECK(problems.front().kind == ProblemKind::digest_disagrees);
+}
+
+TEST_CASE("archive refuses bad input on every engine and changes nothing", "[archive][conformance]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "b.db");
+  {
+    ControlStore store{db};
+    store.create_project("alpha", "A", "open", T0);
+    store.enqueue("alpha", "{}", {}, T0 + 1);
+  }
+  const auto events = one(db, "SELECT count(*) FROM events");
+  const std::string cut = std::to_string(kCut);
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--db", db, "archive", "--before", cut, "--to", dir.file("none.seg")},  // nothing ended
+           {"--db", db, "archive", "--before", "2999-01-01", "--to", dir.file("f.seg")},
+           {"--db", db, "archive", "--before", cut, "--to", dir.file("no/such/dir.seg")}}) {
+    const auto r = run_cli(args);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 2);
+  }
+  CHECK(one(db, "SELECT count(*) FROM events") == events);
+  CHECK(one(db, "SELECT count(*) FROM anchors") == "0");
+  CHECK_FALSE(fs::exists(dir.file("none.seg")));
+}
