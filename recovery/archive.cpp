@@ -21,6 +21,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -108,19 +109,6 @@ std::pair<Hash, std::int64_t> stream_digest(std::FILE* in) {
   return {h.done(), size};
 }
 
-std::pair<Hash, std::int64_t> file_digest(const std::string& path) {
-  std::FILE* in = std::fopen(path.c_str(), "rb");
-  if (in == nullptr) throw io_error(fmt::format("cannot read {}", path));
-  try {
-    auto out = stream_digest(in);
-    std::fclose(in);
-    return out;
-  } catch (...) {
-    std::fclose(in);
-    throw;
-  }
-}
-
 // The archived streams as a log (what export_log writes): each stream's
 // events, read by stream, and a head where its last event is; the digest
 // is the segment's own (its events, newest seq, XOR of its heads). Read
@@ -190,12 +178,16 @@ class SegmentLog final : public storage::LogSource {
 // fails may still have happened (commit_unknown), and then the anchors
 // name FILE. A FILE kept by a commit that did not happen names no anchor:
 // --verify-only says so.
+// Only what this archive made: another archive to the same FILE, racing
+// this one, keeps its FILE.tmp (an adversarial run lost a history when the
+// loser of the O_EXCL create removed the winner's).
 struct RemoveSegment {
   std::string file;
+  bool made_tmp = false;     // this archive created FILE.tmp (and has not renamed it)
   bool placed = false;       // FILE is ours: this archive renamed it into place
   bool remove_file = true;
   ~RemoveSegment() {
-    ::unlink((file + ".tmp").c_str());
+    if (made_tmp) ::unlink((file + ".tmp").c_str());
     if (placed && remove_file) ::unlink(file.c_str());
   }
 };
@@ -302,9 +294,14 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
     // redrive of a failed item waits for the archive instead of moving
     // the stream between its events being read and its anchor written.
     const auto row = backend.find_item(id);
+    // Redriven (or gone) since the list was read: no longer ended, not archived.
+    if (!row || !is_terminal(row->status) || row->updated_at >= options.before) continue;
     const auto events = backend.stream_events({StreamKind::item, id});
-    if (events.empty() || !row) {
-      throw InternalError(fmt::format("item {} ended but has no events or no row", id));
+    if (events.empty()) {
+      throw StorageError(StorageError::Category::corruption,
+                         fmt::format("item {} has a row and no events: the log was edited "
+                                     "outside cplane. Nothing was archived; run cplane verify",
+                                     id));
     }
     // What the anchor keeps comes from the log, not from the row: a row
     // edited outside cplane (a claimed item set to done, a key changed)
@@ -342,6 +339,12 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
     report.events += a.events;
     anchors.push_back(std::move(a));
   }
+  if (anchors.empty()) {
+    throw InvalidArgument(fmt::format("no stream{} ended before {}: nothing to archive (the "
+                                      "ones listed were redriven meanwhile)",
+                                      options.project ? " of project " + *options.project : "",
+                                      options.before));
+  }
   digest.digest = std::string(as_bytes(folded));
   report.streams = static_cast<std::int64_t>(anchors.size());
   if (options.dry_run) return report;  // the transaction rolls back: nothing written
@@ -350,10 +353,20 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
   report.segment_id = random_id();
   RemoveSegment cleanup{options.file};
   const std::string tmp = options.file + ".tmp";
+  Hash file_hash{};
+  std::int64_t size = 0;
+  struct stat written {};
   {
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST) {
+      throw InvalidArgument(InvalidArgument::Reason::already_exists,
+                            fmt::format("{} exists: another archive to {} is under way, or one "
+                                        "was interrupted; nothing was archived",
+                                        tmp, options.file));
+    }
     if (fd < 0) throw io_error(fmt::format("cannot create {}", tmp));
-    std::FILE* out = ::fdopen(fd, "wb");
+    cleanup.made_tmp = true;
+    std::FILE* out = ::fdopen(fd, "w+b");
     if (out == nullptr) {
       ::close(fd);
       throw io_error(fmt::format("cannot open {}", tmp));
@@ -361,15 +374,31 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
     try {
       SegmentLog log(backend, anchors, digest);
       export_segment(log, out, report.segment_id);
+      if (std::fflush(out) != 0 || ::fsync(::fileno(out)) != 0) {
+        throw io_error(fmt::format("cannot write {}", tmp));
+      }
+      // The digest of the bytes this archive wrote, read back through its
+      // own descriptor (not by name: the name is shared with whoever else).
+      std::rewind(out);
+      std::tie(file_hash, size) = stream_digest(out);
+      if (::fstat(::fileno(out), &written) != 0) throw io_error(fmt::format("cannot stat {}", tmp));
     } catch (...) {
       std::fclose(out);
       throw;
     }
-    const bool synced = std::fflush(out) == 0 && ::fsync(::fileno(out)) == 0;
-    if (std::fclose(out) != 0 || !synced) throw io_error(fmt::format("cannot write {}", tmp));
+    if (std::fclose(out) != 0) throw io_error(fmt::format("cannot write {}", tmp));
   }
-  const auto [file_hash, size] = file_digest(tmp);
+  struct stat named {};
+  if (::stat(tmp.c_str(), &named) != 0 || named.st_ino != written.st_ino ||
+      named.st_dev != written.st_dev) {
+    cleanup.made_tmp = false;  // not ours any more: left alone
+    throw StorageError(StorageError::Category::io,
+                       fmt::format("{} was removed or replaced while the segment was written "
+                                   "(another process uses the name); nothing was archived",
+                                   tmp));
+  }
   place_segment(tmp, options.file);
+  cleanup.made_tmp = false;
   cleanup.placed = true;
   sync_folder(options.file);
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 
 #include <sys/stat.h>
@@ -469,41 +470,88 @@ TEST_CASE("an archive killed (SIGKILL) or failing at any step leaves the old sta
 
 namespace {
 
-// Another process's file appears at FILE while the segment is written (the
-// n-th stream_events call is in the writing pass).
-class FileAppears : public storage::BackendWrapper {
+// Another process acts at the n-th stream_events call (calls 1-4 are pass
+// one, one per stream; 5 on are the writing of FILE.tmp).
+class Meanwhile : public storage::BackendWrapper {
  public:
-  FileAppears(std::unique_ptr<storage::Backend> inner, std::string file)
-      : BackendWrapper(std::move(inner)), file_(std::move(file)) {}
+  Meanwhile(std::unique_ptr<storage::Backend> inner, int nth, std::function<void()> act)
+      : BackendWrapper(std::move(inner)), nth_(nth), act_(std::move(act)) {}
   std::vector<storage::RawEvent> stream_events(const StreamRef& stream) override {
-    if (++calls_ == 6) std::ofstream(file_) << "another store's segment";
+    if (++calls_ == nth_) act_();
     return BackendWrapper::stream_events(stream);
+  }
+  // The first item read looks redriven (ready again) when asked for.
+  bool redrive_first = false;
+  std::optional<ItemRow> find_item(std::string_view item_id) override {
+    auto row = BackendWrapper::find_item(item_id);
+    if (redrive_first && row) {
+      redrive_first = false;
+      row->status = ItemStatus::ready;
+    }
+    return row;
   }
 
  private:
-  std::string file_;
+  int nth_;
+  std::function<void()> act_;
   int calls_ = 0;
 };
 
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
 }  // namespace
 
-TEST_CASE("a FILE that appears while the segment is written is never replaced, and nothing is "
-          "archived",
+TEST_CASE("archives racing for one FILE: the other's file is never replaced or removed, and the "
+          "loser archives nothing",
           "[archive][faults]") {
   TempDir dir;
   const std::string db = seed(dir);
   const std::string seg = dir.file("s.seg");
   const auto before = snapshot(db);
-  {
+  auto attempt = [&](int nth, const std::function<void()>& act) {
     ControlStore store =
-        testing::store_over(std::make_unique<FileAppears>(storage::open_store(db), seg));
-    CHECK_THROWS_AS(archive(store, {.before = kCut, .file = seg, .now = kNow}), InvalidArgument);
+        testing::store_over(std::make_unique<Meanwhile>(storage::open_store(db), nth, act));
+    return archive(store, {.before = kCut, .file = seg, .now = kNow});
+  };
+  SECTION("FILE appears while the segment is written") {
+    CHECK_THROWS_AS(attempt(6, [&] { std::ofstream(seg) << "theirs"; }), InvalidArgument);
+    CHECK(slurp(seg) == "theirs");
+    CHECK_FALSE(fs::exists(seg + ".tmp"));
   }
-  std::ifstream in(seg);
-  CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == "another store's segment");
-  CHECK_FALSE(fs::exists(seg + ".tmp"));
+  SECTION("FILE.tmp is made by another archive after the check: theirs is kept") {
+    CHECK_THROWS_AS(attempt(2, [&] { std::ofstream(seg + ".tmp") << "theirs"; }),
+                    InvalidArgument);
+    CHECK(slurp(seg + ".tmp") == "theirs");
+    CHECK_FALSE(fs::exists(seg));
+  }
+  SECTION("FILE.tmp is replaced while it is written: not renamed, not removed") {
+    CHECK_THROWS_AS(attempt(6,
+                            [&] {
+                              fs::remove(seg + ".tmp");
+                              std::ofstream(seg + ".tmp") << "theirs";
+                            }),
+                    StorageError);
+    CHECK(slurp(seg + ".tmp") == "theirs");
+    CHECK_FALSE(fs::exists(seg));
+  }
   CHECK(snapshot(db) == before);
   CHECK(verify_db(db).empty());
+}
+
+TEST_CASE("an item redriven between the archive's list and its read is left live, not called "
+          "corrupt",
+          "[archive]") {
+  TempDir dir;
+  const std::string db = seed(dir);
+  auto inner = std::make_unique<Meanwhile>(storage::open_store(db), 0, [] {});
+  inner->redrive_first = true;
+  ControlStore store = testing::store_over(std::move(inner));
+  const auto report = archive(store, {.before = kCut, .file = dir.file("s.seg"), .now = kNow});
+  CHECK(report.streams == 3);
+  CHECK(verify_ledger(store).empty());
 }
 
 TEST_CASE("an archive takes what it keeps from the log: a row edited outside cplane is refused, "

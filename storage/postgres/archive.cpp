@@ -59,9 +59,15 @@ std::vector<std::string> PostgresBackend::ended_items(Micros before, const std::
     params.null();
   }
   params.i64(static_cast<std::int64_t>(std::min<std::size_t>(limit, INT64_MAX)));
-  Result r = run("SELECT item_id FROM items WHERE status IN ('done', 'failed', 'closed', "
-                 "'cancelled') AND updated_at < $1 AND ($2::text IS NULL OR project_id = "
-                 "$2::text) ORDER BY item_id LIMIT $3",
+  // In the archive's transaction the rows are locked here, all at once
+  // (waiting for any writer that holds one, as long as it takes): a row a
+  // concurrent redrive changed is read again and left out when it no
+  // longer matches, and the archive's later reads of each row wait for
+  // nothing (a timed wait would abort a large archive on a busy server).
+  Result r = run(fmt::format("SELECT item_id FROM items WHERE status IN ('done', 'failed', "
+                             "'closed', 'cancelled') AND updated_at < $1 AND ($2::text IS NULL "
+                             "OR project_id = $2::text) ORDER BY item_id LIMIT $3{}",
+                             writing_ ? " FOR UPDATE" : ""),
                  std::move(params));
   std::vector<std::string> out;
   out.reserve(static_cast<std::size_t>(r.rows()));

@@ -203,13 +203,6 @@ class PostgresBackend final : public Backend {
   // The head in columns column (the seq), column + 1 and + 2 of row.
   LockedHead locked_head(const Result& r, int row, std::string_view kind, std::string_view id,
                          int column = 0);
-  // An item's head and a seq, locked and drawn by find_item in a write
-  // transaction, for append's next event if it is on that stream.
-  struct PrefetchedHead {
-    std::string item_id;
-    LockedHead head;
-  };
-  std::optional<PrefetchedHead> prefetched_;
   Seq append(const Event& event) override;
 
   // Several events of distinct streams: every head locked and every seq

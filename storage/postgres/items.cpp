@@ -21,7 +21,7 @@ std::optional<ItemRow> PostgresBackend::one_item(const Result& r) {
 std::optional<ItemRow> PostgresBackend::find_item(std::string_view item_id) {
   // (Taking the item's head and a seq in this statement saved a finish a
   // round trip, but a refused report then moved the sequence, so log_end
-  // grew on a refusal: left out. prefetched_ stays unset.)
+  // grew on a refusal: left out.)
   return one_item(locking([&] {
     return run(fmt::format("SELECT {} FROM items WHERE item_id = $1{}", kItemColumns, lock()),
                Params().text(item_id));

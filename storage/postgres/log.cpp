@@ -71,13 +71,6 @@ PostgresBackend::LockedHead PostgresBackend::locked_head(const Result& r, int ro
 Seq PostgresBackend::append(const Event& event) {
   const StreamRef stream = stream_of(event);
   const std::string_view kind = to_string(stream.kind);
-  // The head and seq find_item took with the row, if this is the first
-  // event since: a later one would carry a lower seq than an event
-  // appended before it.
-  if (auto prefetched = std::exchange(prefetched_, std::nullopt);
-      prefetched && stream.kind == StreamKind::item && stream.id == prefetched->item_id) {
-    return chain(event, prefetched->head);
-  }
   // The head is locked before the seq is drawn: within a stream, seqs
   // rise in the order the appends commit.
   Result head = run(
@@ -89,7 +82,6 @@ Seq PostgresBackend::append(const Event& event) {
 }
 
 std::vector<Seq> PostgresBackend::append_batch(const std::vector<Event>& events) {
-  prefetched_.reset();
   std::vector<std::string> kinds, ids;
   for (const auto& e : events) {
     const StreamRef stream = stream_of(e);
@@ -157,7 +149,6 @@ Seq PostgresBackend::chain(const Event& event, const LockedHead& head) {
 }
 
 void PostgresBackend::import_event(const RawEvent& e) {
-  prefetched_.reset();
   run("INSERT INTO events (seq, item_id, project_id, type, at, body, stream_kind, stream_id, "
       "stream_rev, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
       Params()
@@ -177,7 +168,6 @@ void PostgresBackend::import_event(const RawEvent& e) {
 }
 
 void PostgresBackend::put_head(const StreamHead& h) {
-  prefetched_.reset();
   run("INSERT INTO stream_heads (stream_kind, stream_id, revision, last_seq, hash) VALUES "
       "($1, $2, $3, $4, $5) ON CONFLICT (stream_kind, stream_id) DO UPDATE SET "
       "revision = EXCLUDED.revision, last_seq = EXCLUDED.last_seq, hash = EXCLUDED.hash",

@@ -84,13 +84,11 @@ Result PostgresBackend::begin(const char* sql) {
   deferred_.clear();
   announce_ = false;
   earliest_schedule_.reset();
-  prefetched_.reset();
   return r;
 }
 
 void PostgresBackend::commit() {
   earliest_schedule_.reset();
-  prefetched_.reset();
   std::vector<std::string> tail;
   const bool appended = delta_.has_value();
   if (delta_) {
@@ -172,7 +170,6 @@ void PostgresBackend::commit() {
 void PostgresBackend::rollback() noexcept {
   delta_.reset();
   earliest_schedule_.reset();
-  prefetched_.reset();
   deferred_.clear();
   announce_ = false;
   writing_ = false;
