@@ -261,6 +261,13 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
   ArchiveReport report;
   report.dry_run = options.dry_run;
   auto tx = storage::Transaction::write(backend, storage::Sync::full);
+  // Its rows are locked as they are listed; a read slowed by the server
+  // (not by a lock) must not abort an archive of 10^5 streams.
+  struct Patient {
+    storage::Backend& b;
+    explicit Patient(storage::Backend& backend) : b(backend) { b.set_patient_reads(true); }
+    ~Patient() { b.set_patient_reads(false); }
+  } patient(backend);
   // Again under the write lock: another archive to the same FILE that
   // waited for the lock with us must find ours there and refuse, not
   // rename over it (found by an adversarial run: the first segment lost).

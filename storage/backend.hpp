@@ -347,6 +347,11 @@ class Backend : public LogSource, public RowSource {
   // Restore: the log imported came from a backend whose seqs have gaps
   // (PostgreSQL), so a gap here is no evidence either. Kept with the store.
   virtual void put_seqs_sparse() {}
+  // A server backend may refuse (Conflict) a read that waited long for a
+  // row lock, so that a command decides again at the current time. A bulk
+  // job that takes no decision by the clock (archive) turns that off for
+  // its transaction; while on, reads wait as long as a lock is held.
+  virtual void set_patient_reads(bool on) { (void)on; }
 
   // Waiting for work (claim --wait). A write transaction that makes an item
   // claimable calls announce_work() before it commits; wait_for_work()

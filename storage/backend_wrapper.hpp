@@ -75,6 +75,7 @@ class BackendWrapper : public Backend {
     return inner_->find_anchor_by_key(project_id, key);
   }
   void put_segment(const SegmentRecord& segment) override { inner_->put_segment(segment); }
+  void set_patient_reads(bool on) override { inner_->set_patient_reads(on); }
   std::vector<SegmentRecord> segments() override { return inner_->segments(); }
   std::optional<ItemRow> oldest_ready(const std::string& project_id) override {
     return inner_->oldest_ready(project_id);
