@@ -5,12 +5,10 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
-#if CPLANE_WITH_POSTGRES
-#include <libpq-fe.h>
-#endif
 
 #include <cplane/cplane.hpp>
 
+#include "bench/pg_raw.hpp"
 #include "json/json_writer.hpp"
 #include "probe/fleet.hpp"
 
@@ -26,31 +24,6 @@ std::int64_t size_of(const std::string& path) {
   return ec ? 0 : static_cast<std::int64_t>(n);
 }
 
-bool is_server(const std::string& db) {
-  return db.rfind("postgresql://", 0) == 0 || db.rfind("postgres://", 0) == 0;
-}
-
-// A server store's size: its schema's tables with their indexes and TOAST.
-std::int64_t server_bytes(const std::string& url) {
-#if CPLANE_WITH_POSTGRES
-  PGconn* conn = PQconnectdb(url.c_str());
-  std::int64_t out = -1;
-  if (PQstatus(conn) == CONNECTION_OK) {
-    PGresult* r = PQexec(conn,
-                         "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
-                         "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = "
-                         "current_schema() AND c.relkind = 'r'");
-    if (PQresultStatus(r) == PGRES_TUPLES_OK) out = std::stoll(PQgetvalue(r, 0, 0));
-    PQclear(r);
-  }
-  PQfinish(conn);
-  return out;
-#else
-  (void)url;
-  return -1;
-#endif
-}
-
 }  // namespace
 
 void archive_scenario(const Options& o, const Emit& emit) {
@@ -60,7 +33,7 @@ void archive_scenario(const Options& o, const Emit& emit) {
   // --db URL: a PostgreSQL schema of its own, empty (the bench archives
   // everything that ended in it).
   const auto db = o.db ? *o.db : dir.file("bench.db");
-  const bool server = is_server(db);
+  const bool server = store_kind(db) == "postgresql";
   std::int64_t drained = 0, segment_bytes = 0;
   for (int cycle = 1; drained < total; ++cycle) {
     const std::int64_t n = std::min(every, total - drained);
@@ -99,7 +72,7 @@ void archive_scenario(const Options& o, const Emit& emit) {
              .num("cycle", cycle)
              .num("drained", drained)
              .num("archived_streams", report.streams)
-             .num("live_db_bytes", server ? server_bytes(db) : size_of(db) + size_of(db + "-wal"))
+             .num("live_db_bytes", server ? schema_bytes(db) : size_of(db) + size_of(db + "-wal"))
              .num("db_file_bytes", server ? -1 : size_of(db))
              .num("wal_bytes", server ? -1 : size_of(db + "-wal"))
              .fixed("verify_s", verify_seconds, 3)

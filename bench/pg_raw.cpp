@@ -420,11 +420,28 @@ RawDrain drain_raw(const std::string& url, int workers, std::int64_t items, RawC
   return result;
 }
 
+std::int64_t schema_bytes(const std::string& url) {
+  PGconn* conn = PQconnectdb(url.c_str());
+  std::int64_t out = -1;
+  if (PQstatus(conn) == CONNECTION_OK) {
+    PGresult* r = PQexec(conn,
+                         "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                         "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = "
+                         "current_schema() AND c.relkind = 'r'");
+    if (PQresultStatus(r) == PGRES_TUPLES_OK) out = std::stoll(PQgetvalue(r, 0, 0));
+    PQclear(r);
+  }
+  PQfinish(conn);
+  return out;
+}
+
 #else  // a cplane built without PostgreSQL (CPLANE_WITH_POSTGRES=OFF)
 
 RawDrain drain_raw(const std::string&, int, std::int64_t, RawClaim, const std::string&) {
   throw InvalidArgument("this cplane was built without PostgreSQL support: no pg-raw baseline");
 }
+
+std::int64_t schema_bytes(const std::string&) { return -1; }
 
 #endif
 

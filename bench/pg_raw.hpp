@@ -41,4 +41,9 @@ struct RawDrain {
 RawDrain drain_raw(const std::string& url, int workers, std::int64_t items, RawClaim claim,
                    const std::string& record_prefix);
 
+// The size of the schema a libpq URL names: its tables with their indexes
+// and TOAST, in bytes; -1 when it cannot be read (or without PostgreSQL).
+// Here because this file is the bench's one door to libpq.
+std::int64_t schema_bytes(const std::string& url);
+
 }  // namespace cplane::bench
