@@ -96,6 +96,10 @@ class Bench {
         .addOptionWithArg({"coalesce"}, KJ_BIND_METHOD(*this, set_coalesce), "<on|off>",
                           "drains on SQLite: hand each WAL commit to the kernel in one write "
                           "(default on); off: SQLite's own writes, for the A/B")
+        .addOptionWithArg({"sticky-ms"}, KJ_BIND_METHOD(*this, set_sticky), "<ms>",
+                          "drains on SQLite with group commit: how long a combiner goes on "
+                          "serving others after its own command (default 10; 0: hand over "
+                          "after each batch)")
         .addOptionWithArg({"lock"}, KJ_BIND_METHOD(*this, set_lock), "<flock|busy>",
                           "how writers wait: a fair flock queue (default) or SQLite's "
                           "busy_timeout alone")
@@ -157,6 +161,13 @@ class Bench {
     if (s == "on") o_.coalesce = true;
     else if (s == "off") o_.coalesce = false;
     else return "expected on or off";
+    return true;
+  }
+  Validity set_sticky(kj::StringPtr s) {
+    char* end = nullptr;
+    const long v = std::strtol(s.cStr(), &end, 10);
+    if (s.size() == 0 || *end != '\0' || v < 0 || v > 60000) return "expected 0..60000 ms";
+    o_.sticky_ms = static_cast<int>(v);
     return true;
   }
   Validity set_combine(kj::StringPtr s) {

@@ -121,6 +121,7 @@ DrainResult drain_fleet(const Options& o, const std::string& db, int workers, Mo
         db, StoreOptions{.durability = durability,
                          .sqlite = {.writer_flock = writer_flock,
                                     .combine = o.combine,
+                                    .sticky_ms = o.sticky_ms,
                                     .coalesce_wal_writes = o.coalesce}});
     return std::function<fleet::WorkerRecord()>(
         [store, w, mode, batch = o.claim_batch] {

@@ -46,6 +46,7 @@ struct Options {
   Durability durability = Durability::normal;
   bool combine = true;   // SQLite's group commit
   bool coalesce = true;  // the coalescing WAL writer
+  int sticky_ms = 10;    // SqliteOptions::sticky_ms: how long a combiner goes on serving
   std::optional<std::string> db;
   std::optional<RawClaim> claim;
   std::optional<std::string> plot;

@@ -31,7 +31,8 @@ std::string drain_json(const Options& o, const char* scenario, Mode mode, Durabi
       .str("durability", cplane::to_string(durability))
       .str("lock", lock)
       .boolean("combine", o.combine && store == "sqlite")
-      .boolean("coalesce", o.coalesce && store == "sqlite");
+      .boolean("coalesce", o.coalesce && store == "sqlite")
+      .num("sticky_ms", store == "sqlite" && o.combine ? o.sticky_ms : 0);
   if (mode == Mode::batch) out.num("claim_batch", o.claim_batch);
   drain_figures(out, r);
   return out.done();

@@ -73,7 +73,8 @@ struct CommandRunner {
 
   // The combiner, holding the area's lock: recovers a dead combiner's batch,
   // then runs batches of queued requests in arrival order until `own` is
-  // answered (or, without one, the queue is empty); unlocks at the end.
+  // answered and the sticky time (SqliteOptions::sticky_ms) has passed, or the queue is empty; unlocks at
+  // the end.
   static void serve(ControlStore::Impl& s, storage::CombineArea& area, std::optional<std::uint32_t> own);
 
   // How many requests one transaction runs at most: a bound on how long

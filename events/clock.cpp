@@ -3,6 +3,7 @@
 #include <chrono>
 #include <random>
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -22,14 +23,28 @@ std::mt19937_64 seeded() {
   return std::mt19937_64(seed);
 }
 
+pid_t cached_pid = 0;
+
+void refresh_pid() noexcept { cached_pid = ::getpid(); }
+
 }  // namespace
+
+pid_t current_pid() noexcept {
+  static const bool registered = [] {
+    refresh_pid();
+    ::pthread_atfork(nullptr, nullptr, refresh_pid);
+    return true;
+  }();
+  (void)registered;
+  return cached_pid;
+}
 
 std::string new_item_id(Micros now) {
   // Reseeded after fork: a child must not repeat its parent's stream.
   thread_local std::mt19937_64 rng = seeded();
-  thread_local pid_t owner = ::getpid();
-  if (::getpid() != owner) {
-    owner = ::getpid();
+  thread_local pid_t owner = current_pid();
+  if (current_pid() != owner) {
+    owner = current_pid();
     rng = seeded();
   }
   const std::uint64_t ms = static_cast<std::uint64_t>(now / 1000) & 0xffffffffffffULL;

@@ -17,6 +17,12 @@ struct SqliteOptions {
   // in one transaction, commits once and hands each its result. Off: each
   // command is a transaction of its own (for measurement).
   bool combine = true;
+  // With group commit: how long, in milliseconds, a combiner goes on
+  // serving the commands others queued after its own is answered (while
+  // they keep coming). Its page cache stays good and the lock is not
+  // handed over per batch; its own caller waits up to this long for its
+  // answer. 0: hand over after every batch that answered its own.
+  int sticky_ms = 10;
   // Write each WAL commit with one system call instead of two per page.
   bool coalesce_wal_writes = true;
   // The page cache of the connection, MiB (0: SQLite's default, 2 MiB).

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "events/clock.hpp"
 #include "storage/postgres/internal.hpp"
 #include "storage/postgres/postgres_backend.hpp"
 #include "storage/postgres/schema.hpp"
@@ -50,7 +51,7 @@ void PostgresBackend::connect() {
 }
 
 void PostgresBackend::ensure_connected() {
-  if (::getpid() != pid_) {
+  if (current_pid() != pid_) {
     throw StorageError(Category::unavailable,
                        "this store was opened in another process (before fork): open a new one");
   }

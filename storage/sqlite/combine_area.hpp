@@ -185,6 +185,7 @@ class CombineArea {
   std::uint64_t generation_ = 0;
   mutable bool broken_ = false;
   mutable std::atomic<bool> truncated_{false};  // set by the SIGBUS handler too
+  bool watched_ = false;                         // the SIGBUS handler covers it
 };
 
 }  // namespace cplane::storage
