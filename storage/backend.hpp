@@ -341,6 +341,7 @@ class Backend : public LogSource, public RowSource {
   virtual void put_segment(const SegmentRecord& segment);
   // Every segment recorded, oldest first.
   virtual std::vector<SegmentRecord> segments();
+  std::optional<std::vector<RecordedSegment>> recorded_segments() override;
 
   // The seq of the newest event (0 for an empty log). Seqs may have gaps.
   virtual Seq last_seq() = 0;

@@ -154,6 +154,17 @@ class LogSource {
   // The anchors of archived streams of one kind (StreamAnchor), ordered by
   // stream id (bytewise). None by default: a log that archives nothing.
   virtual std::unique_ptr<Cursor<StreamAnchor>> scan_anchors(StreamKind kind);
+  // What the store recorded of each segment it archived into (its table
+  // `segments`), for verify to hold against the anchors; nullopt for a log
+  // that keeps no such record (an export file).
+  struct RecordedSegment {
+    std::string segment_id;
+    std::string digest;  // 32 bytes
+    std::string project_id;  // "" all projects
+    std::int64_t streams = 0;
+    std::int64_t events = 0;
+  };
+  virtual std::optional<std::vector<RecordedSegment>> recorded_segments() { return std::nullopt; }
 };
 
 // The projected rows, each table scanned whole in its stream id's order

@@ -245,6 +245,14 @@ std::optional<StreamAnchor> Backend::find_anchor_by_key(const std::string&, std:
 }
 void Backend::put_segment(const SegmentRecord&) { throw no_archive(); }
 std::vector<Backend::SegmentRecord> Backend::segments() { return {}; }
+std::optional<std::vector<LogSource::RecordedSegment>> Backend::recorded_segments() {
+  std::vector<RecordedSegment> out;
+  for (auto& r : segments()) {
+    out.push_back({std::move(r.segment_id), std::move(r.digest), std::move(r.project_id), r.streams,
+                   r.events});
+  }
+  return out;
+}
 
 Hash anchor_hash(const StreamAnchor& a) {
   Hasher h;

@@ -118,3 +118,42 @@ TEST_CASE("archive refuses bad input on every engine and changes nothing", "[arc
   CHECK(one(db, "SELECT count(*) FROM anchors") == "0");
   CHECK_FALSE(fs::exists(dir.file("none.seg")));
 }
+
+TEST_CASE("verify holds the segments table against the anchors on every engine: a record "
+          "deleted, edited or added outside cplane is named",
+          "[archive][conformance]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "s.db");
+  {
+    ControlStore store{db};
+    store.create_project("alpha", "A", "open", T0);
+    for (int i = 0; i < 3; ++i) store.enqueue("alpha", "{}", {}, T0 + 10 + i);
+    for (int i = 0; i < 3; ++i) {
+      auto c = store.claim("w", {.now = T0 + 100 + i, .fair = false});
+      REQUIRE(c);
+      store.finish(c->item_id, c->fence, Outcome::done, "", T0 + 200 + i);
+    }
+    REQUIRE(archive(store, {.before = kCut, .project = "alpha", .file = dir.file("s.seg"),
+                            .now = kNow})
+                .streams == 3);
+    REQUIRE(verify_ledger(store).empty());
+  }
+  const auto [what, edit] = GENERATE(table<const char*, const char*>({
+      {"record deleted", "DELETE FROM segments"},
+      {"a stream more", "UPDATE segments SET streams = streams + 1"},
+      {"an event fewer", "UPDATE segments SET events = events - 1"},
+      {"another digest", "UPDATE segments SET digest = (SELECT hash FROM anchors LIMIT 1)"},
+      {"another project", "UPDATE segments SET project_id = 'beta'"},
+      {"a record added",
+       "INSERT INTO segments SELECT 'ff' || segment_id, digest, file, before, project_id, "
+       "streams, events, bytes, archived_at FROM segments"},
+  }));
+  INFO(what);
+  sql(db, edit);
+  ControlStore store{db};
+  const auto problems = verify_ledger(store);
+  REQUIRE(problems.size() == 1);
+  CHECK(problems.front().kind == ProblemKind::segment_disagrees);
+  CHECK(problems.front().detail.find("segment") != std::string::npos);
+  CHECK(run_cli({"--db", db, "verify"}).exit_code != 0);
+}

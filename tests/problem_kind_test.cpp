@@ -93,7 +93,7 @@ TEST_CASE("the stored names of problem kinds never change", "[verify][kinds]") {
       "payload_disagrees", "project_disagrees", "project_row_disagrees", "project_row_missing",
       "project_row_without_event", "queued_disagrees", "rate_exceeded", "ready_after_claim", "routing_disagrees",
       "schedule_disagrees", "schedule_fire_unmatched", "schedule_row_disagrees",
-      "schedule_row_missing", "schedule_row_without_event", "seq_gap", "session_closed_while_holding", "session_row_disagrees", "session_row_missing",
+      "schedule_row_missing", "schedule_row_without_event", "segment_disagrees", "seq_gap", "session_closed_while_holding", "session_row_disagrees", "session_row_missing",
       "session_row_without_event", "stale_fence_accepted", "status_disagrees", "stream_missing",
       "tail_missing", "terminal_events_disagree", "terminal_lock_disagrees",
       "terminal_lock_missing", "terminal_lock_without_event", "terminal_without_event",

@@ -125,6 +125,15 @@ void LogChain::head(const storage::StreamHead& head) {
 
 void LogChain::anchor(const storage::StreamAnchor& anchor) {
   xor_into(digest_, storage::anchor_hash(anchor));
+  auto [tally, fresh] = segments_.try_emplace(anchor.segment_id);
+  if (fresh) {
+    tally->second.digest = anchor.segment_digest;
+    tally->second.project_id = anchor.project_id;
+  }
+  tally->second.digests_differ |= tally->second.digest != anchor.segment_digest;
+  tally->second.projects_differ |= tally->second.project_id != anchor.project_id;
+  ++tally->second.streams;
+  tally->second.events += anchor.events;
   std::vector<Seq> seqs;
   if (!storage::unpack_seqs(anchor.seqs, seqs) || static_cast<std::int64_t>(seqs.size()) != anchor.events) {
     // Its seqs cannot be told: the count still goes to the digest's check
@@ -185,6 +194,61 @@ void LogChain::finish(const std::optional<storage::LogDigest>& digest, bool dens
                                  gap_start, s - 1)});
       gap_start = 0;
     }
+  }
+}
+
+}  // namespace cplane
+
+namespace cplane {
+
+void LogChain::check_segments(
+    const std::optional<std::vector<storage::LogSource::RecordedSegment>>& recorded,
+    std::vector<LedgerProblem>& out) const {
+  if (!recorded) return;
+  auto problem = [&](std::string detail) {
+    out.push_back({ProblemKind::segment_disagrees, "", "", std::move(detail)});
+  };
+  std::map<std::string, const storage::LogSource::RecordedSegment*> by_id;
+  for (const auto& r : *recorded) {
+    if (!by_id.emplace(r.segment_id, &r).second) {
+      problem(fmt::format("segment {} is recorded twice (table segments)", quoted(r.segment_id)));
+    }
+  }
+  for (const auto& [id, tally] : segments_) {
+    if (tally.digests_differ) {
+      problem(fmt::format("the anchors of segment {} name more than one digest: an anchor was "
+                          "edited outside cplane",
+                          quoted(id)));
+    }
+    const auto found = by_id.find(id);
+    if (found == by_id.end()) {
+      problem(fmt::format("{} stream(s) are anchored in segment {}, which the store does not "
+                          "record (table segments): its row was deleted outside cplane",
+                          tally.streams, quoted(id)));
+      continue;
+    }
+    const auto& r = *found->second;
+    if (!tally.digests_differ && r.digest != tally.digest) {
+      problem(fmt::format("segment {}: its record's digest is not the one its anchors name: the "
+                          "record was edited outside cplane",
+                          quoted(id)));
+    }
+    if (r.streams != tally.streams || r.events != tally.events) {
+      problem(fmt::format("segment {}: its record counts {} stream(s) and {} event(s), its "
+                          "anchors {} and {}: the record or an anchor was edited outside cplane",
+                          quoted(id), r.streams, r.events, tally.streams, tally.events));
+    }
+    if (!r.project_id.empty() && (tally.projects_differ || tally.project_id != r.project_id)) {
+      problem(fmt::format("segment {} archived project {}, yet anchors another project's "
+                          "stream(s): the record or an anchor was edited outside cplane",
+                          quoted(id), quoted(r.project_id)));
+    }
+  }
+  for (const auto& r : *recorded) {
+    if (segments_.contains(r.segment_id)) continue;
+    problem(fmt::format("segment {} is recorded ({} stream(s), {} event(s)) but no anchor names "
+                        "it: its anchors were deleted outside cplane, or its record added",
+                        quoted(r.segment_id), r.streams, r.events));
   }
 }
 

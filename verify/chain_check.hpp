@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,6 +66,13 @@ class LogChain {
   // `dense`: the backend hands out seqs with no gaps (LogSource::seqs_dense).
   void finish(const std::optional<storage::LogDigest>& digest, bool dense,
               std::vector<LedgerProblem>& out);
+  // Holds the store's record of its segments (table `segments`) against
+  // the anchors: every anchor's segment is recorded with the anchors'
+  // digest, and every record counts exactly the streams and events its
+  // anchors hold. nullopt: the log keeps no record (an export): nothing to
+  // compare.
+  void check_segments(const std::optional<std::vector<storage::LogSource::RecordedSegment>>& recorded,
+                      std::vector<LedgerProblem>& out) const;
 
 
  private:
@@ -74,6 +82,16 @@ class LogChain {
   std::vector<bool> seen_;  // seen_[seq], while seqs stay within kMaxTrackedSeq
   bool untracked_ = false;
   bool broken_ = false;
+  // The anchors, by segment: what they say of it.
+  struct SegmentTally {
+    std::string digest;          // the first anchor's
+    bool digests_differ = false;  // another anchor named another digest
+    std::string project_id;       // the first anchor's
+    bool projects_differ = false;
+    std::int64_t streams = 0;
+    std::int64_t events = 0;
+  };
+  std::map<std::string, SegmentTally> segments_;
 };
 
 }  // namespace cplane

@@ -394,6 +394,7 @@ void replay_all(storage::LogSource& log, storage::RowSource* rows, const Reconci
   // What no stream could show: a stream removed with its head, a head
   // edited, seqs missing.
   facts.chain.finish(log.log_digest(), log.seqs_dense(), unfiled.chain_problems);
+  facts.chain.check_segments(log.recorded_segments(), unfiled.chain_problems);
   on_stream(unfiled);
   if (progress) progress(events_read, total);
 }

@@ -119,7 +119,9 @@ namespace cplane {
   X(digest_disagrees,                                                                              \
     "the log's digest is gone or does not fold from its heads: a stream removed with its "         \
     "head, a head edited")                                                                         \
-  X(seq_gap, "seqs missing while every chain is intact: events removed, heads rewritten")
+  X(seq_gap, "seqs missing while every chain is intact: events removed, heads rewritten")         \
+  X(segment_disagrees,                                                                             \
+    "a segment's record (table segments) is missing, extra or not what its anchors say")
 
 enum class ProblemKind : std::uint8_t {
 #define CPLANE_PROBLEM_KIND_ENUMERATOR(name, meaning) name,
