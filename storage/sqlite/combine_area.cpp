@@ -52,12 +52,15 @@ std::uint64_t new_generation() {
 
 bool alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno != ESRCH); }
 
-void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t expected, Clock::duration timeout) {
+// False when it slept its whole timeout.
+bool futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t expected, Clock::duration timeout) {
   const auto ns = std::max<std::int64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count(), 1);
   struct timespec ts {static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
   // Shared (not FUTEX_PRIVATE): the word lives in a file other processes map.
-  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+  return ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT, expected, &ts,
+                   nullptr, 0) == 0 ||
+         errno != ETIMEDOUT;
 }
 
 void futex_wake(std::atomic<std::uint32_t>& word) {
@@ -463,6 +466,7 @@ void CombineArea::unlock() {
 
 CombineArea::Turn CombineArea::wait(std::uint32_t i, Clock::time_point deadline) {
   Slot& s = slot(i);
+  bool slept_through = false;  // the last sleep ended by the watchdog, not a ring
   for (;;) {
     // Looked at on every wake-up, before the slot is touched: a file cut
     // short has no slot left to read, and a header overwritten under us
@@ -487,8 +491,14 @@ CombineArea::Turn CombineArea::wait(std::uint32_t i, Clock::time_point deadline)
       if (s.state.load(std::memory_order_acquire) == kDone) return Turn::done;
       return Turn::stuck;
     }
+    // A standby that died blocked on the lock: unlock() finds it so when
+    // the combiner lets go, and rings the oldest waiter. Looked at here
+    // only after a sleep no ring ended (the combiner gone too), not before
+    // every sleep: kill(2) per look was 2 system calls per item drained.
     std::int32_t none = header().standby.load(std::memory_order_seq_cst);
-    if (none != 0 && !alive(none)) header().standby.compare_exchange_strong(none, 0);
+    if (none != 0 && slept_through && !alive(none)) {
+      header().standby.compare_exchange_strong(none, 0);
+    }
     none = 0;
     if (header().standby.compare_exchange_strong(none, pid_)) {
       // The standby: blocked on the lock itself, so that the kernel wakes
@@ -501,7 +511,7 @@ CombineArea::Turn CombineArea::wait(std::uint32_t i, Clock::time_point deadline)
       if (locked) return Turn::combine;
       continue;
     }
-    futex_wait(s.bell, bell, std::min<Clock::duration>(kWatchdog, deadline - now));
+    slept_through = !futex_wait(s.bell, bell, std::min<Clock::duration>(kWatchdog, deadline - now));
   }
 }
 
