@@ -65,8 +65,14 @@ std::uint64_t new_request_id() {
     random.seed((static_cast<std::uint64_t>(device()) << 32) ^ device() ^
                 (static_cast<std::uint64_t>(seeded_in) << 20));
   }
+  // The clock mixed in: a child made without fork() (_Fork(), which runs
+  // no atfork handler) keeps its parent's generator, and must still not
+  // repeat its ids.
   std::uint64_t id = 0;
-  while (id == 0) id = random();
+  while (id == 0) {
+    id = random() ^ static_cast<std::uint64_t>(
+                        std::chrono::steady_clock::now().time_since_epoch().count());
+  }
   return id;
 }
 

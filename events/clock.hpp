@@ -18,10 +18,11 @@ Micros now_micros();
 // roughly by creation time, which keeps the log's per-item index local.
 std::string new_item_id(Micros now);
 
-// This process's id, without a system call: glibc no longer caches getpid(),
-// and the group-commit path asked for it about five times per item (each a
-// trip through the hypervisor on a VM). Kept right across fork() by an
-// atfork handler; a child made by a raw clone() is not supported.
+// This process's id, without a system call (glibc no longer caches
+// getpid()), for reseeding the id generators after fork: the group-commit
+// path drew ids twice per item. Kept right across fork() by an atfork
+// handler; a child made by _Fork() or a raw fork system call runs none, so
+// the checks that refuse a store inherited through fork ask getpid().
 pid_t current_pid() noexcept;
 
 }  // namespace cplane

@@ -101,8 +101,10 @@ void PostgresBackend::archive_stream(const StreamAnchor& anchor) {
                                    anchor.stream_kind, anchor.stream_id, dropped.i64(0, 0),
                                    anchor.events));
   }
-  run("DELETE FROM stream_heads WHERE stream_kind = $1 AND stream_id = $2",
-      Params().text(anchor.stream_kind).text(anchor.stream_id));
+  // These two go with the next statement's round trip (the next stream's
+  // reads, or the commit).
+  defer("DELETE FROM stream_heads WHERE stream_kind = $1 AND stream_id = $2",
+        Params().text(anchor.stream_kind).text(anchor.stream_id));
   import_anchor(anchor);
   // The anchor stands in the digest where the head stood (with the
   // commit's digest update; the event count is unchanged).
@@ -112,7 +114,7 @@ void PostgresBackend::archive_stream(const StreamAnchor& anchor) {
 }
 
 void PostgresBackend::import_anchor(const StreamAnchor& anchor) {
-  run(fmt::format("INSERT INTO anchors ({}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
+  defer(fmt::format("INSERT INTO anchors ({}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
                   "$11, $12, $13, $14)",
                   kAnchorColumns),
       Params()

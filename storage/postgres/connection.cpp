@@ -12,7 +12,6 @@
 
 #include <fmt/format.h>
 
-#include "events/clock.hpp"
 #include "storage/postgres/internal.hpp"
 #include "storage/postgres/postgres_backend.hpp"
 #include "storage/postgres/schema.hpp"
@@ -51,7 +50,7 @@ void PostgresBackend::connect() {
 }
 
 void PostgresBackend::ensure_connected() {
-  if (current_pid() != pid_) {
+  if (::getpid() != pid_) {  // not the cached pid: _Fork() runs no atfork handler
     throw StorageError(Category::unavailable,
                        "this store was opened in another process (before fork): open a new one");
   }
@@ -89,7 +88,12 @@ const std::string& PostgresBackend::prepared(const std::string& sql) {
 }
 
 Result PostgresBackend::run(const std::string& sql, Params params) {
-  flush_deferred();
+  if (!deferred_.empty()) {
+    // The writes waiting to be sent, and this statement after them, in one
+    // pipeline: one round trip, not two.
+    defer(sql, std::move(params));
+    return pipeline({});
+  }
   const std::string& name = prepared(sql);
   params.finish();
   Result r(PQexecPrepared(conn_, name.c_str(), params.size(), params.pointers(),
@@ -101,6 +105,9 @@ Result PostgresBackend::run(const std::string& sql, Params params) {
 
 void PostgresBackend::defer(const std::string& sql, Params params) {
   deferred_.push_back(Deferred{prepared(sql), std::move(params)});
+  // A long run of writes (a restore's anchors) goes in pipelines of a
+  // bounded size, not all at the commit.
+  if (deferred_.size() >= kMaxDeferred) pipeline({});
 }
 
 Result PostgresBackend::pipeline(const std::vector<std::string>& tail) {
@@ -162,7 +169,7 @@ Result PostgresBackend::pipeline(const std::vector<std::string>& tail) {
     if (state == "23505" && constraint != nullptr && std::string(constraint) == "items_by_key") {
       throw Conflict("an idempotency key was taken meanwhile");
     }
-    if (state == "23505") {
+    if (state == "23505" && constraint != nullptr && std::string(constraint) == "items_pkey") {
       throw StorageError(Category::io, "an item id is already taken");
     }
     fail(first_error.get(), "a write failed");

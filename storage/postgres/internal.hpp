@@ -390,6 +390,7 @@ class PostgresBackend final : public Backend {
   std::optional<EarliestSchedule> earliest_schedule_;
   std::optional<Delta> delta_;
   std::vector<Deferred> deferred_;
+  static constexpr std::size_t kMaxDeferred = 512;
   bool announce_ = false;  // work became claimable: NOTIFY with the commit
   std::chrono::steady_clock::duration begin_round_trip_{};
   pid_t pid_ = ::getpid();

@@ -65,7 +65,8 @@ void PostgresBackend::put_item(const ItemRow& r) {
 }
 
 void PostgresBackend::delete_item(std::string_view item_id) {
-  run("DELETE FROM items WHERE item_id = $1", Params().text(item_id));
+  // Sent with the next statement (every read flushes what waits first).
+  defer("DELETE FROM items WHERE item_id = $1", Params().text(item_id));
 }
 
 std::optional<ItemRow> PostgresBackend::oldest_ready(const std::string& project_id) {

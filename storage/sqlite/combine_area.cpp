@@ -344,12 +344,25 @@ bool CombineArea::mapped() const {
     broken_ = true;
     return false;
   }
-  // Cut short under us (truncate(1)): touching a page past its end is
-  // SIGBUS, which the handler above turns into zero pages and the flag.
-  // Only an area it does not watch (past kMappings in one process) is
-  // looked at here, before each use: an fstat per look was 15 system calls
-  // per item drained, 8% of a 16-worker drain on this VM.
-  if (watched_) return true;
+  // An area the SIGBUS handler does not watch (past kMappings in one
+  // process) is looked at before each use.
+  return watched_ || looked();
+}
+
+// Cut short under us (truncate(1)): touching a page past its end is SIGBUS,
+// which the handler above turns into zero pages and the flag. But a page
+// this process never touches again (its slot is in the part left) never
+// faults, and an application may have put its own SIGBUS handler over
+// ours: the file's size is looked at too, though not before every use (15
+// fstat calls per item drained were 8% of a 16-worker drain on this VM):
+// where a process writes into the area (a request posted, an answer
+// staged, a batch published, the lock taken and let go) and after a sleep
+// no ring ended; not where a waiter reads its slot after a ring.
+bool CombineArea::looked() const {
+  if (truncated_.load(std::memory_order_acquire)) {
+    broken_ = true;
+    return false;
+  }
   struct stat st {};
   if (::fstat(fd_, &st) != 0 || static_cast<std::size_t>(st.st_size) < size_) {
     truncated_.store(true);
@@ -359,20 +372,23 @@ bool CombineArea::mapped() const {
   return true;
 }
 
-bool CombineArea::usable() const {
-  if (broken_ || !mapped()) return false;
+bool CombineArea::header_ok() const {
+  if (broken_) return false;
   const Header& h = header();
   if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.layout != layout_fingerprint() ||
       h.generation != generation_) {
     broken_ = true;  // for good: nothing says the next look would be right
   }
-  return !broken_;
+  // Zero pages the handler put in place of the file read as no magic.
+  return !broken_ && !truncated_.load(std::memory_order_acquire);
 }
+
+bool CombineArea::usable() const { return !broken_ && looked() && header_ok(); }
 
 // ---- a caller ---------------------------------------------------------------------
 
 std::optional<std::uint32_t> CombineArea::post(std::string_view request, std::uint64_t request_id) {
-  if (request.size() > kMaxRequestBytes) return std::nullopt;
+  if (request.size() > kMaxRequestBytes || !looked()) return std::nullopt;
   for (int round = 0; round < 2; ++round) {
     for (std::uint32_t n = 0; n < kSlots; ++n) {
       const std::uint32_t i = (static_cast<std::uint32_t>(pid_) + n) % kSlots;
@@ -446,7 +462,7 @@ bool CombineArea::lock_until(Clock::time_point deadline) {
 }
 
 void CombineArea::unlock() {
-  if (!mapped()) return;  // nothing left to unlock, or to wake
+  if (!looked()) return;  // nothing left to unlock, or to wake
   header().holder.store(0, std::memory_order_relaxed);
   pthread_mutex_unlock(&header().mutex);
   // Whoever is queued now must not sleep with nobody to run its request:
@@ -471,8 +487,8 @@ CombineArea::Turn CombineArea::wait(std::uint32_t i, Clock::time_point deadline)
     // Looked at on every wake-up, before the slot is touched: a file cut
     // short has no slot left to read, and a header overwritten under us
     // describes no lock we could wait on, nor will anyone wake us by it.
-    if (!mapped()) return Turn::lost;
-    if (!usable()) return wait_unusable(i, deadline);
+    if (!(slept_through ? looked() : mapped())) return Turn::lost;
+    if (!header_ok()) return wait_unusable(i, deadline);
     const std::uint32_t bell = s.bell.load(std::memory_order_seq_cst);
     const std::uint32_t st = s.state.load(std::memory_order_acquire);
     if (st == kDone) return Turn::done;
@@ -505,7 +521,7 @@ CombineArea::Turn CombineArea::wait(std::uint32_t i, Clock::time_point deadline)
       // it when the combiner lets go, or dies.
       // In slices, so that it notices a header overwritten meanwhile.
       const bool locked = lock_until(std::min(deadline, Clock::now() + kWatchdog));
-      if (!mapped()) return Turn::lost;
+      if (!(locked ? mapped() : looked())) return Turn::lost;
       std::int32_t me = pid_;
       header().standby.compare_exchange_strong(me, 0);
       if (locked) return Turn::combine;
@@ -546,13 +562,23 @@ std::string CombineArea::take_result(std::uint32_t i, std::uint64_t request_id) 
                                    path_));
   }
   Slot& s = slot(i);
+  // A file cut short between the look above and these reads: the handler's
+  // zero pages stand in the slot's place, and the flag says so.
+  auto cut_short = [&] {
+    return StorageError(StorageError::Category::commit_unknown,
+                        fmt::format("the group-commit area {} was cut short while this command's "
+                                    "answer was read: it ran; read the item for its outcome",
+                                    path_));
+  };
   if (s.request_id != request_id) {
+    if (truncated_.load(std::memory_order_acquire)) throw cut_short();
     // Only a reaper that judged a live owner dead could have given the slot
     // to another request: never hand out its answer.
     throw InternalError(fmt::format("group commit: slot {} of {} holds another request's answer",
                                     i, path_));
   }
   std::string out(reinterpret_cast<const char*>(&s) + kResultOffset, s.result_length);
+  if (truncated_.load(std::memory_order_acquire)) throw cut_short();
   s.state.store(kFree, std::memory_order_release);
   pthread_mutex_unlock(&s.owner_lock);
   return out;
@@ -643,16 +669,16 @@ void CombineArea::open_batch(Seq watermark) {
 }
 
 bool CombineArea::stage(std::uint32_t i, std::string_view result) {
-  if (result.size() > kMaxResultBytes || !mapped()) return false;
+  if (result.size() > kMaxResultBytes || !looked()) return false;
   Slot& s = slot(i);
   std::memcpy(reinterpret_cast<char*>(&s) + kResultOffset, result.data(), result.size());
   s.result_length = static_cast<std::uint32_t>(result.size());
   s.state.store(kStaged, std::memory_order_release);
-  return true;
+  return !truncated_.load(std::memory_order_acquire);  // staged in the handler's zero pages
 }
 
 void CombineArea::publish(const std::vector<std::uint32_t>& slots) {
-  if (!mapped()) return;  // its waiters see the file cut short too
+  if (!looked()) return;  // its waiters see the file cut short too
   for (const auto i : slots) {
     slot(i).state.store(kDone, std::memory_order_seq_cst);
     ring(slot(i));

@@ -94,12 +94,15 @@ class CombineArea {
     alone,    // the area is unusable (its header overwritten); the request was withdrawn
     lost,     // the file was cut short under us: the request's slot is gone, outcome unknown
   };
-  // Whether the whole file is still there (not truncated under us). Once
-  // false, false for good, and usable() too.
+  // Whether the whole file is still there (not truncated under us), as far
+  // as this process knows without a system call (its SIGBUS handler's
+  // flag). Once false, false for good, and usable() too.
   bool mapped() const;
+  // The same, asking the file's size (fstat).
+  bool looked() const;
   // Whether the header is still the one this process mapped (magic, layout
-  // fingerprint and generation). Once false, false for good: the caller
-  // runs every command alone.
+  // fingerprint and generation) and the file is whole (looked()). Once
+  // false, false for good: the caller runs every command alone.
   bool usable() const;
   // Waits until the request is answered or the caller holds the lock.
   // Sleeps on a futex (its slot, or the lock as the standby); never spins.
@@ -173,6 +176,7 @@ class CombineArea {
   Slot& slot(std::uint32_t i) const;
   bool lock_until(std::chrono::steady_clock::time_point deadline);  // as the standby
   bool took_lock(int rc);
+  bool header_ok() const;  // usable() without the look at the file's size
   bool cancel(std::uint32_t slot);
   Turn wait_unusable(std::uint32_t slot, std::chrono::steady_clock::time_point deadline);
 

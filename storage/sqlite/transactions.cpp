@@ -111,7 +111,9 @@ void SqliteBackend::release_writer() noexcept {
 // fork, parent and child would share one flock and one SQLite handle), nor
 // after a ROLLBACK that failed.
 void SqliteBackend::check_usable() {
-  if (current_pid() != pid_) {
+  // getpid(), not the cached pid: a child made by _Fork() or a raw fork
+  // system call runs no atfork handler (found by an adversarial run).
+  if (::getpid() != pid_) {
     throw StorageError(StorageError::Category::unavailable,
                        "this store was opened in another process (before fork): open a new one");
   }
@@ -149,7 +151,7 @@ bool SqliteBackend::in_write_transaction() noexcept {
 // None in a forked child: the store belongs to its parent, and a child
 // that combined would answer other processes' commands with its refusal.
 CombineArea* SqliteBackend::combine_area() {
-  return current_pid() == pid_ && !broken_ ? combine_.get() : nullptr;
+  return ::getpid() == pid_ && !broken_ ? combine_.get() : nullptr;
 }
 
 void SqliteBackend::set_busy_timeout(std::chrono::milliseconds timeout) {
