@@ -21,29 +21,12 @@
 #include "tests/support.hpp"
 
 using namespace cplane;
+using cplane::test::read_file;
+using cplane::test::reap;
 using cplane::test::TempDir;
 using cplane::test::test_context;
 
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// Waits for a child; false if it still runs after `seconds` (then killed).
-bool reap(pid_t pid, double seconds, int* status) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (::waitpid(pid, status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, status, 0);
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return true;
-}
 
 // Children that enqueue without pause until `until`, each then writing how
 // many it made to DIR/made-N.

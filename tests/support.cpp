@@ -12,7 +12,11 @@
 #include <grp.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
+#include <chrono>
+#include <iterator>
+#include <thread>
 
 #include <cstdlib>
 #include <fstream>
@@ -491,6 +495,26 @@ std::vector<std::string> tables_but_retention(const std::string& db) {
   auto tables = test_context().tables(db);
   std::erase_if(tables, [](const std::string& t) { return t == "anchors" || t == "segments"; });
   return tables;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+bool reap(pid_t pid, double seconds, int* status_out) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (status_out != nullptr) *status_out = status;
+  return true;
 }
 
 }  // namespace cplane::test

@@ -199,4 +199,9 @@ struct CliRun {
 };
 CliResult run_cli(const std::vector<std::string>& args, const CliRun& how);
 
+// A file's whole text ("" when it cannot be read).
+std::string read_file(const std::string& path);
+// Waits for a child; false if it still runs after `seconds` (then killed).
+bool reap(pid_t pid, double seconds = 30, int* status_out = nullptr);
+
 }  // namespace cplane::test
