@@ -60,6 +60,11 @@ std::optional<Micros> parse_time(std::string_view text) {
   return (static_cast<Micros>(seconds) - offset) * 1'000'000 + fraction;
 }
 
+std::string redacted_note(const ArchiveOptions& options, const ArchiveReport& report) {
+  if (!options.redact_payloads) return {};
+  return fmt::format(", {} payload(s) redacted", report.redacted);
+}
+
 }  // namespace
 
 kj::MainFunc Cli::archive_command() {
@@ -82,6 +87,9 @@ kj::MainFunc Cli::archive_command() {
                         "the segment file to write (must not exist)")
       .addOption({"dry-run"}, KJ_BIND_METHOD(*this, set_dry_run),
                  "count what would be archived, write nothing")
+      .addOption({"redact-payloads"}, KJ_BIND_METHOD(*this, set_redact_payloads),
+                 "write each payload as its digest: the segment's chain is still checked, its "
+                 "payloads cannot be read back (events written before chain 2 are refused)")
       .addOption({"verify-only"}, KJ_BIND_METHOD(*this, set_verify_only),
                  "check the segment FILE(s) against this store, change nothing")
       .expectZeroOrMoreArgs("FILE", KJ_BIND_METHOD(*this, set_positional))
@@ -99,6 +107,11 @@ Validity Cli::set_before(kj::StringPtr text) {
   return true;
 }
 
+Validity Cli::set_redact_payloads() {
+  redact_payloads_ = true;
+  return true;
+}
+
 Validity Cli::set_verify_only() {
   verify_only_ = true;
   return true;
@@ -108,10 +121,10 @@ Validity Cli::run_archive() {
   return run([&] {
     if (verify_only_) {
       if (args_.empty()) throw InvalidArgument("--verify-only needs at least one segment FILE");
-      if (before_ || to_ || dry_run_) {
+      if (before_ || to_ || dry_run_ || redact_payloads_) {
         throw InvalidArgument(InvalidArgument::Reason::conflict,
-                              "--verify-only takes segment files only, not --before, --to or "
-                              "--dry-run");
+                              "--verify-only takes segment files only, not --before, --to, "
+                              "--dry-run or --redact-payloads");
       }
       run_verify_segments();
       return;
@@ -128,6 +141,7 @@ Validity Cli::run_archive() {
     options.file = to_.value_or("");
     options.dry_run = dry_run_;
     options.now = now_;
+    options.redact_payloads = redact_payloads_;
     auto store = open(Access::write);
     const auto report = archive(store, options);
     changed_ = !report.dry_run;
@@ -137,18 +151,20 @@ Validity Cli::run_archive() {
                 .num("streams", report.streams)
                 .num("events", report.events)
                 .num("bytes", report.bytes)
+                .boolean("redact_payloads", options.redact_payloads)
+                .num("redacted", report.redacted)
                 .str("file", options.file)
                 .str("segment_id", report.segment_id)
                 .str("digest", report.digest)
                 .done());
     } else if (report.dry_run) {
-      print(fmt::format("would archive {} stream(s), {} event(s); nothing written",
-                        report.streams, report.events));
+      print(fmt::format("would archive {} stream(s), {} event(s){}; nothing written",
+                        report.streams, report.events, redacted_note(options, report)));
     } else {
-      print(fmt::format("archived {} stream(s), {} event(s) to {} ({} bytes); segment {} digest "
-                        "{}",
+      print(fmt::format("archived {} stream(s), {} event(s) to {} ({} bytes){}; segment {} "
+                        "digest {}",
                         report.streams, report.events, options.file, report.bytes,
-                        report.segment_id, report.digest));
+                        redacted_note(options, report), report.segment_id, report.digest));
     }
   });
 }

@@ -441,6 +441,8 @@ class Cli {
 
   kj::MainFunc rebuild_command();
   Validity set_dry_run();
+  Validity set_redact_payloads();
+  void print_restored(const RestoreReport& report, const std::string& target);
   Validity run_rebuild();
 
   // ---- export / audit / restore / recover -----------------------------------
@@ -582,6 +584,7 @@ class Cli {
   std::optional<std::vector<std::string>> incident_prs_;
   std::optional<std::string> from_;
   bool dry_run_ = false;
+  bool redact_payloads_ = false;
   // The lifecycle's options.
   std::optional<std::uint32_t> max_attempts_;
   std::optional<std::uint32_t> attempts_;

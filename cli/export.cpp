@@ -322,6 +322,7 @@ Validity Cli::run_audit() {
                                     .num("events", s.events)
                                     .num("heads", s.heads)
                                     .num("anchors", s.anchors)
+                                    .num("redacted_payloads", s.redacted_payloads)
                                     .num("projects", s.projects)
                                     .raw("items", JsonObject()
                                                       .num("ready", s.items_by_status[0])
@@ -353,6 +354,11 @@ Validity Cli::run_audit() {
         print(fmt::format("{} archived stream(s) anchored: their events are in segments "
                           "(cplane archive --verify-only)",
                           s.anchors));
+      }
+      if (s.redacted_payloads > 0) {
+        print(fmt::format("payloads redacted: {} event(s) hold their payload's digest only; "
+                          "the chain covers each payload by that digest and was checked",
+                          s.redacted_payloads));
       }
       if (s.since == 0) {
         print(fmt::format("{} project(s); items: {} ready, {} claimed, {} done, {} failed, {} "
@@ -458,6 +464,7 @@ void Cli::audit_history() {
                         .num("events", s.events)
                         .num("heads", s.heads)
                         .num("anchors", s.anchors)
+                        .num("redacted_payloads", s.redacted_payloads)
                         .done();
     } else {
       print(fmt::format("{}: {} of database {}: {} event(s), {} head(s){}", path,
@@ -606,13 +613,7 @@ Validity Cli::run_restore() {
     cleanup.armed = false;
     changed_ = true;
     end_progress();
-    print(json_ ? JsonObject()
-                      .str("db", target)
-                      .num("events", report.events)
-                      .num("items", report.items)
-                      .done()
-                : fmt::format("restored {} event(s) ({} items) into {}", report.events,
-                              report.items, target));
+    print_restored(report, target);
   });
 }
 
@@ -667,13 +668,26 @@ void Cli::restore_to_server() {
   }
   changed_ = true;
   end_progress();
-  print(json_ ? JsonObject()
-                    .str("db", redacted_url(*db_))
-                    .num("events", report.events)
-                    .num("items", report.items)
-                    .done()
-              : fmt::format("restored {} event(s) ({} items) into {}", report.events,
-                            report.items, redacted_url(*db_)));
+  print_restored(report, redacted_url(*db_));
+}
+
+void Cli::print_restored(const RestoreReport& report, const std::string& target) {
+  if (json_) {
+    print(JsonObject()
+              .str("db", target)
+              .num("events", report.events)
+              .num("items", report.items)
+              .num("kept_anchored", report.kept_anchored)
+              .done());
+    return;
+  }
+  print(fmt::format("restored {} event(s) ({} items) into {}", report.events, report.items,
+                    target));
+  if (report.kept_anchored > 0) {
+    print(fmt::format("{} stream(s) of redacted segment(s) stay archived: their payloads cannot "
+                      "come back, so their anchors stay, checked against each segment",
+                      report.kept_anchored));
+  }
 }
 
 kj::MainFunc Cli::recover_command() {

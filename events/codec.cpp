@@ -1,16 +1,26 @@
 #include "events/codec.hpp"
 
+#include <cstdint>
 #include <cstring>
 
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <kj/exception.h>
+#include <sodium.h>
 
+#include "events/chain.hpp"
 #include "events/errors.hpp"
 #include "events/events.capnp.h"
 #include "events/wire_codec.hpp"
 
 namespace cplane {
+
+void wire_codec::fresh_salt(std::uint8_t (&out)[kPayloadSaltBytes]) {
+  static const bool ready = sodium_init() >= 0;
+  if (!ready) throw InternalError("libsodium failed to initialise");
+  randombytes_buf(out, sizeof out);
+}
+
 using namespace wire_codec;
 
 
@@ -25,6 +35,7 @@ std::string encode(const Event& event) {
   root.setStreamKind(to_wire(stream.kind));
   root.setStreamId(text(stream.id));
   root.setRequestId(event.request_id);
+  root.setChain(kChainVersion);
   auto body = root.initBody();
   std::visit([&](const auto& e) { WireCodec<std::decay_t<decltype(e)>>::encode(body, e); },
              event.body);
@@ -87,6 +98,68 @@ Event decode(std::span<const unsigned char> bytes) {
   } catch (const kj::Exception& e) {
     throw UnreadableEvent(std::string("event body cannot be decoded: ") +
                           e.getDescription().cStr());
+  }
+}
+
+ChainForm chain_form(std::string_view body) {
+  ChainForm form;
+  if (body.empty() || body.size() % sizeof(capnp::word) != 0) return form;
+  // Aligned in place when it can be (a std::string's heap buffer is), so
+  // that the append path copies nothing.
+  kj::Array<capnp::word> copy;
+  const auto* base = reinterpret_cast<const capnp::word*>(body.data());
+  if (reinterpret_cast<std::uintptr_t>(body.data()) % alignof(capnp::word) != 0) {
+    copy = kj::heapArray<capnp::word>(body.size() / sizeof(capnp::word));
+    std::memcpy(copy.begin(), body.data(), body.size());
+    base = copy.begin();
+  }
+  try {
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = 4 * (body.size() / sizeof(capnp::word)) + 1024;
+    options.nestingLimit = 16;
+    capnp::FlatArrayMessageReader reader(
+        kj::arrayPtr(base, body.size() / sizeof(capnp::word)), options);
+    auto root = reader.getRoot<wire::Event>();
+    if (root.getChain() < 2) return form;
+    form.chain = root.getChain();
+    auto body_union = root.getBody();
+    capnp::Text::Reader payload;
+    capnp::Data::Reader salt;
+    if (body_union.isItemQueued()) {
+      payload = body_union.getItemQueued().getPayload();
+      salt = body_union.getItemQueued().getPayloadSalt();
+    } else if (body_union.isScheduleCreated()) {
+      payload = body_union.getScheduleCreated().getPayload();
+      salt = body_union.getScheduleCreated().getPayloadSalt();
+    } else {
+      return form;
+    }
+    // A reader of a flat message points into it; anything else is not a
+    // body this build wrote. An empty one has no place.
+    const auto* start = reinterpret_cast<const char*>(base);
+    auto place = [&](const void* begin, std::size_t size, std::size_t& at) {
+      const auto* p = static_cast<const char*>(begin);
+      if (size == 0) return true;
+      if (p < start || p + size > start + body.size()) return false;
+      at = static_cast<std::size_t>(p - start);
+      return true;
+    };
+    form.has_payload = true;
+    form.payload_size = payload.size();
+    form.salt_size = salt.size();
+    if (!place(payload.begin(), payload.size(), form.payload_at) ||
+        !place(salt.begin(), salt.size(), form.salt_at)) {
+      return ChainForm{};
+    }
+    // The two never overlap in a body this build wrote.
+    if (form.salt_size > 0 && form.payload_size > 0 &&
+        form.salt_at < form.payload_at + form.payload_size &&
+        form.payload_at < form.salt_at + form.salt_size) {
+      return ChainForm{};
+    }
+    return form;
+  } catch (const kj::Exception&) {
+    return ChainForm{};
   }
 }
 

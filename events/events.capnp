@@ -60,6 +60,7 @@ struct ItemQueued {
   backoff @8 :Text;        # the policy's wait between attempts: "", "none", "fixed:30s", ...
   runAt @9 :Int64;         # not claimable before this time; 0: at once
   concurrencyKey @10 :Text;  # the limit it runs under, or empty
+  payloadSalt @11 :Data;     # chain 2: 16 random bytes hashed with the payload (events/chain.hpp)
 }
 
 struct AttemptFailed {
@@ -102,6 +103,7 @@ struct ScheduleCreated {
   overlapSkip @4 :Bool;
   catchUp @5 :Int64;   # 0: the latest only; -1: all; N: the last N
   nextAt @6 :Int64;
+  payloadSalt @7 :Data;  # chain 2: 16 random bytes hashed with the payload (events/chain.hpp)
 }
 
 struct ScheduleFired {
@@ -322,4 +324,12 @@ struct Event {
   # batch from one that never happened. 0: none (every event before group
   # commit, and commands run in their own transaction).
   requestId @25 :UInt64;
+
+  # Which hash chain covers this event (events/chain.hpp): 2 for every
+  # event written since chains were versioned, whose hash covers its
+  # payload by the payload's BLAKE2b-256, so that an archive can leave the
+  # payload out (archive --redact-payloads) and the chain still be checked;
+  # 0 for every event written before, hashed over its body as it is
+  # (chain 1).
+  chain @42 :UInt8;
 }

@@ -32,6 +32,8 @@ struct ExportHeader {
   cplaneVersion @11 :Text;
   segmentId @12 :Text;         # "" an export; else the archive segment's id (docs/retention.md):
                                # its streams only, their projects' streams live elsewhere
+  payloadsRedacted @13 :Bool;  # a segment written by archive --redact-payloads: each payload is
+                               # its digest (ExportEvent.payloadHash); restore refuses it
 }
 
 struct ExportEvent {
@@ -46,6 +48,8 @@ struct ExportEvent {
   at @8 :Int64;
   body @9 :Data;               # the canonical event (events.capnp), as stored
   prevHash @10 :Data;          # --since only: the hash before the first exported event of a stream
+  payloadHash @11 :Data;       # a redacted segment's (archive --redact-payloads): the payload's
+                               # digest; the body's payload bytes are filler (events/chain.hpp)
 }
 
 struct ExportHead {

@@ -15,6 +15,17 @@ namespace cplane::wire_codec {
 
 
 inline kj::StringPtr text(const std::string& s) { return kj::StringPtr(s.c_str(), s.size()); }
+
+// A payload's salt (events/chain.hpp): fresh random bytes per event, so
+// that a redacted payload's digest cannot be matched against guesses.
+inline constexpr std::size_t kPayloadSaltBytes = 16;
+void fresh_salt(std::uint8_t (&out)[kPayloadSaltBytes]);
+template <class Builder>
+void put_payload_salt(Builder b) {
+  std::uint8_t salt[kPayloadSaltBytes];
+  fresh_salt(salt);
+  b.setPayloadSalt(capnp::Data::Reader(salt, sizeof salt));
+}
 inline std::string str(capnp::Text::Reader t) { return std::string(t.cStr(), t.size()); }
 
 inline wire::StreamKind to_wire(StreamKind kind) {
@@ -128,6 +139,7 @@ struct WireCodec<ItemQueued> {
     b.setBackoff(text(e.backoff));
     b.setRunAt(e.run_at);
     b.setConcurrencyKey(text(e.concurrency_key));
+    put_payload_salt(b);
   }
   static ItemQueued decode(Body::Reader body) {
     auto b = body.getItemQueued();
@@ -222,6 +234,7 @@ struct WireCodec<ScheduleCreated> {
     b.setOverlapSkip(e.overlap_skip);
     b.setCatchUp(e.catch_up);
     b.setNextAt(e.next_at);
+    put_payload_salt(b);
   }
   static ScheduleCreated decode(Body::Reader body) {
     auto b = body.getScheduleCreated();

@@ -95,7 +95,8 @@ void sync_folder(const std::string& file) {
   if (rc != 0) throw io_error(fmt::format("cannot sync the folder {}", folder.string()));
 }
 
-// BLAKE2b-256 of an open file's bytes from where it stands, and their size.
+}  // namespace
+
 std::pair<Hash, std::int64_t> stream_digest(std::FILE* in) {
   Hasher h;
   std::int64_t size = 0;
@@ -109,6 +110,8 @@ std::pair<Hash, std::int64_t> stream_digest(std::FILE* in) {
   return {h.done(), size};
 }
 
+namespace {
+
 // The archived streams as a log (what export_log writes): each stream's
 // events, read by stream, and a head where its last event is; the digest
 // is the segment's own (its events, newest seq, XOR of its heads). Read
@@ -116,8 +119,8 @@ std::pair<Hash, std::int64_t> stream_digest(std::FILE* in) {
 class SegmentLog final : public storage::LogSource {
  public:
   SegmentLog(storage::Backend& backend, const std::vector<storage::StreamAnchor>& anchors,
-             storage::LogDigest digest)
-      : backend_(backend), anchors_(anchors), digest_(std::move(digest)) {}
+             storage::LogDigest digest, bool redact)
+      : backend_(backend), anchors_(anchors), digest_(std::move(digest)), redact_(redact) {}
 
   void begin_read() override {}
   void commit() override {}
@@ -149,6 +152,12 @@ class SegmentLog final : public storage::LogSource {
         at = 0;
       }
       out = std::move(events[at++]);
+      if (log.redact_) {
+        if (auto redacted = redact_payload(out.body)) {
+          out.body = std::move(redacted->body);
+          out.payload_hash = std::string(as_bytes(redacted->payload_hash));
+        }
+      }
       return true;
     }
     SegmentLog& log;
@@ -172,6 +181,7 @@ class SegmentLog final : public storage::LogSource {
   storage::Backend& backend_;
   const std::vector<storage::StreamAnchor>& anchors_;
   storage::LogDigest digest_;
+  bool redact_;
 };
 
 // Removes FILE.tmp, and FILE until the commit is asked for: a commit that
@@ -222,8 +232,8 @@ ItemRow fold_stream(const std::string& id, const std::vector<storage::RawEvent>&
     Hash stored{};
     const bool chained = ++revision == raw.revision && raw.stream_kind == "item" &&
                          raw.stream_id == id && hash_from_bytes(raw.hash, stored) &&
-                         chain_hash(prev, raw.seq, raw.revision, raw.stream_kind, raw.stream_id,
-                                    raw.body) == stored;
+                         stored_chain_hash(prev, raw.seq, raw.revision, raw.stream_kind,
+                                           raw.stream_id, raw.body, raw.payload_hash) == stored;
     if (!chained) {
       throw StorageError(StorageError::Category::corruption,
                          fmt::format("item {}'s event seq {} is not chained to the one before "
@@ -315,6 +325,18 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
     // would otherwise be archived as if it were true, and pass every check
     // after (found by an adversarial run).
     const ItemRow fold = fold_stream(id, events);
+    if (options.redact_payloads) {
+      for (const auto& e : events) {
+        try {
+          if (redact_payload(e.body)) ++report.redacted;
+        } catch (const InvalidArgument& refused) {
+          throw InvalidArgument(fmt::format("item {} (seq {}): {}; archive it without "
+                                            "--redact-payloads (docs/retention.md). Nothing was "
+                                            "archived",
+                                            id, e.seq, refused.what()));
+        }
+      }
+    }
     if (!is_terminal(fold.status) || fold.status != row->status || fold.fence != row->fence ||
         fold.key != row->key || fold.project_id != row->project_id) {
       throw StorageError(StorageError::Category::corruption,
@@ -379,8 +401,8 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
       throw io_error(fmt::format("cannot open {}", tmp));
     }
     try {
-      SegmentLog log(backend, anchors, digest);
-      export_segment(log, out, report.segment_id);
+      SegmentLog log(backend, anchors, digest, options.redact_payloads);
+      export_segment(log, out, report.segment_id, options.redact_payloads);
       if (std::fflush(out) != 0 || ::fsync(::fileno(out)) != 0) {
         throw io_error(fmt::format("cannot write {}", tmp));
       }

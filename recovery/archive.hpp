@@ -2,9 +2,11 @@
 #pragma once
 
 #include <cstdio>
+#include <utility>
 
 #include <cplane/ledger.hpp>
 
+#include "events/chain.hpp"
 #include "storage/backend.hpp"
 
 namespace cplane {
@@ -20,6 +22,10 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
 // `check` (segment id, streams, events) when given.
 void compare_with_anchors(std::FILE* in, storage::Backend& store, std::vector<LedgerProblem>& out,
                           SegmentCheck* check);
+
+// BLAKE2b-256 of an open file's bytes from where it stands, and their
+// size: a segment's digest, as its anchors name it.
+std::pair<Hash, std::int64_t> stream_digest(std::FILE* in);
 
 // verify_segment of include/cplane/verify.hpp, on one connection.
 SegmentCheck check_segment(storage::Backend& store, const std::string& file);

@@ -15,6 +15,7 @@
 
 #include "events/chain.hpp"
 #include "events/clock.hpp"
+#include "events/codec.hpp"
 #include "events/errors.hpp"
 #include "events/events.capnp.h"
 #include "events/export.capnp.h"
@@ -74,6 +75,7 @@ void put_event(Writer& w, const storage::RawEvent& e, const std::string* prev_ha
   ev.setAt(e.at);
   ev.setBody(as_data(e.body));
   if (prev_hash != nullptr) ev.setPrevHash(as_data(*prev_hash));
+  if (!e.payload_hash.empty()) ev.setPayloadHash(as_data(e.payload_hash));
   w.write(message);
 }
 
@@ -120,21 +122,21 @@ bool has_anchors(storage::LogSource& log) {
 
 namespace {
 ExportSummary write_export(storage::LogSource& log, std::FILE* out, const ExportOptions& options,
-                           const std::string& segment_id);
+                           const std::string& segment_id, bool payloads_redacted);
 }  // namespace
 
 ExportSummary export_log(storage::LogSource& log, std::FILE* out, const ExportOptions& options) {
-  return write_export(log, out, options, std::string());
+  return write_export(log, out, options, std::string(), false);
 }
 
-ExportSummary export_segment(storage::LogSource& log, std::FILE* out,
-                             const std::string& segment_id) {
-  return write_export(log, out, ExportOptions{}, segment_id);
+ExportSummary export_segment(storage::LogSource& log, std::FILE* out, const std::string& segment_id,
+                             bool payloads_redacted) {
+  return write_export(log, out, ExportOptions{}, segment_id, payloads_redacted);
 }
 
 namespace {
 ExportSummary write_export(storage::LogSource& log, std::FILE* out, const ExportOptions& options,
-                           const std::string& segment_id) {
+                           const std::string& segment_id, bool payloads_redacted) {
   if (options.since < 0) throw InvalidArgument("--since must not be negative");
   auto tx = storage::Transaction::read(log);
   ExportSummary summary;
@@ -161,6 +163,7 @@ ExportSummary write_export(storage::LogSource& log, std::FILE* out, const Export
     h.setExportedAt(now_micros());
     h.setCplaneVersion(kVersion);
     h.setSegmentId(segment_id);
+    h.setPayloadsRedacted(payloads_redacted);
     // The number of events written is known only at the end: the header
     // gives the log's count for a whole export (the footer the file's).
     h.setEventCount(options.since == 0 ? total : -1);
@@ -415,6 +418,11 @@ void audit_partial(Reader& reader, AuditReport& report, const Progress& progress
   report.summary.heads = reader.heads();
 }
 
+std::string hex_of(const std::string& bytes) {
+  Hash h{};
+  return hash_from_bytes(bytes, h) ? to_hex(h) : std::string("(not 32 bytes)");
+}
+
 }  // namespace
 
 ExportHeads read_export_heads(std::FILE* in) {
@@ -471,6 +479,7 @@ AuditReport audit_export(std::FILE* in, storage::Backend* against, const Progres
   summary.chain_head = report.summary.chain_head;
   summary.source_database = report.summary.source_database;
   summary.segment_id = reader.header().segment_id;
+  summary.redacted_payloads = reader.redacted();
   report.summary = summary;
   if (segment && against != nullptr) compare_with_anchors(in, *against, report.problems, nullptr);
   return report;
@@ -499,9 +508,11 @@ RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progr
     // Streams the export anchors, per segment: with segments given, each
     // must come back, or the history restored would be short of it.
     struct Anchored {
-      std::int64_t streams = 0;  // not yet put back from a segment
+      std::int64_t streams = 0;
+      std::int64_t left = 0;  // not yet put back from (or checked against) a segment
       std::int64_t events = 0;
       std::string digest;
+      bool kept = false;      // a redacted segment's: its anchors stay
     };
     std::map<std::string, Anchored> anchored;
     auto import = [&](Reader& from, const char* what) {
@@ -524,6 +535,7 @@ RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progr
         fresh.import_anchor(a);
         auto& segment = anchored[a.segment_id];
         ++segment.streams;
+        ++segment.left;
         segment.events += a.events;
         segment.digest = a.segment_digest;
       } else {
@@ -539,6 +551,14 @@ RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progr
     const bool foldable = digest && hash_from_bytes(digest->digest, folded);
     std::set<std::string> given;
     for (std::FILE* file : segments) {
+      // Its bytes, as the anchors name them: a segment rewritten whole
+      // (its footer made anew) can still pass its own checks.
+      if (std::fseek(file, 0, SEEK_SET) != 0) {
+        throw InvalidArgument("a segment is read from a file, not a pipe: its digest is checked "
+                              "against the anchors");
+      }
+      const std::string file_digest(as_bytes(stream_digest(file).first));
+      std::rewind(file);
       Reader seg(file);
       const auto& h = seg.header();
       if (h.segment_id.empty()) {
@@ -556,15 +576,30 @@ RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progr
       if (!given.insert(h.segment_id).second) {
         throw InvalidArgument(fmt::format("segment {} is given twice", h.segment_id));
       }
+      // A redacted segment's streams cannot come back into a live log:
+      // their ends are checked against the anchors, which stay.
+      const bool keep = h.payloads_redacted;
+      if (keep) anchored[h.segment_id].kept = true;
       while (seg.kind() != Reader::Kind::end) {
         if (seg.kind() == Reader::Kind::event) {
-          import(seg, "segment");
-          ++report.events;
+          // A redacted event's body is not the one its hash covers: a
+          // live log holding it would fail verify.
+          if (!keep) {
+            import(seg, "segment");
+            ++report.events;
+          }
         } else if (seg.kind() == Reader::Kind::head) {
           const auto& head = seg.head();
           const auto kind = parse_stream_kind(head.stream_kind);
           const auto anchor = kind ? fresh.find_anchor({*kind, head.stream_id}) : std::nullopt;
           Hash head_hash{};
+          if (anchor && anchor->segment_id == h.segment_id &&
+              anchor->segment_digest != file_digest) {
+            throw InvalidArgument(fmt::format(
+                "segment {} is not the file the export's anchors name: its digest is {}, theirs "
+                "{} (the segment was edited, or rewritten)",
+                h.segment_id, hex_of(file_digest), hex_of(anchor->segment_digest)));
+          }
           if (!anchor || anchor->segment_id != h.segment_id || anchor->revision != head.revision ||
               anchor->last_seq != head.last_seq || anchor->hash != head.hash ||
               !hash_from_bytes(head.hash, head_hash)) {
@@ -574,8 +609,13 @@ RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progr
                 "was edited",
                 h.segment_id, head.stream_kind, quoted(head.stream_id)));
           }
+          --anchored[h.segment_id].left;
+          if (keep) {
+            ++report.kept_anchored;
+            seg.advance();
+            continue;
+          }
           fresh.delete_anchor({*kind, head.stream_id});
-          --anchored[h.segment_id].streams;
           fresh.put_head(head);
           if (foldable) {
             xor_into(folded, storage::anchor_hash(*anchor));
@@ -592,10 +632,10 @@ RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progr
     if (!segments.empty()) {
       std::vector<std::string> missing;
       std::int64_t streams = 0;
-      for (const auto& [id, left] : anchored) {
-        if (left.streams <= 0) continue;
+      for (const auto& [id, segment] : anchored) {
+        if (segment.left <= 0) continue;
         missing.push_back(id);
-        streams += left.streams;
+        streams += segment.left;
       }
       if (!missing.empty()) {
         throw InvalidArgument(fmt::format(
@@ -607,8 +647,8 @@ RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progr
     // The anchors kept name their segments: recorded again (where they
     // were written and their size are not in the export), so that
     // `archive --verify-only` and stats know them in the new store.
-    if (segments.empty()) {
-      for (const auto& [id, kept] : anchored) {
+    for (const auto& [id, kept] : anchored) {
+      if (segments.empty() || kept.kept) {
         storage::Backend::SegmentRecord record;
         record.segment_id = id;
         record.digest = kept.digest;

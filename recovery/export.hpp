@@ -33,8 +33,11 @@ inline constexpr std::uint32_t kExportFormatVersion = 2;
 ExportSummary export_log(storage::LogSource& log, std::FILE* out, const ExportOptions& options);
 
 // export_log for an archive segment (recovery/archive.cpp): the header
-// names the segment, so that audit knows the file holds some streams only.
-ExportSummary export_segment(storage::LogSource& log, std::FILE* out, const std::string& segment_id);
+// names the segment, so that audit knows the file holds some streams only,
+// and says whether its payloads are redacted (the log's events then carry
+// their payload_hash).
+ExportSummary export_segment(storage::LogSource& log, std::FILE* out, const std::string& segment_id,
+                             bool payloads_redacted);
 
 // Every head an export holds, in file order, its integrity checked as
 // audit_export checks it (the same StorageError for a bad file); and the
@@ -60,6 +63,9 @@ AuditReport audit_export(std::FILE* in, storage::Backend* against, const Progres
 // `segments`: archive segments of the exported store (docs/retention.md),
 // whose streams come back whole in place of their anchors; InvalidArgument
 // for a segment of another store or one the anchors do not name.
+// InvalidArgument too for a segment whose bytes are not the ones the
+// anchors name (their digest). A segment whose payloads are redacted is
+// checked against the anchors that name it, which stay.
 RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progress& progress = {},
                              const std::vector<std::FILE*>& segments = {});
 

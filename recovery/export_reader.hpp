@@ -16,6 +16,7 @@
 #include <cplane/version.hpp>
 
 #include "events/chain.hpp"
+#include "events/codec.hpp"
 #include "events/errors.hpp"
 #include "events/export.capnp.h"
 #include "storage/log_source.hpp"
@@ -60,6 +61,7 @@ class Reader {
     std::int64_t event_count = 0;
     std::string source;
     std::string segment_id;
+    bool payloads_redacted = false;
     bool dense = false;
     std::optional<storage::LogDigest> digest;
   };
@@ -74,6 +76,8 @@ class Reader {
   const storage::StreamAnchor& anchor() const { return anchor_; }
   std::int64_t anchors() const { return anchors_; }
   std::int64_t events() const { return events_; }
+  // Events read so far whose payload is redacted (archive --redact-payloads).
+  std::int64_t redacted() const { return redacted_; }
   std::int64_t heads() const { return heads_; }
 
   // Moves to the next record.
@@ -121,6 +125,7 @@ class Reader {
     header_.event_count = h.getEventCount();
     header_.source = text(h.getSourceDatabase());
     header_.segment_id = text(h.getSegmentId());
+    header_.payloads_redacted = h.getPayloadsRedacted();
     header_.dense = h.getDenseSeqs();
     if (h.getHasDigest()) {
       header_.digest = storage::LogDigest{h.getLogEvents(), h.getLogLastSeq(), bytes(h.getLogDigest())};
@@ -186,6 +191,22 @@ class Reader {
         event_.at = e.getAt();
         event_.body = bytes(e.getBody());
         prev_hash_ = bytes(e.getPrevHash());
+        event_.payload_hash = bytes(e.getPayloadHash());
+        if (!event_.payload_hash.empty()) ++redacted_;
+        // A redacted event in a file whose header does not say so, or a
+        // whole payload in one that does: not written by cplane.
+        if (!event_.payload_hash.empty() && !header_.payloads_redacted) {
+          throw damaged(fmt::format("seq {} holds a redacted payload, and the file's header does "
+                                    "not say its payloads are redacted: it was not written by "
+                                    "cplane",
+                                    event_.seq));
+        }
+        if (header_.payloads_redacted && event_.payload_hash.empty() &&
+            chain_form(event_.body).has_payload) {
+          throw damaged(fmt::format("the file says its payloads are redacted, and holds seq {} "
+                                    "whole: it was not written by cplane archive",
+                                    event_.seq));
+        }
         ++events_;
         kind_ = Kind::event;
         break;
@@ -324,7 +345,7 @@ class Reader {
   std::string prev_hash_;
   storage::StreamHead head_;
   storage::StreamAnchor anchor_;
-  std::int64_t events_ = 0, heads_ = 0, anchors_ = 0;
+  std::int64_t events_ = 0, heads_ = 0, anchors_ = 0, redacted_ = 0;
   struct Order {
     int section = -1;
     std::string id;

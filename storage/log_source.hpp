@@ -39,6 +39,10 @@ struct RawEvent {
   // left).
   std::int64_t revision = 0;
   std::string hash;
+  // A redacted event of a segment (archive --redact-payloads): its
+  // payload's digest (32 bytes), and the body's payload bytes are filler
+  // (events/chain.hpp). Empty for every event of a live store.
+  std::string payload_hash;
   // Set when a column is stored with another type than the engine writes
   // (an INTEGER column holding text, an id stored as a BLOB): what it is.
   std::string bad_column;

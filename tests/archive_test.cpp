@@ -71,15 +71,7 @@ std::string count(const std::string& db, const std::string& table) {
   return sql_column(db, "SELECT count(*) FROM " + table).at(0);
 }
 
-// Everything an archive may change, to compare before and after a refusal.
-std::vector<std::string> snapshot(const std::string& db) {
-  std::vector<std::string> out;
-  for (const char* t : {"events", "stream_heads", "items", "anchors", "segments"}) {
-    out.push_back(count(db, t));
-  }
-  out.push_back(sql_column(db, "SELECT hex(digest) FROM log_digest").at(0));
-  return out;
-}
+std::vector<std::string> snapshot(const std::string& db) { return cplane::test::archive_snapshot(db); }
 
 ArchiveReport archive_to(const std::string& db, const std::string& file, Micros before = kCut,
                          std::optional<std::string> project = std::nullopt) {

@@ -517,4 +517,13 @@ bool reap(pid_t pid, double seconds, int* status_out) {
   return true;
 }
 
+std::vector<std::string> archive_snapshot(const std::string& db) {
+  std::vector<std::string> out;
+  for (const char* t : {"events", "stream_heads", "items", "anchors", "segments"}) {
+    out.push_back(sql_column(db, std::string("SELECT count(*) FROM ") + t).at(0));
+  }
+  out.push_back(sql_column(db, "SELECT hex(digest) FROM log_digest").at(0));
+  return out;
+}
+
 }  // namespace cplane::test

@@ -201,6 +201,10 @@ CliResult run_cli(const std::vector<std::string>& args, const CliRun& how);
 
 // A file's whole text ("" when it cannot be read).
 std::string read_file(const std::string& path);
+// Everything an archive may change (the counts of events, stream_heads,
+// items, anchors, segments, and the digest), to compare before and after
+// a refusal.
+std::vector<std::string> archive_snapshot(const std::string& db);
 // Waits for a child; false if it still runs after `seconds` (then killed).
 bool reap(pid_t pid, double seconds = 30, int* status_out = nullptr);
 

@@ -63,8 +63,8 @@ void StreamChain::add(const storage::RawEvent& raw, std::vector<LedgerProblem>& 
     Hash stored{};
     const bool prev_ok = revision_ == 0 || hash_from_bytes(hash_, prev);
     const bool ok = prev_ok && hash_from_bytes(raw.hash, stored) &&
-                    chain_hash(prev, raw.seq, rev, raw.stream_kind, raw.stream_id, raw.body) ==
-                        stored;
+                    stored_chain_hash(prev, raw.seq, rev, raw.stream_kind, raw.stream_id, raw.body,
+                                      raw.payload_hash) == stored;
     if (!ok) {
       broken_ = true;
       out.push_back(problem(

@@ -221,6 +221,7 @@ struct LogSummary {
   std::string source_database;  // the exporting database's id
   Seq since = 0;                // a partial export: only the chain was checked
   std::string segment_id;       // an archive segment's id ("" for an export)
+  std::int64_t redacted_payloads = 0;  // events whose payload is its digest only
 };
 
 struct AuditReport {
@@ -231,6 +232,10 @@ struct AuditReport {
 struct RestoreReport {
   std::int64_t events = 0;
   std::int64_t items = 0;
+  // Streams of segments whose payloads are redacted: their events cannot
+  // come back into a live log, so they stay anchored (checked against the
+  // segment's heads and digest).
+  std::int64_t kept_anchored = 0;
 };
 
 // ---- retention (cplane archive, docs/retention.md) --------------------------
@@ -241,11 +246,16 @@ struct ArchiveOptions {
   std::string file;               // the segment to write: must not exist; FILE.tmp beside it
   bool dry_run = false;           // count what would go, write nothing
   std::optional<Micros> now;      // the time "the future" is judged by (default: the store's clock)
+  // Each payload in the segment replaced by its digest (events/chain.hpp):
+  // the chain is still checked, the payloads cannot be read back. Refused
+  // for events written before chain 2.
+  bool redact_payloads = false;
 };
 
 struct ArchiveReport {
   std::int64_t streams = 0;       // streams archived (or, dry run, that would be)
   std::int64_t events = 0;        // their events, now in the segment
+  std::int64_t redacted = 0;      // payloads left out (redact_payloads)
   std::int64_t bytes = 0;         // the segment file's size
   std::string segment_id;         // hex
   std::string digest;             // BLAKE2b-256 of the file, hex

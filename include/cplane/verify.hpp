@@ -62,7 +62,10 @@ AuditReport audit_export(std::FILE* in, ControlStore* against = nullptr,
 // `segments`: archive segments of the exported store (cplane archive),
 // whose streams come back whole in place of their anchors, so that the
 // restored store holds the full history; InvalidArgument for a segment of
-// another store, or one the export's anchors do not name.
+// another store, or one the export's anchors do not name, or whose bytes
+// are not the ones they name. A segment whose payloads are redacted
+// (archive --redact-payloads) cannot come back into a live log: its
+// streams are checked against the anchors, which stay (kept_anchored).
 RestoreReport restore_export(std::FILE* in, ControlStore& fresh, const Progress& progress = {},
                              const std::vector<std::FILE*>& segments = {});
 
