@@ -480,10 +480,12 @@ void compare_with_anchors(std::FILE* in, storage::Backend& store, std::vector<Le
   // the segment (restored with its anchors) says the segment is its history.
   if (file.source_database != store.database_id() && !record) {
     problem(ProblemKind::digest_disagrees, "",
-            fmt::format("the segment was written by database {}, not this store ({}): it is "
-                        "another store's",
+            fmt::format("the segment was written by database {}, not this store ({}), and "
+                        "this store recorded no segment {}: it is another store's, or one whose "
+                        "streams a restore brought back whole, or the store's segments table "
+                        "was edited",
                         file.source_database.empty() ? "(unnamed)" : file.source_database,
-                        store.database_id()));
+                        store.database_id(), file.segment_id));
     return;
   }
   if (!record) {
@@ -518,13 +520,18 @@ void compare_with_anchors(std::FILE* in, storage::Backend& store, std::vector<Le
                           h.stream_id, file.segment_id));
     } else if (anchor->segment_id != file.segment_id || anchor->revision != h.revision ||
                anchor->last_seq != h.last_seq || anchor->hash != h.hash ||
-               anchor->segment_digest != std::string(as_bytes(digest))) {
+               anchor->segment_digest != record->digest) {
+      // A file whose digest is not the recorded one is named once, above;
+      // here only what the anchor itself says otherwise.
       problem(ProblemKind::head_disagrees, item,
               fmt::format("{} {} ends at revision {} (seq {}) in segment {}; its anchor says "
-                          "revision {} (seq {}) in segment {}{}",
+                          "revision {} (seq {}) in segment {}{}{}",
                           h.stream_kind, h.stream_id, h.revision, h.last_seq, file.segment_id,
                           anchor->revision, anchor->last_seq, anchor->segment_id,
-                          anchor->hash != h.hash ? ", with another hash" : ""));
+                          anchor->hash != h.hash ? ", with another hash" : "",
+                          anchor->segment_digest != record->digest
+                              ? ", naming another digest than the segment's record"
+                              : ""));
     }
   }
   tx.commit();

@@ -366,6 +366,18 @@ TEST_CASE("archive --redact-payloads: the segment holds no payload, audit checks
       CHECK(run_cli({"archive", "--db", db, "--verify-only", forged}).exit_code != 0);
     }
   }
+  SECTION("a segment that differs from its record only in its bytes is named once, by its digest") {
+    const std::string forged = dir.file("header.seg");
+    fs::copy_file(seg, forged);
+    rewrite_segment(forged, [](wire::ExportRecord::Builder record) {
+      if (record.isHeader()) record.getHeader().setExportedAt(record.getHeader().getExportedAt() + 1);
+    });
+    const auto r = run_cli({"archive", "--db", db, "--verify-only", forged, "--json"});
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 6);
+    CHECK(contains(r.out, "digest_disagrees"));
+    CHECK_FALSE(contains(r.out, "head_disagrees"));
+  }
   SECTION("a segment whose header hides its redaction is not cplane's: audit and restore refuse "
           "it") {
     const std::string forged = dir.file("hidden.seg");
