@@ -229,6 +229,10 @@ TEST_CASE("chain 2 covers a payload by its digest: a redacted body checks, and e
   claim.owner = "w";
   claim.fence = 1;
   const std::string claim_body = encode(item_event(claim));
+  CHECK(chain_form(claim_body).chain == 2);
+  CHECK_FALSE(chain_form(claim_body).has_payload);
+  CHECK(chain_form(with_chain(claim_body, 0)).chain == 1);
+  CHECK(chain_form(with_chain(claim_body, 7)).chain != 2);
   CHECK_FALSE(redact_payload(claim_body));
   CHECK_FALSE(stored_chain_hash(kNoHash, 7, 1, "item", "i1", claim_body, digest));
 
