@@ -33,6 +33,9 @@ extern const std::string kControlPlane;
 // Who an item event made for a session is by: its actor, else its id.
 const std::string& acting_for(const SessionRow& session);
 
+// A report's input (finish, report_batch): the item id, outcome and detail.
+void check_report(const std::string& item_id, Outcome outcome, const std::string& detail);
+
 // Actions checked (require_action), sorted, without duplicates. Empty is
 // InvalidArgument unless `allow_none`.
 std::vector<std::string> checked_actions(const std::vector<std::string>& actions, bool allow_none);
