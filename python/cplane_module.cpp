@@ -1558,9 +1558,35 @@ comes back after its backoff) unless no_retry.)doc");
         std::fclose(f);
         return py::dict("problems"_a = problem_list(r.problems), "events"_a = r.summary.events,
                         "heads"_a = r.summary.heads, "projects"_a = r.summary.projects,
-                        "chain_head"_a = r.summary.chain_head);
+                        "chain_head"_a = r.summary.chain_head,
+                        "segment_id"_a = r.summary.segment_id, "anchors"_a = r.summary.anchors,
+                        "redacted_payloads"_a = r.summary.redacted_payloads);
       },
       "path"_a, "against"_a = py::none(),
-      "Replays an export with no database (and, given a store, against its rows): a dict "
-      "with problems (LedgerProblem list), events, heads, projects, chain_head.");
+      "Replays an export or an archive segment with no database (and, given a store, "
+      "against its rows, or a segment against its anchors): a dict with problems "
+      "(LedgerProblem list), events, heads, projects, chain_head, segment_id ('' for an "
+      "export), anchors, redacted_payloads.");
+  m.def(
+      "archive",
+      [](Store& s, const Int& before, const PathArg& to, const OptText& project,
+         const Flag& dry_run, const Flag& redact_payloads, const OptInt& now) {
+        ArchiveOptions o;
+        o.before = integer(before, "before");
+        o.file = py::str(py::module_::import("os").attr("fspath")(to)).cast<std::string>();
+        o.project = optional_text(project, "project");
+        o.dry_run = truth(dry_run);
+        o.redact_payloads = truth(redact_payloads);
+        o.now = micros(now);
+        const auto r = s.run([&](ControlStore& c) { return archive(c, o); });
+        return py::dict("streams"_a = r.streams, "events"_a = r.events, "bytes"_a = r.bytes,
+                        "redacted"_a = r.redacted, "segment_id"_a = r.segment_id,
+                        "digest"_a = r.digest, "dry_run"_a = r.dry_run);
+      },
+      "store"_a, py::kw_only(), "before"_a, "to"_a, "project"_a = py::none(),
+      "dry_run"_a = false, "redact_payloads"_a = false, "now"_a = py::none(),
+      "Moves every item stream that ended before `before` (microseconds) into a new segment "
+      "file `to`, leaving an anchor per stream (docs/retention.md); redact_payloads: each "
+      "payload kept as its digest. A dict with streams, events, bytes, redacted, segment_id, "
+      "digest, dry_run.");
 }

@@ -180,6 +180,25 @@ def test_export_and_audit_agree_with_the_store(tmp_path, store):
         cplane.export(store, path)  # never over a file
 
 
+def test_archive_with_redacted_payloads_audits_clean_and_holds_no_payload(tmp_path, store):
+    for n in range(3):
+        store.enqueue("alpha", {"email": f"person{n}@example.org"}, now=T0 + n)
+    for n in range(2):
+        item = store.claim("worker-1", now=T0 + 10 + n)
+        store.finish(item.item_id, fence=item.fence, now=T0 + 20 + n)
+    segment = tmp_path / "done.seg"
+    report = cplane.archive(store, before=T0 + 100, to=segment, redact_payloads=True,
+                            now=T0 + 1000)
+    assert (report["streams"], report["redacted"], report["dry_run"]) == (2, 2, False)
+    assert b"example.org" not in segment.read_bytes()
+    audit = cplane.audit(segment, against=store)
+    assert audit["problems"] == []
+    assert (audit["redacted_payloads"], audit["segment_id"]) == (2, report["segment_id"])
+    assert cplane.verify_ledger(store) == []
+    with pytest.raises(cplane.InvalidArgument):
+        cplane.archive(store, before=T0 + 100, to=segment)  # never over a file
+
+
 def test_a_refused_export_leaves_no_file_behind(tmp_path, url):
     # A file left by a refusal would block the retry ("never over a file").
     store = cplane.ControlStore(url)
