@@ -43,10 +43,6 @@ void init(crypto_generichash_blake2b_state& s, const unsigned char* personal = k
   crypto_generichash_blake2b_init_salt_personal(&s, nullptr, 0, 32, nullptr, personal);
 }
 
-}  // namespace
-
-namespace {
-
 void put_bytes(crypto_generichash_blake2b_state& s, std::string_view bytes) {
   crypto_generichash_blake2b_update(&s, reinterpret_cast<const unsigned char*>(bytes.data()),
                                     bytes.size());
@@ -115,10 +111,9 @@ Hash chain2_hash(const Hash& prev, Seq seq, std::int64_t revision, std::string_v
     pos = span.at + span.size;
   }
   put_bytes(s, body.substr(pos));
-  const Hash own = digest == nullptr ? payload_digest(body.substr(form.salt_at, form.salt_size),
-                                                      body.substr(form.payload_at, form.payload_size))
-                                     : Hash{};
-  const Hash& d = digest == nullptr ? own : *digest;
+  const Hash d = digest != nullptr ? *digest
+                                   : payload_digest(body.substr(form.salt_at, form.salt_size),
+                                                    body.substr(form.payload_at, form.payload_size));
   crypto_generichash_blake2b_update(&s, d.data(), d.size());
   return finish(s);
 }
