@@ -65,13 +65,20 @@ std::string redacted_note(const ArchiveOptions& options, const ArchiveReport& re
   return fmt::format(", {} payload(s) redacted", report.redacted);
 }
 
+// " (3 items, 1 session, 2 schedules)": only when not all are items.
+std::string kinds_note(const ArchiveReport& report) {
+  if (report.sessions == 0 && report.schedules == 0) return {};
+  return fmt::format(" ({} item(s), {} session(s), {} schedule(s))", report.items,
+                     report.sessions, report.schedules);
+}
+
 }  // namespace
 
 kj::MainFunc Cli::archive_command() {
   return globals(kj::MainBuilder(
                      context_, kVersionLine,
-                     "Move every item stream that ended (done, failed, closed or cancelled) "
-                     "before TIME out of the live log into a segment FILE (the export format: "
+                     "Move every stream that ended before TIME (an item done, failed, closed "
+                     "or cancelled; a closed session; a removed schedule) out of the live log into a segment FILE (the export format: "
                      "`cplane audit FILE` reads it), leaving an anchor per stream that verify "
                      "checks like a head. TIME: microseconds since the epoch, or ISO-8601 UTC "
                      "(2026-01-31T12:00:00Z); never in the future. FILE must not exist; it is "
@@ -82,7 +89,8 @@ kj::MainFunc Cli::archive_command() {
       .addOptionWithArg({"before"}, KJ_BIND_METHOD(*this, set_before), "<time>",
                         "archive streams that ended before this time")
       .addOptionWithArg({"project"}, KJ_BIND_METHOD(*this, set_project), "<id>",
-                        "only this project's streams")
+                        "only this project's items and schedules (no session: a session is no "
+                        "project's)")
       .addOptionWithArg({"to"}, KJ_BIND_METHOD(*this, set_to), "<file>",
                         "the segment file to write (must not exist)")
       .addOption({"dry-run"}, KJ_BIND_METHOD(*this, set_dry_run),
@@ -149,6 +157,9 @@ Validity Cli::run_archive() {
       print(JsonObject()
                 .boolean("dry_run", report.dry_run)
                 .num("streams", report.streams)
+                .num("items", report.items)
+                .num("sessions", report.sessions)
+                .num("schedules", report.schedules)
                 .num("events", report.events)
                 .num("bytes", report.bytes)
                 .boolean("redact_payloads", options.redact_payloads)
@@ -158,12 +169,14 @@ Validity Cli::run_archive() {
                 .str("digest", report.digest)
                 .done());
     } else if (report.dry_run) {
-      print(fmt::format("would archive {} stream(s), {} event(s){}; nothing written",
-                        report.streams, report.events, redacted_note(options, report)));
+      print(fmt::format("would archive {} stream(s){}, {} event(s){}; nothing written",
+                        report.streams, kinds_note(report), report.events,
+                        redacted_note(options, report)));
     } else {
-      print(fmt::format("archived {} stream(s), {} event(s) to {} ({} bytes){}; segment {} "
+      print(fmt::format("archived {} stream(s){}, {} event(s) to {} ({} bytes){}; segment {} "
                         "digest {}",
-                        report.streams, report.events, options.file, report.bytes,
+                        report.streams, kinds_note(report), report.events, options.file,
+                        report.bytes,
                         redacted_note(options, report), report.segment_id, report.digest));
     }
   });

@@ -280,9 +280,16 @@ SessionRow require_open_session(std::optional<SessionRow> row, std::string_view 
 }
 
 std::optional<Event> decide_open_session(const std::optional<SessionRow>& existing,
+                                         const std::string& archived_in,
                                          const std::string& session,
                                          const std::optional<std::string>& actor, Micros now) {
   const std::string scope = actor.value_or("");
+  if (!existing && !archived_in.empty()) {
+    throw InvalidArgument(InvalidArgument::Reason::already_exists,
+                          fmt::format("session {} was closed and archived (segment {}); session "
+                                      "ids are not reused: open a new one",
+                                      quote_id(session), archived_in));
+  }
   if (existing) {
     if (!existing->is_open()) {
       throw InvalidArgument(InvalidArgument::Reason::already_exists,

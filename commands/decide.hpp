@@ -177,8 +177,10 @@ std::optional<Event> decide_set_weight(const ProjectRow& project, std::uint32_t 
 
 // Adding schedule `name` to `project` (existing: the row of that name, or
 // nullopt), first firing at `next_at`: schedule_created. InvalidArgument
-// (already_exists) for a name taken, even by a removed schedule.
-Event decide_add_schedule(const std::optional<ScheduleRow>& existing, const ProjectRow& project,
+// (already_exists) for a name taken, even by a removed schedule, or by one
+// archived (`archived_in`: the segment its anchor names; "" none).
+Event decide_add_schedule(const std::optional<ScheduleRow>& existing,
+                          const std::string& archived_in, const ProjectRow& project,
                           const std::string& name, const ControlStore::ScheduleSpec& spec,
                           Micros next_at, Micros now);
 
@@ -207,9 +209,11 @@ SessionRow require_open_session(std::optional<SessionRow> row, std::string_view 
 // Opening `session` for `actor` (nullopt: unscoped) over the row of that id
 // (nullopt: none): session_opened, by the actor; nullopt when it is open
 // already under the same scope (nothing to record). InvalidArgument
-// (already_exists) for a closed session (ids are not reused) and for one
-// open under another scope.
+// (already_exists) for a closed session (ids are not reused), one archived
+// (`archived_in`: the segment its anchor names; "" none), and one open
+// under another scope.
 std::optional<Event> decide_open_session(const std::optional<SessionRow>& existing,
+                                         const std::string& archived_in,
                                          const std::string& session,
                                          const std::optional<std::string>& actor, Micros now);
 

@@ -23,13 +23,18 @@ using storage::Transaction;
 
 // ---- the decisions ------------------------------------------------------------------
 
-Event decide_add_schedule(const std::optional<ScheduleRow>& existing, const ProjectRow& project,
+Event decide_add_schedule(const std::optional<ScheduleRow>& existing,
+                          const std::string& archived_in, const ProjectRow& project,
                           const std::string& name, const ControlStore::ScheduleSpec& spec,
                           Micros next_at, Micros now) {
-  if (existing) {
-    throw InvalidArgument(InvalidArgument::Reason::already_exists,
-                          fmt::format("schedule {} already exists{}", quote_id(name),
-                                      existing->removed ? " (removed: names are not reused)" : ""));
+  if (existing || !archived_in.empty()) {
+    throw InvalidArgument(
+        InvalidArgument::Reason::already_exists,
+        fmt::format("schedule {} already exists{}", quote_id(name),
+                    existing ? (existing->removed ? " (removed: names are not reused)" : "")
+                             : fmt::format(" (removed and archived in segment {}: names are not "
+                                           "reused)",
+                                           archived_in)));
   }
   if (spec.catch_up < ControlStore::kCatchUpAll) {
     throw InvalidArgument(fmt::format("catch-up {} is none of none (0), all or a count of at "
@@ -159,7 +164,11 @@ bool CommandRunner::exec(ControlStore::Impl& s, const cmd::ScheduleChange& c) {
       throw InvalidArgument(fmt::format("cron {} never fires (within five years of now)",
                                         quote_id(c.spec.cron)));
     }
-    event = decide_add_schedule(backend.find_schedule(c.name), *project, c.name, c.spec, next, at);
+    const auto existing = backend.find_schedule(c.name);
+    const auto archived =
+        existing ? std::nullopt : backend.find_anchor({StreamKind::schedule, c.name});
+    event = decide_add_schedule(existing, archived ? archived->segment_id : std::string(),
+                                *project, c.name, c.spec, next, at);
   } else {
     before = require_schedule(backend, c.name);
     if (before.removed) {

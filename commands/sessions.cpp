@@ -46,7 +46,12 @@ void CommandRunner::exec(ControlStore::Impl& s, const cmd::OpenSession& c) {
   const auto& [session, actor, now] = std::tie(c.session, c.actor, c.now);
   // Read once the write lock is held: the decision is made at this time.
   const Micros at = s.clock(now);
-  const auto event = decide_open_session(s.backend_->find_session(session), session, actor, at);
+  const auto existing = s.backend_->find_session(session);
+  // A new id: one that was archived is not new (one index seek, only then).
+  const auto archived =
+      existing ? std::nullopt : s.backend_->find_anchor({StreamKind::session, session});
+  const auto event = decide_open_session(existing, archived ? archived->segment_id : std::string(),
+                                         session, actor, at);
   if (!event) return;  // open already, as asked: nothing to record
   const Seq seq = s.backend_->append(*event);
   s.backend_->put_session(apply(SessionRow{}, StoredEvent{seq, *event}));

@@ -127,13 +127,13 @@ class SegmentLog final : public storage::LogSource {
   void rollback() noexcept override {}
 
   std::unique_ptr<storage::Cursor<storage::RawEvent>> scan_stream(StreamKind kind) override {
-    return std::make_unique<Events>(*this, kind == StreamKind::item);
+    return std::make_unique<Events>(*this, to_string(kind));
   }
   std::unique_ptr<storage::Cursor<storage::StreamHead>> scan_heads(StreamKind kind) override {
-    return std::make_unique<Heads>(*this, kind == StreamKind::item);
+    return std::make_unique<Heads>(*this, to_string(kind));
   }
   std::unique_ptr<storage::Cursor<storage::RawEvent>> scan_unfiled() override {
-    return std::make_unique<Events>(*this, false);
+    return std::make_unique<Events>(*this, std::string_view());
   }
   std::vector<storage::StreamHead> unfiled_heads() override { return {}; }
   std::optional<storage::LogDigest> log_digest() override { return digest_; }
@@ -142,13 +142,15 @@ class SegmentLog final : public storage::LogSource {
   std::int64_t event_count() override { return digest_.events; }
 
  private:
+  // The anchors of one kind, in the order they were listed (by id).
   struct Events final : storage::Cursor<storage::RawEvent> {
-    Events(SegmentLog& log, bool any) : log(log), any(any) {}
+    Events(SegmentLog& log, std::string_view kind) : log(log), kind(kind) {}
     bool next(storage::RawEvent& out) override {
-      if (!any) return false;
       while (at >= events.size()) {
-        if (stream >= log.anchors_.size()) return false;
-        events = log.backend_.stream_events({StreamKind::item, log.anchors_[stream++].stream_id});
+        while (stream < log.anchors_.size() && log.anchors_[stream].stream_kind != kind) ++stream;
+        if (kind.empty() || stream >= log.anchors_.size()) return false;
+        const auto& a = log.anchors_[stream++];
+        events = log.backend_.stream_events({*parse_stream_kind(a.stream_kind), a.stream_id});
         at = 0;
       }
       out = std::move(events[at++]);
@@ -161,20 +163,21 @@ class SegmentLog final : public storage::LogSource {
       return true;
     }
     SegmentLog& log;
-    bool any;
+    std::string_view kind;
     std::size_t stream = 0, at = 0;
     std::vector<storage::RawEvent> events;
   };
   struct Heads final : storage::Cursor<storage::StreamHead> {
-    Heads(SegmentLog& log, bool any) : log(log), any(any) {}
+    Heads(SegmentLog& log, std::string_view kind) : log(log), kind(kind) {}
     bool next(storage::StreamHead& out) override {
-      if (!any || at >= log.anchors_.size()) return false;
+      while (at < log.anchors_.size() && log.anchors_[at].stream_kind != kind) ++at;
+      if (at >= log.anchors_.size()) return false;
       const auto& a = log.anchors_[at++];
       out = {a.stream_kind, a.stream_id, a.revision, a.last_seq, a.hash};
       return true;
     }
     SegmentLog& log;
-    bool any;
+    std::string_view kind;
     std::size_t at = 0;
   };
 
@@ -222,37 +225,177 @@ void place_segment(const std::string& tmp, const std::string& file) {
   throw io_error(fmt::format("cannot rename {} to {}", tmp, file));
 }
 
-// An item stream's row as its events fold, each event's hash checked
-// against its chain: the truth the anchor is made of.
-ItemRow fold_stream(const std::string& id, const std::vector<storage::RawEvent>& events) {
-  ItemRow row;
+// A stream's row as its events fold, each event's hash checked against
+// its chain: the truth the anchor is made of.
+template <class Row>
+Row fold_stream(StreamKind kind, const std::string& id,
+                const std::vector<storage::RawEvent>& events) {
+  const std::string_view kind_name = to_string(kind);
+  Row row;
   Hash prev = kNoHash;
   std::int64_t revision = 0;
   for (const auto& raw : events) {
     Hash stored{};
-    const bool chained = ++revision == raw.revision && raw.stream_kind == "item" &&
+    const bool chained = ++revision == raw.revision && raw.stream_kind == kind_name &&
                          raw.stream_id == id && hash_from_bytes(raw.hash, stored) &&
                          stored_chain_hash(prev, raw.seq, raw.revision, raw.stream_kind,
                                            raw.stream_id, raw.body, raw.payload_hash) == stored;
     if (!chained) {
       throw StorageError(StorageError::Category::corruption,
-                         fmt::format("item {}'s event seq {} is not chained to the one before "
+                         fmt::format("{} {}'s event seq {} is not chained to the one before "
                                      "it: the log was edited outside cplane. Nothing was "
                                      "archived; run cplane verify",
-                                     id, raw.seq));
+                                     kind_name, id, raw.seq));
     }
     prev = stored;
     StoredEvent event{raw.seq, decode(raw.body)};
-    if (stream_of(event.event) != StreamRef{StreamKind::item, id}) {
+    if (stream_of(event.event) != StreamRef{kind, id}) {
       throw StorageError(StorageError::Category::corruption,
-                         fmt::format("item {}'s event seq {} belongs to another stream: the log "
+                         fmt::format("{} {}'s event seq {} belongs to another stream: the log "
                                      "was edited outside cplane. Nothing was archived; run "
                                      "cplane verify",
-                                     id, raw.seq));
+                                     kind_name, id, raw.seq));
     }
     row = apply(std::move(row), event);
   }
   return row;
+}
+
+StorageError row_edited(std::string_view kind, const std::string& id, const std::string& row,
+                        const std::string& fold) {
+  return StorageError(StorageError::Category::corruption,
+                      fmt::format("{} {}'s row ({}) is not what its log folds to ({}): the row "
+                                  "was edited outside cplane. Nothing was archived; run cplane "
+                                  "verify, then cplane rebuild",
+                                  kind, id, row, fold));
+}
+
+// The anchor of a stream whose `events` were read and folded: where its
+// chain ends and every seq it held; the caller fills what it ended as.
+storage::StreamAnchor anchor_of(StreamKind kind, const std::string& id,
+                                const std::vector<storage::RawEvent>& events) {
+  storage::StreamAnchor a;
+  a.stream_kind = std::string(to_string(kind));
+  a.stream_id = id;
+  a.revision = events.back().revision;
+  a.last_seq = events.back().seq;
+  a.hash = events.back().hash;
+  a.events = static_cast<std::int64_t>(events.size());
+  std::vector<Seq> seqs;
+  seqs.reserve(events.size());
+  for (const auto& e : events) seqs.push_back(e.seq);
+  a.seqs = storage::pack_seqs(seqs);
+  return a;
+}
+
+// Reads the events of a stream listed as ended, checks that it may be
+// archived (and redacted), and returns its anchor, or nullopt when its row
+// no longer says it ended (changed since it was listed: left live). Kind
+// by kind, what the anchor keeps comes from the log, not from the row: a
+// row edited outside cplane (a claimed item set to done, a key changed)
+// would otherwise be archived as if it were true, and pass every check
+// after (found by an adversarial run).
+std::optional<storage::StreamAnchor> read_ended(storage::Backend& backend, StreamKind kind,
+                                                const std::string& id,
+                                                const ArchiveOptions& options,
+                                                ArchiveReport& report) {
+  // The row first: on a server it is locked (FOR UPDATE), so that a
+  // redrive of a failed item waits for the archive instead of moving the
+  // stream between its events being read and its anchor written.
+  std::optional<ItemRow> item;
+  std::optional<SessionRow> session;
+  std::optional<ScheduleRow> schedule;
+  switch (kind) {
+    case StreamKind::item:
+      item = backend.find_item(id);
+      if (!item || !is_terminal(item->status) || item->updated_at >= options.before) {
+        return std::nullopt;
+      }
+      break;
+    case StreamKind::session:
+      session = backend.find_session(id);
+      if (!session || session->is_open() || session->closed_at >= options.before) {
+        return std::nullopt;
+      }
+      break;
+    case StreamKind::schedule:
+      schedule = backend.find_schedule(id);
+      if (!schedule || !schedule->removed || schedule->updated_at >= options.before) {
+        return std::nullopt;
+      }
+      break;
+    default:
+      return std::nullopt;
+  }
+  const std::string_view kind_name = to_string(kind);
+  const auto events = backend.stream_events({kind, id});
+  if (events.empty()) {
+    throw StorageError(StorageError::Category::corruption,
+                       fmt::format("{} {} has a row and no events: the log was edited outside "
+                                   "cplane. Nothing was archived; run cplane verify",
+                                   kind_name, id));
+  }
+  if (options.redact_payloads) {
+    for (const auto& e : events) {
+      try {
+        if (redact_payload(e.body)) ++report.redacted;
+      } catch (const InvalidArgument& refused) {
+        throw InvalidArgument(fmt::format("{} {} (seq {}): {}; archive it without "
+                                          "--redact-payloads (docs/retention.md). Nothing was "
+                                          "archived",
+                                          kind_name, id, e.seq, refused.what()));
+      }
+    }
+  }
+  auto a = anchor_of(kind, id, events);
+  if (item) {
+    const ItemRow fold = fold_stream<ItemRow>(kind, id, events);
+    if (!is_terminal(fold.status) || fold.status != item->status || fold.fence != item->fence ||
+        fold.key != item->key || fold.project_id != item->project_id) {
+      throw row_edited(kind_name, id,
+                       fmt::format("{}, fence {}", to_string(item->status), item->fence),
+                       fmt::format("{}, fence {}", to_string(fold.status), fold.fence));
+    }
+    a.project_id = fold.project_id;
+    a.state = std::string(to_string(fold.status));
+    a.fence = static_cast<std::int64_t>(std::max(fold.fence, fold.ended_fence));
+    a.idem_key = fold.key;
+    a.ended_at = fold.updated_at;
+    ++report.items;
+  } else if (session) {
+    const SessionRow fold = fold_stream<SessionRow>(kind, id, events);
+    if (fold.is_open() || fold != *session) {
+      throw row_edited(kind_name, id, fmt::format("closed at {}", session->closed_at),
+                       fold.is_open() ? std::string("open")
+                                      : fmt::format("closed at {}", fold.closed_at));
+    }
+    a.state = "closed";
+    a.ended_at = fold.closed_at;
+    ++report.sessions;
+  } else {
+    const ScheduleRow fold = fold_stream<ScheduleRow>(kind, id, events);
+    if (!fold.removed || fold.project_id != schedule->project_id ||
+        fold.updated_at != schedule->updated_at || fold.last_seq != schedule->last_seq) {
+      throw row_edited(kind_name, id, fmt::format("removed, project {}", schedule->project_id),
+                       fmt::format("{}, project {}", fold.removed ? "removed" : "not removed",
+                                   fold.project_id));
+    }
+    a.project_id = fold.project_id;
+    a.state = "removed";
+    a.ended_at = fold.updated_at;
+    ++report.schedules;
+  }
+  return a;
+}
+
+void delete_row(storage::Backend& backend, const storage::StreamAnchor& a) {
+  if (a.stream_kind == "item") {
+    backend.delete_item(a.stream_id);
+  } else if (a.stream_kind == "session") {
+    backend.delete_session(a.stream_id);
+  } else {
+    backend.delete_schedule(a.stream_id);
+  }
 }
 
 }  // namespace
@@ -292,81 +435,32 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
     throw NotFound(NotFound::Reason::unknown_project,
                    fmt::format("no such project: {}", *options.project));
   }
-  const auto ids =
-      backend.ended_items(options.before, options.project ? &*options.project : nullptr, kNoLimit);
-  if (ids.empty()) {
+  // Pass one: each stream's anchor (all but the segment's id and digest)
+  // and the segment's digest; items, then sessions, then schedules, each
+  // kind by id (the order the segment's streams are written in).
+  const std::string* project = options.project ? &*options.project : nullptr;
+  std::vector<storage::StreamAnchor> anchors;
+  storage::LogDigest digest;
+  Hash folded{};
+  std::size_t listed = 0;
+  for (const StreamKind kind : {StreamKind::item, StreamKind::session, StreamKind::schedule}) {
+    const auto ids = backend.ended_streams(kind, options.before, project, kNoLimit);
+    listed += ids.size();
+    for (const auto& id : ids) {
+      auto a = read_ended(backend, kind, id, options, report);
+      if (!a) continue;  // changed since it was listed: no longer ended
+      Hash h{};
+      if (hash_from_bytes(a->hash, h)) xor_into(folded, h);
+      digest.events += a->events;
+      digest.last_seq = std::max(digest.last_seq, a->last_seq);
+      report.events += a->events;
+      anchors.push_back(std::move(*a));
+    }
+  }
+  if (listed == 0) {
     throw InvalidArgument(fmt::format("no stream{} ended before {}: nothing to archive",
                                       options.project ? " of project " + *options.project : "",
                                       options.before));
-  }
-  // Pass one: each stream's anchor (all but the segment's id and digest)
-  // and the segment's digest.
-  std::vector<storage::StreamAnchor> anchors;
-  anchors.reserve(ids.size());
-  storage::LogDigest digest;
-  Hash folded{};
-  std::vector<Seq> seqs;
-  for (const auto& id : ids) {
-    // The row first: on a server it is locked (FOR UPDATE), so that a
-    // redrive of a failed item waits for the archive instead of moving
-    // the stream between its events being read and its anchor written.
-    const auto row = backend.find_item(id);
-    // Redriven (or gone) since the list was read: no longer ended, not archived.
-    if (!row || !is_terminal(row->status) || row->updated_at >= options.before) continue;
-    const auto events = backend.stream_events({StreamKind::item, id});
-    if (events.empty()) {
-      throw StorageError(StorageError::Category::corruption,
-                         fmt::format("item {} has a row and no events: the log was edited "
-                                     "outside cplane. Nothing was archived; run cplane verify",
-                                     id));
-    }
-    // What the anchor keeps comes from the log, not from the row: a row
-    // edited outside cplane (a claimed item set to done, a key changed)
-    // would otherwise be archived as if it were true, and pass every check
-    // after (found by an adversarial run).
-    const ItemRow fold = fold_stream(id, events);
-    if (options.redact_payloads) {
-      for (const auto& e : events) {
-        try {
-          if (redact_payload(e.body)) ++report.redacted;
-        } catch (const InvalidArgument& refused) {
-          throw InvalidArgument(fmt::format("item {} (seq {}): {}; archive it without "
-                                            "--redact-payloads (docs/retention.md). Nothing was "
-                                            "archived",
-                                            id, e.seq, refused.what()));
-        }
-      }
-    }
-    if (!is_terminal(fold.status) || fold.status != row->status || fold.fence != row->fence ||
-        fold.key != row->key || fold.project_id != row->project_id) {
-      throw StorageError(StorageError::Category::corruption,
-                         fmt::format("item {}'s row ({}, fence {}) is not what its log folds to "
-                                     "({}, fence {}): the row was edited outside cplane. Nothing "
-                                     "was archived; run cplane verify, then cplane rebuild",
-                                     id, to_string(row->status), row->fence,
-                                     to_string(fold.status), fold.fence));
-    }
-    storage::StreamAnchor a;
-    a.stream_kind = "item";
-    a.stream_id = id;
-    a.revision = events.back().revision;
-    a.last_seq = events.back().seq;
-    a.hash = events.back().hash;
-    a.events = static_cast<std::int64_t>(events.size());
-    seqs.clear();
-    for (const auto& e : events) seqs.push_back(e.seq);
-    a.seqs = storage::pack_seqs(seqs);
-    a.project_id = fold.project_id;
-    a.state = std::string(to_string(fold.status));
-    a.fence = static_cast<std::int64_t>(std::max(fold.fence, fold.ended_fence));
-    a.idem_key = fold.key;
-    a.ended_at = fold.updated_at;
-    Hash h{};
-    if (hash_from_bytes(a.hash, h)) xor_into(folded, h);
-    digest.events += a.events;
-    digest.last_seq = std::max(digest.last_seq, a.last_seq);
-    report.events += a.events;
-    anchors.push_back(std::move(a));
   }
   if (anchors.empty()) {
     throw InvalidArgument(fmt::format("no stream{} ended before {}: nothing to archive (the "
@@ -438,7 +532,7 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
     a.segment_id = report.segment_id;
     a.segment_digest = std::string(as_bytes(file_hash));
     backend.archive_stream(a);
-    backend.delete_item(a.stream_id);
+    delete_row(backend, a);
   }
   storage::Backend::SegmentRecord record;
   record.segment_id = report.segment_id;

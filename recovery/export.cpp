@@ -300,6 +300,7 @@ class ExportLog final : public storage::LogSource {
   std::string database_id() override { return reader_.header().source; }
   bool seqs_dense() override { return reader_.header().dense; }
   std::int64_t event_count() override { return std::max<std::int64_t>(reader_.header().event_count, 0); }
+  bool partial_history() override { return !reader_.header().segment_id.empty(); }
 
  private:
   // Records of stream kind `kind` ("" for kinds this build does not know),

@@ -304,11 +304,15 @@ class Backend : public LogSource, public RowSource {
   // A backend that cannot archive yet refuses the writes and ended_items with
   // InvalidArgument, before anything is written; its reads answer none.
   //
-  // The ids of the items (of one project, or of all) that ended (done,
-  // failed, closed or cancelled) before `before` (their row's updated_at),
-  // by id, at most `limit`.
-  virtual std::vector<std::string> ended_items(Micros before, const std::string* project_id,
-                                               std::size_t limit);
+  // The ids of the streams of `kind` (of one project, or of all) that
+  // ended before `before`, by id, at most `limit`: items done, failed,
+  // closed or cancelled (their row's updated_at); sessions closed (their
+  // closed_at; a session is no project's, so none with `project_id`);
+  // schedules removed (their updated_at). None of any other kind. On a
+  // server the rows are locked (FOR UPDATE) inside a write transaction.
+  virtual std::vector<std::string> ended_streams(StreamKind kind, Micros before,
+                                                 const std::string* project_id,
+                                                 std::size_t limit);
   // Moves a stream out of the live log: deletes its events and head and
   // stores `anchor`, whose anchor_hash replaces the head's hash in the log's
   // digest (its event count and last seq are unchanged: the events still

@@ -60,9 +60,10 @@ class BackendWrapper : public Backend {
   std::unique_ptr<Cursor<StreamAnchor>> scan_anchors(StreamKind kind) override {
     return inner_->scan_anchors(kind);
   }
-  std::vector<std::string> ended_items(Micros before, const std::string* project_id,
-                                       std::size_t limit) override {
-    return inner_->ended_items(before, project_id, limit);
+  std::vector<std::string> ended_streams(StreamKind kind, Micros before,
+                                         const std::string* project_id,
+                                         std::size_t limit) override {
+    return inner_->ended_streams(kind, before, project_id, limit);
   }
   void archive_stream(const StreamAnchor& anchor) override { inner_->archive_stream(anchor); }
   void import_anchor(const StreamAnchor& anchor) override { inner_->import_anchor(anchor); }

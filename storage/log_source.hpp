@@ -169,6 +169,11 @@ class LogSource {
     std::int64_t events = 0;
   };
   virtual std::optional<std::vector<RecordedSegment>> recorded_segments() { return std::nullopt; }
+  // True for a log that holds some streams of a history and not the others
+  // (an archive segment): what its streams say of streams it does not hold
+  // (the project an item is in, the session that held it, the item a
+  // schedule's fire made) is not checked on it, but in the whole history.
+  virtual bool partial_history() { return false; }
 };
 
 // The projected rows, each table scanned whole in its stream id's order

@@ -233,7 +233,8 @@ InvalidArgument no_archive() {
 std::unique_ptr<Cursor<StreamAnchor>> LogSource::scan_anchors(StreamKind) {
   return std::make_unique<NoRows<StreamAnchor>>();
 }
-std::vector<std::string> Backend::ended_items(Micros, const std::string*, std::size_t) {
+std::vector<std::string> Backend::ended_streams(StreamKind, Micros, const std::string*,
+                                                std::size_t) {
   throw no_archive();
 }
 void Backend::archive_stream(const StreamAnchor&) { throw no_archive(); }

@@ -96,6 +96,97 @@ TEST_CASE("archive on every engine: anchors, a clean verify, keys that still ded
   CHECK(problems.front().kind == ProblemKind::digest_disagrees);
 }
 
+TEST_CASE("archive on every engine: a closed session and a removed schedule go too, their "
+          "names stay taken, and the live items that name them still verify",
+          "[archive][conformance]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "ss.db");
+  constexpr Micros kLater = T0 + 100'000'000;  // after the schedule's first occurrence (T0+40 s)
+  std::string released;
+  {
+    ControlStore store{db};
+    store.create_project("alpha", "A", "open", T0);
+    const auto done = store.enqueue("alpha", R"({"n": 1})", {}, T0 + 1);
+    released = store.enqueue("alpha", R"({"n": 2})", {}, T0 + 2);
+    store.open_session("s1", std::nullopt, T0 + 3);
+    const auto a = store.assign_and_lease("s1", done, {"push"}, Seconds(60), T0 + 4);
+    store.finish(done, a.fence, Outcome::done, "", T0 + 5);
+    store.assign_and_lease("s1", released, {"push"}, Seconds(60), T0 + 6);
+    store.close_session("s1", T0 + 7);  // releases `released`: it stays live, naming s1
+    store.open_session("s2", std::nullopt, T0 + 8);  // open: stays
+    store.add_schedule("nightly", {.project_id = "alpha", .cron = "* * * * *", .now = T0});
+    REQUIRE(store.tick(T0 + 50'000'000) == 1);  // its item stays live
+    REQUIRE(store.remove_schedule("nightly", T0 + 60'000'000));
+    store.add_schedule("hourly", {.project_id = "alpha", .cron = "@hourly", .now = T0});
+  }
+  const std::string seg = dir.file("ss.seg");
+  {
+    ControlStore store{db};
+    // --project archives no session: a session is no project's.
+    const auto dry = archive(store, {.before = kLater, .project = "alpha", .dry_run = true,
+                                     .now = kLater});
+    CHECK(dry.sessions == 0);
+    CHECK(dry.schedules == 1);
+    const auto report = archive(store, {.before = kLater, .file = seg, .now = kLater});
+    CHECK(report.items == 1);
+    CHECK(report.sessions == 1);
+    CHECK(report.schedules == 1);
+    CHECK(report.streams == 3);
+    const auto problems = verify_ledger(store);
+    for (const auto& p : problems) UNSCOPED_INFO(p.detail);
+    CHECK(problems.empty());
+    CHECK(verify_segment(store, seg).problems.empty());
+    // The names stay taken: nothing appended.
+    const auto events = one(db, "SELECT count(*) FROM events");
+    CHECK_THROWS_AS(store.open_session("s1", std::nullopt, kLater), InvalidArgument);
+    CHECK_THROWS_AS(store.add_schedule("nightly", {.project_id = "alpha", .cron = "@daily",
+                                                   .now = kLater}),
+                    InvalidArgument);
+    CHECK(one(db, "SELECT count(*) FROM events") == events);
+    // The item s1 held and gave back is still claimable.
+    const auto c = store.claim("w", {.now = kLater, .fair = false});
+    REQUIRE(c);
+    CHECK(verify_ledger(store).empty());
+  }
+  CHECK(one(db, "SELECT count(*) FROM sessions") == "1");   // s2
+  CHECK(one(db, "SELECT count(*) FROM schedules") == "1");  // hourly
+  CHECK(one(db, "SELECT count(*) FROM anchors WHERE stream_kind = 'session'") == "1");
+  CHECK(one(db, "SELECT count(*) FROM anchors WHERE stream_kind = 'schedule'") == "1");
+  // The segment on its own passes its checks: it cannot show the items the
+  // schedule made nor the projects, and does not call them missing.
+  const auto alone = run_cli({"audit", seg});
+  INFO(alone.out << alone.err);
+  CHECK(alone.exit_code == 0);
+
+  // The whole history back: the session and the schedule as they ended.
+  const std::string live = dir.file("ss.export");
+  REQUIRE(run_cli({"--db", db, "export", live}).exit_code == 0);
+  CHECK(run_cli({"audit", live, seg}).exit_code == 0);
+  const std::string full = test_context().fresh_store(dir, "ss-full.db");
+  const auto restored = run_cli({"--db", full, "restore", live, seg});
+  INFO(restored.out << restored.err);
+  REQUIRE(restored.exit_code == 0);
+  CHECK(one(full, "SELECT count(*) FROM anchors") == "0");
+  CHECK(one(full, "SELECT count(*) FROM sessions WHERE session_id = 's1'") == "1");
+  CHECK(one(full, "SELECT count(*) FROM schedules WHERE name = 'nightly'") == "1");
+  CHECK(run_cli({"--db", full, "verify"}).exit_code == 0);
+
+  // A row put back for the archived session: named, and rebuild removes it
+  // (the anchor proves the session ended).
+  sql(db, "INSERT INTO sessions (session_id, actor, opened_at, last_seen_at, closed_at, "
+          "last_seq) VALUES ('s1', NULL, 1, 1, NULL, 1)");
+  CHECK(run_cli({"--db", db, "verify"}).exit_code == 6);
+  CHECK(run_cli({"--db", db, "rebuild"}).exit_code == 0);
+  CHECK(one(db, "SELECT count(*) FROM sessions WHERE session_id = 's1'") == "0");
+  CHECK(run_cli({"--db", db, "verify"}).exit_code == 0);
+  // The session's anchor edited (when it ended): the digest names it.
+  sql(db, "UPDATE anchors SET ended_at = ended_at + 1 WHERE stream_kind = 'session'");
+  ControlStore store{db};
+  const auto problems = verify_ledger(store);
+  REQUIRE_FALSE(problems.empty());
+  CHECK(problems.front().kind == ProblemKind::digest_disagrees);
+}
+
 TEST_CASE("archive refuses bad input on every engine and changes nothing", "[archive][conformance]") {
   TempDir dir;
   const std::string db = test_context().fresh_store(dir, "b.db");

@@ -197,9 +197,14 @@ TEST_CASE("opening a session records it once, and never reopens or rescopes one"
     std::optional<std::string> actor;
     bool recorded;
     std::string refusal;  // "" for none
+    std::string archived_in = "";
   };
   const Case cases[] = {
       {"a new unscoped session", std::nullopt, std::nullopt, true, ""},
+      {"archived, asked again", std::nullopt, std::nullopt, false,
+       "session 's1' was closed and archived (segment 5e6); session ids are not reused: open a "
+       "new one",
+       "5e6"},
       {"a new scoped session", std::nullopt, "alice", true, ""},
       {"open unscoped, asked unscoped", session_row("s1", ""), std::nullopt, false, ""},
       {"open as alice, asked as alice", session_row("s1", "alice"), "alice", false, ""},
@@ -216,13 +221,13 @@ TEST_CASE("opening a session records it once, and never reopens or rescopes one"
     SECTION(c.name) {
       if (!c.refusal.empty()) {
         const auto e = refusal_of<InvalidArgument>(
-            [&] { decide_open_session(c.existing, "s1", c.actor, 100); });
+            [&] { decide_open_session(c.existing, c.archived_in, "s1", c.actor, 100); });
         REQUIRE(e);
         CHECK(e->reason() == InvalidArgument::Reason::already_exists);
         CHECK(std::string(e->what()) == c.refusal);
         continue;
       }
-      const auto event = decide_open_session(c.existing, "s1", c.actor, 100);
+      const auto event = decide_open_session(c.existing, c.archived_in, "s1", c.actor, 100);
       REQUIRE(event.has_value() == c.recorded);
       if (!event) continue;
       const std::string scope = c.actor.value_or("");

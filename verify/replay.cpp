@@ -162,6 +162,27 @@ void reconcile(RowSide<P>& side, StreamAudit& audit, const LogFacts& facts, cons
   }
 }
 
+// What an archived stream's anchor still tells the streams checked after
+// it: an item a schedule made is still the one its fire names; a closed
+// session lived from its first seq to its last (its events name no actor
+// here: the grant check of its assignments is the whole-history audit's);
+// a removed schedule's fires are in its segment.
+void note_archived(const storage::StreamAnchor& anchor, StreamKind kind, LogFacts& facts) {
+  const std::string& sid = anchor.stream_id;
+  if (kind == StreamKind::item && anchor.idem_key.rfind("schedule:", 0) == 0) {
+    facts.schedule_items.emplace(sid, anchor.idem_key);
+  } else if (kind == StreamKind::session) {
+    std::vector<Seq> seqs;
+    if (storage::unpack_seqs(anchor.seqs, seqs) && !seqs.empty()) {
+      facts.sessions[sid] = {seqs.front(), anchor.last_seq, ""};
+    } else {
+      facts.session_log_unreadable = true;  // the digest names the edited anchor
+    }
+  } else if (kind == StreamKind::schedule) {
+    facts.archived_schedules.insert(sid);
+  }
+}
+
 // Replays every stream of `kind` and reconciles each of the projections
 // with it. `on_stream(audit)` sees each stream's audit after its fold.
 template <class... P, class OnStream>
@@ -215,10 +236,7 @@ void replay(storage::LogSource& log, storage::RowSource* rows, StreamKind kind, 
     }
     const bool anchored = have_anchor && anchor.stream_id == sid;
     const bool live = (have_event && raw.stream_id == sid) || (have_head && head.stream_id == sid);
-    // An archived item a schedule made is still the one its fire names.
-    if (anchored && kind == StreamKind::item && anchor.idem_key.rfind("schedule:", 0) == 0) {
-      facts.schedule_items.emplace(sid, anchor.idem_key);
-    }
+    if (anchored) note_archived(anchor, kind, facts);
     if (anchored && !live) {
       // An archived stream and nothing else of it: its anchor folds into
       // the log's checks, and no row may be left of it (a row side at this
@@ -307,6 +325,11 @@ void replay_all(storage::LogSource& log, storage::RowSource* rows, const Reconci
   // The total is for a progress display only: counting reads the log once
   // more, so only when someone is watching.
   const std::int64_t total = progress ? log.event_count() : 0;
+  if (log.partial_history()) {
+    facts.project_log_unreadable = true;
+    facts.session_log_unreadable = true;
+    facts.item_log_unreadable = true;
+  }
   replay<ProjectsProjection, GrantsProjection>(
       log, rows, StreamKind::project, facts, r, events_read, total, progress,
       [&](StreamAudit& audit) {
@@ -381,6 +404,14 @@ void replay_all(storage::LogSource& log, storage::RowSource* rows, const Reconci
     if (!facts.item_log_unreadable) {
       for (const auto& [item, key] : facts.schedule_items) {
         if (facts.fired_items.contains(item)) continue;
+        // schedule:NAME@OCCURRENCE, of a schedule archived: its fires are
+        // in a segment.
+        const auto at = key.rfind('@');
+        constexpr std::size_t kPrefix = sizeof("schedule:") - 1;
+        if (at != std::string::npos && at > kPrefix &&
+            facts.archived_schedules.contains(key.substr(kPrefix, at - kPrefix))) {
+          continue;
+        }
         orphans.problems.push_back({ProblemKind::schedule_fire_unmatched, item, "",
                                     fmt::format("item {} is keyed {}, but no schedule_fired "
                                                 "names it",

@@ -42,7 +42,7 @@ struct LogFacts {
   std::map<std::pair<std::string, std::string>, Seq> grants;  // (project, actor) -> seq
   struct SessionLife {
     Seq opened = 0, closed = 0;  // seqs of session_opened, session_closed (0: open)
-    std::string actor;
+    std::string actor;           // "" also for an archived session (its anchor keeps none)
   };
   std::map<std::string, SessionLife> sessions;
   bool session_log_unreadable = false;
@@ -51,6 +51,9 @@ struct LogFacts {
   // audit goes (it sees the facts as read-only otherwise).
   mutable std::map<std::string, std::string> schedule_items;
   mutable std::set<std::string> fired_items;
+  // Schedules archived (removed, their fires in a segment): the items they
+  // made are checked against their fires by the whole-history audit.
+  std::set<std::string> archived_schedules;
   // The events of items with a key and of limits, for the flow replay
   // once every stream was read (verify/flow_check.hpp).
   mutable FlowLog flow;

@@ -254,6 +254,9 @@ struct ArchiveOptions {
 
 struct ArchiveReport {
   std::int64_t streams = 0;       // streams archived (or, dry run, that would be)
+  std::int64_t items = 0;         //   of them: item streams (done, failed, closed, cancelled)
+  std::int64_t sessions = 0;      //   closed sessions
+  std::int64_t schedules = 0;     //   removed schedules
   std::int64_t events = 0;        // their events, now in the segment
   std::int64_t redacted = 0;      // payloads left out (redact_payloads)
   std::int64_t bytes = 0;         // the segment file's size

@@ -47,10 +47,30 @@ std::unique_ptr<Cursor<StreamAnchor>> PostgresBackend::scan_anchors(StreamKind k
       Params().text(to_string(kind)), fill_anchor);
 }
 
-std::vector<std::string> PostgresBackend::ended_items(Micros before, const std::string* project_id,
-                                                      std::size_t limit) {
-  // A scan of the items: archive runs seldom, and an index on updated_at
+std::vector<std::string> PostgresBackend::ended_streams(StreamKind kind, Micros before,
+                                                        const std::string* project_id,
+                                                        std::size_t limit) {
+  // A scan of the rows: archive runs seldom, and an index on the end time
   // would cost every finish an index write.
+  const char* select = nullptr;
+  switch (kind) {
+    case StreamKind::item:
+      select = "SELECT item_id FROM items WHERE status IN ('done', 'failed', 'closed', "
+               "'cancelled') AND updated_at < $1 AND ($2::text IS NULL OR project_id = $2::text) "
+               "ORDER BY item_id";
+      break;
+    case StreamKind::session:
+      if (project_id != nullptr) return {};  // a session is no project's
+      select = "SELECT session_id FROM sessions WHERE closed_at IS NOT NULL AND closed_at < $1 "
+               "AND $2::text IS NULL ORDER BY session_id";
+      break;
+    case StreamKind::schedule:
+      select = "SELECT name FROM schedules WHERE removed AND updated_at < $1 AND ($2::text IS "
+               "NULL OR project_id = $2::text) ORDER BY name";
+      break;
+    default:
+      return {};
+  }
   Params params;
   params.i64(before);
   if (project_id != nullptr) {
@@ -64,10 +84,7 @@ std::vector<std::string> PostgresBackend::ended_items(Micros before, const std::
   // concurrent redrive changed is read again and left out when it no
   // longer matches, and the archive's later reads of each row wait for
   // nothing (a timed wait would abort a large archive on a busy server).
-  Result r = run(fmt::format("SELECT item_id FROM items WHERE status IN ('done', 'failed', "
-                             "'closed', 'cancelled') AND updated_at < $1 AND ($2::text IS NULL "
-                             "OR project_id = $2::text) ORDER BY item_id LIMIT $3{}",
-                             writing_ ? " FOR UPDATE" : ""),
+  Result r = run(fmt::format("{} LIMIT $3{}", select, writing_ ? " FOR UPDATE" : ""),
                  std::move(params));
   std::vector<std::string> out;
   out.reserve(static_cast<std::size_t>(r.rows()));

@@ -292,8 +292,9 @@ class PostgresBackend final : public Backend {
   // ---- retention: anchors and segments (archive.cpp) ----------------------------------
 
   std::unique_ptr<Cursor<StreamAnchor>> scan_anchors(StreamKind kind) override;
-  std::vector<std::string> ended_items(Micros before, const std::string* project_id,
-                                       std::size_t limit) override;
+  std::vector<std::string> ended_streams(StreamKind kind, Micros before,
+                                         const std::string* project_id,
+                                         std::size_t limit) override;
   void archive_stream(const StreamAnchor& anchor) override;
   void import_anchor(const StreamAnchor& anchor) override;
   void delete_anchor(const StreamRef& stream) override;

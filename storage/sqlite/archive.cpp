@@ -65,14 +65,31 @@ std::unique_ptr<Cursor<StreamAnchor>> SqliteBackend::scan_anchors(StreamKind kin
       std::string(to_string(kind)));
 }
 
-std::vector<std::string> SqliteBackend::ended_items(Micros before, const std::string* project_id,
-                                                    std::size_t limit) {
-  // A scan of the items: archive runs seldom, and an index on updated_at
+std::vector<std::string> SqliteBackend::ended_streams(StreamKind kind, Micros before,
+                                                      const std::string* project_id,
+                                                      std::size_t limit) {
+  // A scan of the rows: archive runs seldom, and an index on the end time
   // would cost every finish a b-tree write.
-  Statement s(db_,
-              "SELECT item_id FROM items WHERE (status = 'done' OR status = 'failed' OR "
-              "status = 'closed' OR status = 'cancelled') AND updated_at < ?1 AND "
-              "(?2 IS NULL OR project_id = ?2) ORDER BY item_id LIMIT ?3");
+  const char* sql = nullptr;
+  switch (kind) {
+    case StreamKind::item:
+      sql = "SELECT item_id FROM items WHERE (status = 'done' OR status = 'failed' OR "
+            "status = 'closed' OR status = 'cancelled') AND updated_at < ?1 AND "
+            "(?2 IS NULL OR project_id = ?2) ORDER BY item_id LIMIT ?3";
+      break;
+    case StreamKind::session:
+      if (project_id != nullptr) return {};  // a session is no project's
+      sql = "SELECT session_id FROM sessions WHERE closed_at IS NOT NULL AND closed_at < ?1 "
+            "AND ?2 IS NULL ORDER BY session_id LIMIT ?3";
+      break;
+    case StreamKind::schedule:
+      sql = "SELECT name FROM schedules WHERE removed <> 0 AND updated_at < ?1 AND "
+            "(?2 IS NULL OR project_id = ?2) ORDER BY name LIMIT ?3";
+      break;
+    default:
+      return {};
+  }
+  Statement s(db_, sql);
   s.bind(before, NullIfEmpty{project_id != nullptr ? *project_id : std::string()},
          static_cast<std::int64_t>(limit));
   std::vector<std::string> out;

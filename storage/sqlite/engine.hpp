@@ -161,8 +161,9 @@ class SqliteBackend final : public Backend {
   std::vector<IncidentLinkRow> incidents_for(std::string_view target) override;
   // archive.cpp
   std::unique_ptr<Cursor<StreamAnchor>> scan_anchors(StreamKind kind) override;
-  std::vector<std::string> ended_items(Micros before, const std::string* project_id,
-                                       std::size_t limit) override;
+  std::vector<std::string> ended_streams(StreamKind kind, Micros before,
+                                         const std::string* project_id,
+                                         std::size_t limit) override;
   void archive_stream(const StreamAnchor& anchor) override;
   void import_anchor(const StreamAnchor& anchor) override;
   void delete_anchor(const StreamRef& stream) override;

@@ -190,6 +190,7 @@ def test_archive_with_redacted_payloads_audits_clean_and_holds_no_payload(tmp_pa
     report = cplane.archive(store, before=T0 + 100, to=segment, redact_payloads=True,
                             now=T0 + 1000)
     assert (report["streams"], report["redacted"], report["dry_run"]) == (2, 2, False)
+    assert (report["items"], report["sessions"], report["schedules"]) == (2, 0, 0)
     assert b"example.org" not in segment.read_bytes()
     audit = cplane.audit(segment, against=store)
     assert audit["problems"] == []
