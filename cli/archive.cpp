@@ -65,11 +65,18 @@ std::string redacted_note(const ArchiveOptions& options, const ArchiveReport& re
   return fmt::format(", {} payload(s) redacted", report.redacted);
 }
 
-// " (3 items, 1 session, 2 schedules)": only when not all are items.
+// " (3 items, 1 session, 2 schedules)" when not all are items; the items left live.
 std::string kinds_note(const ArchiveReport& report) {
-  if (report.sessions == 0 && report.schedules == 0) return {};
-  return fmt::format(" ({} item(s), {} session(s), {} schedule(s))", report.items,
-                     report.sessions, report.schedules);
+  std::string out;
+  if (report.sessions != 0 || report.schedules != 0) {
+    out = fmt::format(" ({} item(s), {} session(s), {} schedule(s))", report.items,
+                      report.sessions, report.schedules);
+  }
+  if (report.kept_live != 0) {
+    out += fmt::format(" ({} ended item(s) kept live: each holds its project's fair-share pass)",
+                       report.kept_live);
+  }
+  return out;
 }
 
 }  // namespace
@@ -160,6 +167,7 @@ Validity Cli::run_archive() {
                 .num("items", report.items)
                 .num("sessions", report.sessions)
                 .num("schedules", report.schedules)
+                .num("kept_live", report.kept_live)
                 .num("events", report.events)
                 .num("bytes", report.bytes)
                 .boolean("redact_payloads", options.redact_payloads)

@@ -170,6 +170,16 @@ bool CommandRunner::exec(ControlStore::Impl& s, const cmd::ScheduleChange& c) {
     event = decide_add_schedule(existing, archived ? archived->segment_id : std::string(),
                                 *project, c.name, c.spec, next, at);
   } else {
+    // Removed and archived since: removed already (a retried remove is
+    // answered as before the archive), and nothing else can change it.
+    if (const auto archived = backend.find_schedule(c.name)
+                                  ? std::nullopt
+                                  : backend.find_anchor({StreamKind::schedule, c.name})) {
+      if (c.kind == cmd::ScheduleChange::remove) return false;
+      throw InvalidArgument(InvalidArgument::Reason::conflict,
+                            fmt::format("schedule {} was removed and archived (segment {})",
+                                        quote_id(c.name), archived->segment_id));
+    }
     before = require_schedule(backend, c.name);
     if (before.removed) {
       if (c.kind == cmd::ScheduleChange::remove) return false;

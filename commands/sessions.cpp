@@ -99,6 +99,8 @@ std::vector<std::string> CommandRunner::exec(ControlStore::Impl& s, const cmd::C
   // Read once the write lock is held: the decision is made at this time.
   const Micros at = s.clock(now);
   auto row = s.backend_->find_session(session);
+  // Closed and archived since: closed already, as a retried close expects.
+  if (!row && s.backend_->find_anchor({StreamKind::session, session})) return {};
   // Its leases are read only when it is open (as before).
   auto items = row && row->is_open() ? s.backend_->session_items(session) : std::vector<ItemRow>{};
   auto decision = decide_close_session(row, session, std::move(items), at);

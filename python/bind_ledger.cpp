@@ -100,17 +100,18 @@ void bind_ledger(py::module_& m) {
         o.now = micros(now);
         const auto r = s.run([&](ControlStore& c) { return archive(c, o); });
         return py::dict("streams"_a = r.streams, "items"_a = r.items, "sessions"_a = r.sessions,
-                        "schedules"_a = r.schedules, "events"_a = r.events, "bytes"_a = r.bytes,
-                        "redacted"_a = r.redacted, "segment_id"_a = r.segment_id,
-                        "digest"_a = r.digest, "dry_run"_a = r.dry_run);
+                        "schedules"_a = r.schedules, "kept_live"_a = r.kept_live,
+                        "events"_a = r.events, "bytes"_a = r.bytes, "redacted"_a = r.redacted,
+                        "segment_id"_a = r.segment_id, "digest"_a = r.digest,
+                        "dry_run"_a = r.dry_run);
       },
       "store"_a, py::kw_only(), "before"_a, "to"_a, "project"_a = py::none(),
       "dry_run"_a = false, "redact_payloads"_a = false, "now"_a = py::none(),
       "Moves every stream that ended before `before` (microseconds: an item done, failed, "
       "closed or cancelled, a closed session, a removed schedule) into a new segment file "
       "`to`, leaving an anchor per stream (docs/retention.md); redact_payloads: each payload "
-      "kept as its digest. A dict with streams, items, sessions, schedules, events, bytes, "
-      "redacted, segment_id, digest, dry_run.");
+      "kept as its digest. A dict with streams, items, sessions, schedules, kept_live, events, "
+      "bytes, redacted, segment_id, digest, dry_run.");
 }
 
 }  // namespace cplane::python

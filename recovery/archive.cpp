@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <tuple>
 
@@ -30,12 +31,15 @@
 #include "events/errors.hpp"
 #include "projections/apply.hpp"
 #include "recovery/export.hpp"
+#include "verify/descriptors.hpp"
 
 namespace cplane {
 
 namespace {
 
 constexpr std::size_t kNoLimit = std::size_t{1} << 40;
+// Streams read (and, on a server, locked or deleted) per round trip.
+constexpr std::size_t kChunk = 1000;
 
 StorageError io_error(const std::string& what) {
   return StorageError(StorageError::Category::io, fmt::format("{}: {}", what, std::strerror(errno)));
@@ -147,11 +151,8 @@ class SegmentLog final : public storage::LogSource {
     Events(SegmentLog& log, std::string_view kind) : log(log), kind(kind) {}
     bool next(storage::RawEvent& out) override {
       while (at >= events.size()) {
-        while (stream < log.anchors_.size() && log.anchors_[stream].stream_kind != kind) ++stream;
-        if (kind.empty() || stream >= log.anchors_.size()) return false;
-        const auto& a = log.anchors_[stream++];
-        events = log.backend_.stream_events({*parse_stream_kind(a.stream_kind), a.stream_id});
-        at = 0;
+        // The next kChunk streams of this kind, read together.
+        if (!refill()) return false;
       }
       out = std::move(events[at++]);
       if (log.redact_) {
@@ -159,6 +160,21 @@ class SegmentLog final : public storage::LogSource {
           out.body = std::move(redacted->body);
           out.payload_hash = std::string(as_bytes(redacted->payload_hash));
         }
+      }
+      return true;
+    }
+    bool refill() {
+      while (stream < log.anchors_.size() && log.anchors_[stream].stream_kind != kind) ++stream;
+      if (kind.empty() || stream >= log.anchors_.size()) return false;
+      std::vector<std::string> ids;
+      while (stream < log.anchors_.size() && log.anchors_[stream].stream_kind == kind &&
+             ids.size() < kChunk) {
+        ids.push_back(log.anchors_[stream++].stream_id);
+      }
+      events.clear();
+      at = 0;
+      for (auto& one : log.backend_.streams_events(*parse_stream_kind(kind), ids)) {
+        std::move(one.begin(), one.end(), std::back_inserter(events));
       }
       return true;
     }
@@ -229,7 +245,7 @@ void place_segment(const std::string& tmp, const std::string& file) {
 // its chain: the truth the anchor is made of.
 template <class Row>
 Row fold_stream(StreamKind kind, const std::string& id,
-                const std::vector<storage::RawEvent>& events) {
+                const std::vector<storage::RawEvent>& events, std::int64_t* fair_pass = nullptr) {
   const std::string_view kind_name = to_string(kind);
   Row row;
   Hash prev = kNoHash;
@@ -256,18 +272,31 @@ Row fold_stream(StreamKind kind, const std::string& id,
                                      "cplane verify",
                                      kind_name, id, raw.seq));
     }
+    if (fair_pass != nullptr) {
+      if (const auto* c = std::get_if<ItemClaimed>(&event.event.body); c && c->fair_pass != 0) {
+        *fair_pass = c->fair_pass;
+      }
+    }
     row = apply(std::move(row), event);
   }
   return row;
 }
 
-StorageError row_edited(std::string_view kind, const std::string& id, const std::string& row,
-                        const std::string& fold) {
-  return StorageError(StorageError::Category::corruption,
-                      fmt::format("{} {}'s row ({}) is not what its log folds to ({}): the row "
-                                  "was edited outside cplane. Nothing was archived; run cplane "
-                                  "verify, then cplane rebuild",
-                                  kind, id, row, fold));
+// Refuses a stream whose row is not its fold (`diffs`: verify's own
+// comparison, field by field), naming the fields.
+void refuse_edited(std::string_view kind, const std::string& id,
+                   const std::vector<verify_detail::FieldDiff>& diffs) {
+  if (diffs.empty()) return;
+  std::vector<std::string> fields;
+  for (const auto& d : diffs) {
+    fields.push_back(fmt::format("{} is {} in the row, {} in the log", d.field, d.stored,
+                                 d.folded));
+  }
+  throw StorageError(StorageError::Category::corruption,
+                     fmt::format("{} {}'s row is not what its log folds to ({}): the row was "
+                                 "edited outside cplane. Nothing was archived; run cplane "
+                                 "verify, then cplane rebuild",
+                                 kind, id, fmt::join(fields, "; ")));
 }
 
 // The anchor of a stream whose `events` were read and folded: where its
@@ -288,26 +317,34 @@ storage::StreamAnchor anchor_of(StreamKind kind, const std::string& id,
   return a;
 }
 
-// Reads the events of a stream listed as ended, checks that it may be
-// archived (and redacted), and returns its anchor, or nullopt when its row
-// no longer says it ended (changed since it was listed: left live). Kind
-// by kind, what the anchor keeps comes from the log, not from the row: a
-// row edited outside cplane (a claimed item set to done, a key changed)
-// would otherwise be archived as if it were true, and pass every check
-// after (found by an adversarial run).
+// Checks that a stream listed as ended may be archived (and redacted),
+// from its row (an item's: `item`, read before its events; a session's or
+// a schedule's is read here) and its `events`, and returns its anchor, or
+// nullopt when its row no longer says it ended (changed since it was
+// listed: left live). Kind by kind, what the anchor keeps comes from the
+// log, not from the row: a row edited outside cplane (a claimed item set
+// to done, a key changed) would otherwise be archived as if it were true,
+// and pass every check after (found by an adversarial run).
 std::optional<storage::StreamAnchor> read_ended(storage::Backend& backend, StreamKind kind,
                                                 const std::string& id,
+                                                const std::optional<ItemRow>& item,
+                                                const std::vector<storage::RawEvent>& events,
                                                 const ArchiveOptions& options,
-                                                ArchiveReport& report) {
-  // The row first: on a server it is locked (FOR UPDATE), so that a
-  // redrive of a failed item waits for the archive instead of moving the
-  // stream between its events being read and its anchor written.
-  std::optional<ItemRow> item;
+                                                ArchiveReport& report,
+                                                std::map<std::string, std::int64_t>& passes) {
+  // A project's fair_pass as its row has it (read once per project).
+  auto pass_of = [&](const std::string& project_id) {
+    auto [it, fresh] = passes.try_emplace(project_id, 0);
+    if (fresh) {
+      const auto project = backend.find_project(project_id);
+      it->second = project ? project->fair_pass : 0;
+    }
+    return it->second;
+  };
   std::optional<SessionRow> session;
   std::optional<ScheduleRow> schedule;
   switch (kind) {
     case StreamKind::item:
-      item = backend.find_item(id);
       if (!item || !is_terminal(item->status) || item->updated_at >= options.before) {
         return std::nullopt;
       }
@@ -328,7 +365,6 @@ std::optional<storage::StreamAnchor> read_ended(storage::Backend& backend, Strea
       return std::nullopt;
   }
   const std::string_view kind_name = to_string(kind);
-  const auto events = backend.stream_events({kind, id});
   if (events.empty()) {
     throw StorageError(StorageError::Category::corruption,
                        fmt::format("{} {} has a row and no events: the log was edited outside "
@@ -349,12 +385,23 @@ std::optional<storage::StreamAnchor> read_ended(storage::Backend& backend, Strea
   }
   auto a = anchor_of(kind, id, events);
   if (item) {
-    const ItemRow fold = fold_stream<ItemRow>(kind, id, events);
-    if (!is_terminal(fold.status) || fold.status != item->status || fold.fence != item->fence ||
-        fold.key != item->key || fold.project_id != item->project_id) {
-      throw row_edited(kind_name, id,
-                       fmt::format("{}, fence {}", to_string(item->status), item->fence),
-                       fmt::format("{}, fence {}", to_string(fold.status), fold.fence));
+    std::int64_t pass = 0;
+    const ItemRow fold = fold_stream<ItemRow>(kind, id, events, &pass);
+    refuse_edited(kind_name, id,
+                  verify_detail::ItemsProjection::diff(storage::ScannedItem{*item}, fold));
+    if (!is_terminal(fold.status)) {
+      throw StorageError(StorageError::Category::corruption,
+                         fmt::format("item {}'s row says {}, its log has not ended: the log was "
+                                     "edited outside cplane. Nothing was archived; run cplane "
+                                     "verify",
+                                     id, to_string(fold.status)));
+    }
+    // The claim that holds its project's fair-share pass stays live: the
+    // project's fair_pass is the one its last claim recorded, and verify
+    // reads it from the live log.
+    if (pass != 0 && pass >= pass_of(fold.project_id)) {
+      ++report.kept_live;
+      return std::nullopt;
     }
     a.project_id = fold.project_id;
     a.state = std::string(to_string(fold.status));
@@ -364,22 +411,15 @@ std::optional<storage::StreamAnchor> read_ended(storage::Backend& backend, Strea
     ++report.items;
   } else if (session) {
     const SessionRow fold = fold_stream<SessionRow>(kind, id, events);
-    if (fold.is_open() || fold != *session) {
-      throw row_edited(kind_name, id, fmt::format("closed at {}", session->closed_at),
-                       fold.is_open() ? std::string("open")
-                                      : fmt::format("closed at {}", fold.closed_at));
-    }
+    refuse_edited(kind_name, id, verify_detail::SessionsProjection::diff(*session, fold));
+    if (fold.is_open()) refuse_edited(kind_name, id, {{"closed_at", {}, "closed", "open"}});
     a.state = "closed";
     a.ended_at = fold.closed_at;
     ++report.sessions;
   } else {
     const ScheduleRow fold = fold_stream<ScheduleRow>(kind, id, events);
-    if (!fold.removed || fold.project_id != schedule->project_id ||
-        fold.updated_at != schedule->updated_at || fold.last_seq != schedule->last_seq) {
-      throw row_edited(kind_name, id, fmt::format("removed, project {}", schedule->project_id),
-                       fmt::format("{}, project {}", fold.removed ? "removed" : "not removed",
-                                   fold.project_id));
-    }
+    refuse_edited(kind_name, id, verify_detail::SchedulesProjection::diff(*schedule, fold));
+    if (!fold.removed) refuse_edited(kind_name, id, {{"removed", {}, "true", "false"}});
     a.project_id = fold.project_id;
     a.state = "removed";
     a.ended_at = fold.updated_at;
@@ -443,18 +483,31 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
   storage::LogDigest digest;
   Hash folded{};
   std::size_t listed = 0;
+  std::map<std::string, std::int64_t> passes;
   for (const StreamKind kind : {StreamKind::item, StreamKind::session, StreamKind::schedule}) {
     const auto ids = backend.ended_streams(kind, options.before, project, kNoLimit);
     listed += ids.size();
-    for (const auto& id : ids) {
-      auto a = read_ended(backend, kind, id, options, report);
-      if (!a) continue;  // changed since it was listed: no longer ended
-      Hash h{};
-      if (hash_from_bytes(a->hash, h)) xor_into(folded, h);
-      digest.events += a->events;
-      digest.last_seq = std::max(digest.last_seq, a->last_seq);
-      report.events += a->events;
-      anchors.push_back(std::move(*a));
+    for (std::size_t at = 0; at < ids.size(); at += kChunk) {
+      const std::vector<std::string> chunk(
+          ids.begin() + static_cast<std::ptrdiff_t>(at),
+          ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), at + kChunk)));
+      // The rows first: on a server they are locked (FOR UPDATE), so that
+      // a redrive of a failed item waits for the archive instead of moving
+      // the stream between its events being read and its anchor written.
+      std::vector<std::optional<ItemRow>> items(chunk.size());
+      if (kind == StreamKind::item) items = backend.find_items(chunk);
+      const auto events = backend.streams_events(kind, chunk);
+      for (std::size_t i = 0; i < chunk.size(); ++i) {
+        auto a =
+            read_ended(backend, kind, chunk[i], items[i], events[i], options, report, passes);
+        if (!a) continue;  // changed since it was listed: no longer ended
+        Hash h{};
+        if (hash_from_bytes(a->hash, h)) xor_into(folded, h);
+        digest.events += a->events;
+        digest.last_seq = std::max(digest.last_seq, a->last_seq);
+        report.events += a->events;
+        anchors.push_back(std::move(*a));
+      }
     }
   }
   if (listed == 0) {
@@ -531,9 +584,9 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
   for (auto& a : anchors) {
     a.segment_id = report.segment_id;
     a.segment_digest = std::string(as_bytes(file_hash));
-    backend.archive_stream(a);
-    delete_row(backend, a);
   }
+  backend.archive_streams(anchors);
+  for (const auto& a : anchors) delete_row(backend, a);
   storage::Backend::SegmentRecord record;
   record.segment_id = report.segment_id;
   record.digest = std::string(as_bytes(file_hash));

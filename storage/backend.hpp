@@ -154,6 +154,15 @@ class Backend : public LogSource, public RowSource {
   virtual int schema_version() const noexcept { return 0; }
   // The events of one stream, oldest first.
   virtual std::vector<RawEvent> stream_events(const StreamRef& stream) = 0;
+  // The events of several streams of one kind, each oldest first, in the
+  // order asked; a server backend reads them in one round trip.
+  virtual std::vector<std::vector<RawEvent>> streams_events(StreamKind kind,
+                                                            const std::vector<std::string>& ids) {
+    std::vector<std::vector<RawEvent>> out;
+    out.reserve(ids.size());
+    for (const auto& id : ids) out.push_back(stream_events({kind, id}));
+    return out;
+  }
 
   // ---- items --------------------------------------------------------------
   virtual std::optional<ItemRow> find_item(std::string_view item_id) = 0;
@@ -319,6 +328,12 @@ class Backend : public LogSource, public RowSource {
   // count, in their segment). The caller deletes the stream's rows. Inside
   // a write transaction.
   virtual void archive_stream(const StreamAnchor& anchor);
+  // archive_stream of each, in order (a server backend: a few round trips
+  // for many streams). The same refusals; the caller's transaction rolls
+  // back whatever was done before one.
+  virtual void archive_streams(const std::vector<StreamAnchor>& anchors) {
+    for (const auto& a : anchors) archive_stream(a);
+  }
   // Restore: an anchor exactly as another store had it (the digest is put
   // as that store had it, put_log_digest).
   virtual void import_anchor(const StreamAnchor& anchor);

@@ -187,6 +187,98 @@ TEST_CASE("archive on every engine: a closed session and a removed schedule go t
   CHECK(problems.front().kind == ProblemKind::digest_disagrees);
 }
 
+TEST_CASE("archive on every engine keeps the flow state verify folds: a project's fair-share "
+          "pass and a rate limit's clock survive it, and rebuild changes nothing",
+          "[archive][conformance][flow]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "flow.db");
+  std::string last_of_alpha;
+  {
+    ControlStore store{db};
+    store.create_project("alpha", "A", "open", T0);
+    store.create_project("beta", "B", "open", T0);
+    REQUIRE(store.set_limit("k", {.concurrency = 2, .rate = "5/minute", .burst = 2, .now = T0}));
+    ControlStore::EnqueueOptions keyed;
+    keyed.concurrency_key = "k";
+    for (int i = 0; i < 2; ++i) {
+      store.enqueue("alpha", "{}", {}, T0 + 1);
+      store.enqueue("beta", "{}", {}, T0 + 1);
+    }
+    keyed.now = T0 + 1;
+    store.enqueue("alpha", "{}", keyed);
+    store.enqueue("alpha", "{}", keyed);
+    // Fair-share claims across both projects (each records its project's
+    // pass), then the keyed ones (each advances k's rate clock).
+    for (int i = 0; i < 6; ++i) {
+      const auto c = store.claim("w", {.now = T0 + 2 + i});
+      REQUIRE(c);
+      store.finish(c->item_id, c->fence, Outcome::done, "", T0 + 100 + i);
+    }
+    REQUIRE(verify_ledger(store).empty());
+  }
+  ControlStore store{db};
+  const auto report = archive(store, {.before = kCut + 1'000'000, .file = dir.file("flow.seg"),
+                                      .now = kNow});
+  // The item whose claim holds each project's pass stays live.
+  CHECK(report.kept_live == 2);
+  CHECK(report.items == 4);
+  const auto problems = verify_ledger(store);
+  for (const auto& p : problems) UNSCOPED_INFO(p.detail);
+  CHECK(problems.empty());
+  const auto rebuilt = rebuild(store, {.dry_run = true});
+  for (const auto& c : rebuilt.changes) UNSCOPED_INFO(c.table << " " << c.key);
+  CHECK(rebuilt.changes_total == 0);
+  // A keyed claim after the archive: the live log's clock is later again.
+  ControlStore::EnqueueOptions keyed;
+  keyed.concurrency_key = "k";
+  keyed.now = T0 + 100'000'000;  // after the rate's next token
+  store.enqueue("alpha", "{}", keyed);
+  REQUIRE(store.claim("w", {.now = T0 + 100'000'000}));
+  CHECK(verify_ledger(store).empty());
+  // A rate limit's clock set back behind it (a burst the limit never
+  // allowed) is still named.
+  sql(db, "UPDATE limits SET tat = 1");
+  CHECK_FALSE(verify_ledger(store).empty());
+}
+
+TEST_CASE("archive on every engine refuses a session or schedule row edited outside cplane, "
+          "naming the field, and a close or remove retried after the archive changes nothing",
+          "[archive][conformance]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "edit.db");
+  {
+    ControlStore store{db};
+    store.create_project("alpha", "A", "open", T0);
+    store.add_schedule("nightly", {.project_id = "alpha", .cron = "@daily", .now = T0});
+    REQUIRE(store.remove_schedule("nightly", T0 + 1));
+    store.open_session("s1", std::nullopt, T0 + 2);
+    store.close_session("s1", T0 + 3);
+  }
+  sql(db, "UPDATE schedules SET payload = '{\"evil\": 1}'");
+  const auto before = one(db, "SELECT count(*) FROM events");
+  {
+    ControlStore store{db};
+    try {
+      archive(store, {.before = kCut, .file = dir.file("e.seg"), .now = kNow});
+      FAIL("an edited row was archived");
+    } catch (const StorageError& e) {
+      CHECK(std::string(e.what()).find("payload") != std::string::npos);
+    }
+  }
+  CHECK(one(db, "SELECT count(*) FROM anchors") == "0");
+  CHECK(one(db, "SELECT count(*) FROM events") == before);
+  CHECK_FALSE(fs::exists(dir.file("e.seg")));
+  sql(db, "UPDATE schedules SET payload = '{}'");
+  ControlStore store{db};
+  REQUIRE(verify_ledger(store).empty());
+  REQUIRE(archive(store, {.before = kCut, .file = dir.file("e.seg"), .now = kNow}).streams == 2);
+  const auto events = one(db, "SELECT count(*) FROM events");
+  CHECK(store.close_session("s1", kNow).empty());
+  CHECK_FALSE(store.remove_schedule("nightly", kNow));
+  CHECK_THROWS_AS(store.pause_schedule("nightly", kNow), InvalidArgument);
+  CHECK(one(db, "SELECT count(*) FROM events") == events);
+}
+
 TEST_CASE("archive refuses bad input on every engine and changes nothing", "[archive][conformance]") {
   TempDir dir;
   const std::string db = test_context().fresh_store(dir, "b.db");

@@ -129,7 +129,17 @@ FlowLog::Fold FlowLog::fold() const {
   return out;
 }
 
-void check_flow_rows(const FlowLog::Fold& fold, storage::RowSource& rows,
+namespace {
+
+// The fold's row, with the stored tat where archived claims may explain it.
+LimitRow allowing_archived(LimitRow folded, const LimitRow& stored, bool claims_archived) {
+  if (claims_archived && stored.tat > folded.tat) folded.tat = stored.tat;
+  return folded;
+}
+
+}  // namespace
+
+void check_flow_rows(const FlowLog::Fold& fold, storage::RowSource& rows, bool claims_archived,
                      std::vector<LedgerProblem>& problems) {
   std::set<std::string> seen;
   auto cursor = rows.scan_limits();
@@ -141,10 +151,11 @@ void check_flow_rows(const FlowLog::Fold& fold, storage::RowSource& rows,
       problems.push_back({ProblemKind::limit_row_without_event, "", "",
                           fmt::format("limit {} has a row and no limit_set event",
                                       quoted(row.key))});
-    } else if (!(it->second == row)) {
+    } else if (const LimitRow folded = allowing_archived(it->second, row, claims_archived);
+               !(folded == row)) {
       problems.push_back({ProblemKind::limit_row_disagrees, "", "",
                           fmt::format("limit {}: the row says {}, the log {}", quoted(row.key),
-                                      describe(row), describe(it->second))});
+                                      describe(row), describe(folded))});
     }
   }
   for (const auto& [key, limit] : fold.limits) {
@@ -166,7 +177,8 @@ void check_flow_rows(const FlowLog::Fold& fold, storage::RowSource& rows,
 }
 
 void rebuild_flow_rows(const FlowLog::Fold& fold, storage::Backend& backend, bool write,
-                       std::vector<RowChange>& changes, std::int64_t& changes_total) {
+                       bool claims_archived, std::vector<RowChange>& changes,
+                       std::int64_t& changes_total) {
   auto note = [&](RowChange change) {
     ++changes_total;
     if (changes.size() < kMaxListedChanges) changes.push_back(std::move(change));
@@ -183,8 +195,9 @@ void rebuild_flow_rows(const FlowLog::Fold& fold, storage::Backend& backend, boo
     note({"limits", key, "delete", {}});
     if (write) backend.delete_limit(key);
   }
-  for (const auto& [key, limit] : fold.limits) {
+  for (const auto& [key, folded] : fold.limits) {
     const auto stored = backend.find_limit(key);
+    const LimitRow limit = stored ? allowing_archived(folded, *stored, claims_archived) : folded;
     if (stored && *stored == limit) continue;
     note({"limits", key, stored ? "update" : "insert",
           stored ? std::vector<std::string>{fmt::format("{} -> {}", describe(*stored),

@@ -46,9 +46,17 @@ class FlowLog {
 // The stored limit rows and projects' passes against the fold: problems
 // (verify), or the rows to write (rebuild: `write_to`, with each change
 // noted in `changes`).
-void check_flow_rows(const FlowLog::Fold& fold, storage::RowSource& rows,
+//
+// `claims_archived`: item streams were archived, and with them claims the
+// fold no longer sees. A limit's tat then may be later in the row than the
+// live log's claims make it (an archived claim advanced it): accepted, and
+// rebuild keeps it (lowering it would hand out a burst the limit did not
+// allow). An earlier one is still named. (A project's fair_pass needs no
+// such allowance: the archive leaves live the item whose claim holds it.)
+void check_flow_rows(const FlowLog::Fold& fold, storage::RowSource& rows, bool claims_archived,
                      std::vector<LedgerProblem>& problems);
 void rebuild_flow_rows(const FlowLog::Fold& fold, storage::Backend& backend, bool write,
-                       std::vector<RowChange>& changes, std::int64_t& changes_total);
+                       bool claims_archived, std::vector<RowChange>& changes,
+                       std::int64_t& changes_total);
 
 }  // namespace cplane::verify_detail

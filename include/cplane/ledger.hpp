@@ -257,6 +257,10 @@ struct ArchiveReport {
   std::int64_t items = 0;         //   of them: item streams (done, failed, closed, cancelled)
   std::int64_t sessions = 0;      //   closed sessions
   std::int64_t schedules = 0;     //   removed schedules
+  // Ended items left live: each holds its project's fair-share pass (the
+  // last claim's), which verify reads from the live log. Archived once a
+  // later claim of the project takes the pass over.
+  std::int64_t kept_live = 0;
   std::int64_t events = 0;        // their events, now in the segment
   std::int64_t redacted = 0;      // payloads left out (redact_payloads)
   std::int64_t bytes = 0;         // the segment file's size

@@ -1,6 +1,9 @@
 // Retention on PostgreSQL (docs/retention.md): the anchors of archived
 // streams and the record of their segments, as on SQLite (tables anchors and
 // segments, schema version 5). Not a hot path.
+#include <map>
+#include <set>
+
 #include <fmt/format.h>
 
 #include "events/chain.hpp"
@@ -128,6 +131,78 @@ void PostgresBackend::archive_stream(const StreamAnchor& anchor) {
   if (!delta_) delta_.emplace();
   xor_into(delta_->digest, head_hash);
   xor_into(delta_->digest, anchor_hash(anchor));
+}
+
+void PostgresBackend::archive_streams(const std::vector<StreamAnchor>& anchors) {
+  // What archive_stream does, for up to kChunk streams of one kind at a
+  // time: their heads locked and checked in one statement, their events
+  // deleted and counted in another; the heads' delete and the anchors go
+  // with the next round trip. (One stream at a time took two round trips
+  // each: 10^5 streams, 40 s on a local server.)
+  constexpr std::size_t kChunk = 1000;
+  std::size_t at = 0;
+  while (at < anchors.size()) {
+    const std::string& kind = anchors[at].stream_kind;
+    std::size_t end = at;
+    std::vector<std::string> ids;
+    std::map<std::string, const StreamAnchor*, std::less<>> by_id;
+    while (end < anchors.size() && end - at < kChunk && anchors[end].stream_kind == kind) {
+      ids.push_back(anchors[end].stream_id);
+      by_id.emplace(anchors[end].stream_id, &anchors[end]);
+      ++end;
+    }
+    auto refuse = [&](const std::string& id) {
+      return StorageError(Category::corruption,
+                          fmt::format("the head of {} {} is not where its events end: the log "
+                                      "changed under the archive, or was edited outside cplane "
+                                      "(run cplane verify); nothing was archived",
+                                      kind, id));
+    };
+    const std::string list = array_literal(ids);
+    Result heads = run("SELECT stream_id, revision, last_seq, hash FROM stream_heads WHERE "
+                       "stream_kind = $1 AND stream_id = ANY($2::text[]) FOR UPDATE",
+                       Params().text(kind).text(list));
+    if (heads.rows() != static_cast<int>(ids.size())) {
+      std::set<std::string, std::less<>> found;
+      for (int i = 0; i < heads.rows(); ++i) found.insert(heads.text(i, 0));
+      for (const auto& id : ids) {
+        if (!found.contains(id)) throw refuse(id);
+      }
+    }
+    if (!delta_) delta_.emplace();
+    for (int i = 0; i < heads.rows(); ++i) {
+      const auto it = by_id.find(heads.text(i, 0));
+      Hash head_hash{};
+      if (it == by_id.end() || heads.i64(i, 1) != it->second->revision ||
+          heads.i64(i, 2) != it->second->last_seq || heads.bytes(i, 3) != it->second->hash ||
+          !hash_from_bytes(it->second->hash, head_hash)) {
+        throw refuse(heads.text(i, 0));
+      }
+      // The anchor stands in the digest where the head stood (with the
+      // commit's digest update; the event count is unchanged).
+      xor_into(delta_->digest, head_hash);
+      xor_into(delta_->digest, anchor_hash(*it->second));
+    }
+    Result dropped = run("WITH d AS (DELETE FROM events WHERE stream_kind = $1 AND stream_id = "
+                         "ANY($2::text[]) RETURNING stream_id) SELECT stream_id, count(*) FROM d "
+                         "GROUP BY stream_id",
+                         Params().text(kind).text(list));
+    std::size_t counted = 0;
+    for (int i = 0; i < dropped.rows(); ++i) {
+      const auto it = by_id.find(dropped.text(i, 0));
+      if (it != by_id.end() && dropped.i64(i, 1) == it->second->events) ++counted;
+    }
+    if (counted != ids.size()) {
+      throw StorageError(Category::corruption,
+                         fmt::format("{} of {} {} stream(s) do not hold the events their "
+                                     "segment holds: nothing was archived",
+                                     ids.size() - counted, ids.size(), kind));
+    }
+    defer("DELETE FROM stream_heads WHERE stream_kind = $1 AND stream_id = ANY($2::text[])",
+          Params().text(kind).text(list));
+    for (std::size_t i = at; i < end; ++i) import_anchor(anchors[i]);
+    at = end;
+  }
 }
 
 void PostgresBackend::import_anchor(const StreamAnchor& anchor) {

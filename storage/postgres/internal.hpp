@@ -222,6 +222,8 @@ class PostgresBackend final : public Backend {
   int schema_version() const noexcept override { return kPostgresSchemaVersion; }
   std::string database_id() override;
   std::vector<RawEvent> stream_events(const StreamRef& stream) override;
+  std::vector<std::vector<RawEvent>> streams_events(StreamKind kind,
+                                                    const std::vector<std::string>& ids) override;
   std::unique_ptr<Cursor<RawEvent>> scan_stream(StreamKind kind) override;
   std::unique_ptr<Cursor<RawEvent>> scan_unfiled() override;
   std::int64_t event_count() override;
@@ -296,6 +298,7 @@ class PostgresBackend final : public Backend {
                                          const std::string* project_id,
                                          std::size_t limit) override;
   void archive_stream(const StreamAnchor& anchor) override;
+  void archive_streams(const std::vector<StreamAnchor>& anchors) override;
   void import_anchor(const StreamAnchor& anchor) override;
   void delete_anchor(const StreamRef& stream) override;
   std::optional<StreamAnchor> find_anchor(const StreamRef& stream) override;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -228,6 +229,26 @@ std::vector<RawEvent> PostgresBackend::stream_events(const StreamRef& stream) {
                  Params().text(to_string(stream.kind)).text(stream.id));
   std::vector<RawEvent> out(static_cast<std::size_t>(r.rows()));
   for (int i = 0; i < r.rows(); ++i) fill_event(r, i, out[static_cast<std::size_t>(i)]);
+  return out;
+}
+
+std::vector<std::vector<RawEvent>> PostgresBackend::streams_events(
+    StreamKind kind, const std::vector<std::string>& ids) {
+  std::vector<std::vector<RawEvent>> out(ids.size());
+  if (ids.empty()) return out;
+  Result r = run(fmt::format("SELECT {} FROM events WHERE stream_kind = $1 AND stream_id = "
+                             "ANY($2::text[]) ORDER BY stream_id, seq",
+                             kEventColumns),
+                 Params().text(to_string(kind)).text(array_literal(ids)));
+  std::unordered_map<std::string_view, std::size_t> at;
+  at.reserve(ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) at.emplace(ids[i], i);
+  for (int i = 0; i < r.rows(); ++i) {
+    RawEvent e;
+    fill_event(r, i, e);
+    const auto it = at.find(e.stream_id);
+    if (it != at.end()) out[it->second].push_back(std::move(e));
+  }
   return out;
 }
 
