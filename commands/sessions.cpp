@@ -29,8 +29,25 @@ using storage::Transaction;
 
 // ---- sessions ------------------------------------------------------------------
 
+namespace {
+
+void refuse_if_archived(storage::Backend& backend, const std::string& session) {
+  // Closed and archived: said as for a closed session, not as for one
+  // never opened (one index seek, only when the row is missing).
+  if (const auto anchor = backend.find_anchor({StreamKind::session, session})) {
+    throw NotFound(NotFound::Reason::session_closed,
+                   fmt::format("session {} was closed and archived (segment {}): open a new "
+                               "session",
+                               quote_id(session), anchor->segment_id));
+  }
+}
+
+}  // namespace
+
 SessionRow ControlStore::Impl::open_session_row(const std::string& session) {
-  return require_open_session(backend_->find_session(session), session);
+  auto row = backend_->find_session(session);
+  if (!row) refuse_if_archived(*backend_, session);
+  return require_open_session(std::move(row), session);
 }
 
 void ControlStore::Impl::open_session(const std::string& session, const std::optional<std::string>& actor,
@@ -72,6 +89,7 @@ std::vector<std::pair<std::string, Micros>> CommandRunner::exec(ControlStore::Im
   // Read once the write lock is held: the decision is made at this time.
   const Micros at = s.clock(now);
   const auto row = s.backend_->find_session(session);
+  if (!row) refuse_if_archived(*s.backend_, session);
   // Its leases are read only when it is open (as before: a refusal reads no item).
   auto items = row && row->is_open() ? s.backend_->session_items(session) : std::vector<ItemRow>{};
   auto decision = decide_session_heartbeat(row, session, std::move(items), lease_us, at);

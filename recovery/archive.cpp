@@ -245,7 +245,7 @@ void place_segment(const std::string& tmp, const std::string& file) {
 // its chain: the truth the anchor is made of.
 template <class Row>
 Row fold_stream(StreamKind kind, const std::string& id,
-                const std::vector<storage::RawEvent>& events, std::int64_t* fair_pass = nullptr) {
+                const std::vector<storage::RawEvent>& events, Seq* pass_claim = nullptr) {
   const std::string_view kind_name = to_string(kind);
   Row row;
   Hash prev = kNoHash;
@@ -272,9 +272,9 @@ Row fold_stream(StreamKind kind, const std::string& id,
                                      "cplane verify",
                                      kind_name, id, raw.seq));
     }
-    if (fair_pass != nullptr) {
+    if (pass_claim != nullptr) {
       if (const auto* c = std::get_if<ItemClaimed>(&event.event.body); c && c->fair_pass != 0) {
-        *fair_pass = c->fair_pass;
+        *pass_claim = raw.seq;
       }
     }
     row = apply(std::move(row), event);
@@ -318,7 +318,8 @@ storage::StreamAnchor anchor_of(StreamKind kind, const std::string& id,
 }
 
 // Checks that a stream listed as ended may be archived (and redacted),
-// from its row (an item's: `item`, read before its events; a session's or
+// sets `pass_claim` to the seq of its last claim that recorded a
+// fair-share pass (0: none) and `redacted` to its payloads, from its row (an item's: `item`, read before its events; a session's or
 // a schedule's is read here) and its `events`, and returns its anchor, or
 // nullopt when its row no longer says it ended (changed since it was
 // listed: left live). Kind by kind, what the anchor keeps comes from the
@@ -330,17 +331,8 @@ std::optional<storage::StreamAnchor> read_ended(storage::Backend& backend, Strea
                                                 const std::optional<ItemRow>& item,
                                                 const std::vector<storage::RawEvent>& events,
                                                 const ArchiveOptions& options,
-                                                ArchiveReport& report,
-                                                std::map<std::string, std::int64_t>& passes) {
-  // A project's fair_pass as its row has it (read once per project).
-  auto pass_of = [&](const std::string& project_id) {
-    auto [it, fresh] = passes.try_emplace(project_id, 0);
-    if (fresh) {
-      const auto project = backend.find_project(project_id);
-      it->second = project ? project->fair_pass : 0;
-    }
-    return it->second;
-  };
+                                                ArchiveReport& report, Seq& pass_claim,
+                                                std::int64_t& redacted) {
   std::optional<SessionRow> session;
   std::optional<ScheduleRow> schedule;
   switch (kind) {
@@ -374,7 +366,7 @@ std::optional<storage::StreamAnchor> read_ended(storage::Backend& backend, Strea
   if (options.redact_payloads) {
     for (const auto& e : events) {
       try {
-        if (redact_payload(e.body)) ++report.redacted;
+        if (redact_payload(e.body)) ++redacted;
       } catch (const InvalidArgument& refused) {
         throw InvalidArgument(fmt::format("{} {} (seq {}): {}; archive it without "
                                           "--redact-payloads (docs/retention.md). Nothing was "
@@ -385,8 +377,7 @@ std::optional<storage::StreamAnchor> read_ended(storage::Backend& backend, Strea
   }
   auto a = anchor_of(kind, id, events);
   if (item) {
-    std::int64_t pass = 0;
-    const ItemRow fold = fold_stream<ItemRow>(kind, id, events, &pass);
+    const ItemRow fold = fold_stream<ItemRow>(kind, id, events, &pass_claim);
     refuse_edited(kind_name, id,
                   verify_detail::ItemsProjection::diff(storage::ScannedItem{*item}, fold));
     if (!is_terminal(fold.status)) {
@@ -395,13 +386,6 @@ std::optional<storage::StreamAnchor> read_ended(storage::Backend& backend, Strea
                                      "edited outside cplane. Nothing was archived; run cplane "
                                      "verify",
                                      id, to_string(fold.status)));
-    }
-    // The claim that holds its project's fair-share pass stays live: the
-    // project's fair_pass is the one its last claim recorded, and verify
-    // reads it from the live log.
-    if (pass != 0 && pass >= pass_of(fold.project_id)) {
-      ++report.kept_live;
-      return std::nullopt;
     }
     a.project_id = fold.project_id;
     a.state = std::string(to_string(fold.status));
@@ -483,7 +467,9 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
   storage::LogDigest digest;
   Hash folded{};
   std::size_t listed = 0;
-  std::map<std::string, std::int64_t> passes;
+  std::vector<storage::StreamAnchor> candidates;
+  std::vector<Seq> pass_claims;            // per candidate
+  std::vector<std::int64_t> redactions;    // per candidate
   for (const StreamKind kind : {StreamKind::item, StreamKind::session, StreamKind::schedule}) {
     const auto ids = backend.ended_streams(kind, options.before, project, kNoLimit);
     listed += ids.size();
@@ -498,17 +484,45 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
       if (kind == StreamKind::item) items = backend.find_items(chunk);
       const auto events = backend.streams_events(kind, chunk);
       for (std::size_t i = 0; i < chunk.size(); ++i) {
-        auto a =
-            read_ended(backend, kind, chunk[i], items[i], events[i], options, report, passes);
+        Seq pass_claim = 0;
+        std::int64_t redacted = 0;
+        auto a = read_ended(backend, kind, chunk[i], items[i], events[i], options, report,
+                            pass_claim, redacted);
         if (!a) continue;  // changed since it was listed: no longer ended
-        Hash h{};
-        if (hash_from_bytes(a->hash, h)) xor_into(folded, h);
-        digest.events += a->events;
-        digest.last_seq = std::max(digest.last_seq, a->last_seq);
-        report.events += a->events;
-        anchors.push_back(std::move(*a));
+        candidates.push_back(std::move(*a));
+        pass_claims.push_back(pass_claim);
+        redactions.push_back(redacted);
       }
     }
+  }
+  // A project's fair_pass is the one its last fair-share claim recorded,
+  // and verify reads it from the live log: of each project's candidates,
+  // the one with the latest such claim stays live (if a live item holds a
+  // later one, keeping this one costs a stream, nothing else). Decided
+  // from the log alone: a pass edited in the project's row changes
+  // nothing here (found by an adversarial run).
+  std::map<std::string, std::size_t> holder;  // project -> candidate
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (pass_claims[i] == 0) continue;
+    auto [it, fresh] = holder.try_emplace(candidates[i].project_id, i);
+    if (!fresh && pass_claims[i] > pass_claims[it->second]) it->second = i;
+  }
+  std::vector<bool> keep(candidates.size(), false);
+  for (const auto& [project_id, i] : holder) keep[i] = true;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (keep[i]) {
+      ++report.kept_live;
+      if (candidates[i].stream_kind == "item") --report.items;
+      continue;
+    }
+    auto& a = candidates[i];
+    report.redacted += redactions[i];
+    Hash h{};
+    if (hash_from_bytes(a.hash, h)) xor_into(folded, h);
+    digest.events += a.events;
+    digest.last_seq = std::max(digest.last_seq, a.last_seq);
+    report.events += a.events;
+    anchors.push_back(std::move(a));
   }
   if (listed == 0) {
     throw InvalidArgument(fmt::format("no stream{} ended before {}: nothing to archive",
@@ -516,10 +530,14 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
                                       options.before));
   }
   if (anchors.empty()) {
-    throw InvalidArgument(fmt::format("no stream{} ended before {}: nothing to archive (the "
-                                      "ones listed were redriven meanwhile)",
-                                      options.project ? " of project " + *options.project : "",
-                                      options.before));
+    throw InvalidArgument(fmt::format(
+        "no stream{} ended before {}: nothing to archive ({})",
+        options.project ? " of project " + *options.project : "", options.before,
+        report.kept_live > 0
+            ? fmt::format("{} ended item(s) stay live: each holds its project's fair-share pass "
+                          "until a later claim of the project takes it over",
+                          report.kept_live)
+            : std::string("the ones listed were redriven meanwhile")));
   }
   digest.digest = std::string(as_bytes(folded));
   report.streams = static_cast<std::int64_t>(anchors.size());

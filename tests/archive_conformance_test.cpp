@@ -142,6 +142,14 @@ TEST_CASE("archive on every engine: a closed session and a removed schedule go t
     CHECK_THROWS_AS(store.add_schedule("nightly", {.project_id = "alpha", .cron = "@daily",
                                                    .now = kLater}),
                     InvalidArgument);
+    // A heartbeat is refused as for a closed session, not a never-opened one.
+    try {
+      store.session_heartbeat("s1", std::nullopt, kLater);
+      FAIL("an archived session took a heartbeat");
+    } catch (const NotFound& e) {
+      CHECK(e.reason() == NotFound::Reason::session_closed);
+      CHECK(std::string(e.what()).find("archived") != std::string::npos);
+    }
     CHECK(one(db, "SELECT count(*) FROM events") == events);
     // The item s1 held and gave back is still claimable.
     const auto c = store.claim("w", {.now = kLater, .fair = false});
@@ -236,9 +244,25 @@ TEST_CASE("archive on every engine keeps the flow state verify folds: a project'
   REQUIRE(store.claim("w", {.now = T0 + 100'000'000}));
   CHECK(verify_ledger(store).empty());
   // A rate limit's clock set back behind it (a burst the limit never
-  // allowed) is still named.
+  // allowed), or far beyond what any claim could have set (a key blocked
+  // for good), is still named.
+  const auto tat = one(db, "SELECT tat FROM limits");
   sql(db, "UPDATE limits SET tat = 1");
   CHECK_FALSE(verify_ledger(store).empty());
+  sql(db, "UPDATE limits SET tat = 99999999999999999");
+  CHECK_FALSE(verify_ledger(store).empty());
+  sql(db, "UPDATE limits SET tat = " + tat);
+  REQUIRE(verify_ledger(store).empty());
+  // A project's pass raised behind cplane's back does not lead the next
+  // archive to take away the claim that proves the true one.
+  const auto pass = one(db, "SELECT fair_pass FROM projects WHERE project_id = 'beta'");
+  sql(db, "UPDATE projects SET fair_pass = fair_pass + 5000000 WHERE project_id = 'beta'");
+  CHECK_THROWS_AS(archive(store, {.before = T0 + 200'000'000, .file = dir.file("flow2.seg"),
+                                  .now = T0 + 300'000'000}),
+                  InvalidArgument);  // nothing else ended: the holders stay
+  const auto named = verify_ledger(store);
+  REQUIRE(named.size() == 1);
+  CHECK(named.front().detail.find("recorded " + pass) != std::string::npos);
 }
 
 TEST_CASE("archive on every engine refuses a session or schedule row edited outside cplane, "

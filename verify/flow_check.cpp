@@ -132,14 +132,18 @@ FlowLog::Fold FlowLog::fold() const {
 namespace {
 
 // The fold's row, with the stored tat where archived claims may explain it.
-LimitRow allowing_archived(LimitRow folded, const LimitRow& stored, bool claims_archived) {
-  if (claims_archived && stored.tat > folded.tat) folded.tat = stored.tat;
+LimitRow allowing_archived(LimitRow folded, const LimitRow& stored, Micros archived_until) {
+  if (archived_until <= 0 || stored.tat <= folded.tat || gcra_interval(folded) == 0) {
+    return folded;
+  }
+  const Micros reach = std::max<Micros>(1, folded.burst) * gcra_interval(folded);
+  if (stored.tat <= archived_until + reach) folded.tat = stored.tat;
   return folded;
 }
 
 }  // namespace
 
-void check_flow_rows(const FlowLog::Fold& fold, storage::RowSource& rows, bool claims_archived,
+void check_flow_rows(const FlowLog::Fold& fold, storage::RowSource& rows, Micros archived_until,
                      std::vector<LedgerProblem>& problems) {
   std::set<std::string> seen;
   auto cursor = rows.scan_limits();
@@ -151,7 +155,7 @@ void check_flow_rows(const FlowLog::Fold& fold, storage::RowSource& rows, bool c
       problems.push_back({ProblemKind::limit_row_without_event, "", "",
                           fmt::format("limit {} has a row and no limit_set event",
                                       quoted(row.key))});
-    } else if (const LimitRow folded = allowing_archived(it->second, row, claims_archived);
+    } else if (const LimitRow folded = allowing_archived(it->second, row, archived_until);
                !(folded == row)) {
       problems.push_back({ProblemKind::limit_row_disagrees, "", "",
                           fmt::format("limit {}: the row says {}, the log {}", quoted(row.key),
@@ -177,7 +181,7 @@ void check_flow_rows(const FlowLog::Fold& fold, storage::RowSource& rows, bool c
 }
 
 void rebuild_flow_rows(const FlowLog::Fold& fold, storage::Backend& backend, bool write,
-                       bool claims_archived, std::vector<RowChange>& changes,
+                       Micros archived_until, std::vector<RowChange>& changes,
                        std::int64_t& changes_total) {
   auto note = [&](RowChange change) {
     ++changes_total;
@@ -197,7 +201,7 @@ void rebuild_flow_rows(const FlowLog::Fold& fold, storage::Backend& backend, boo
   }
   for (const auto& [key, folded] : fold.limits) {
     const auto stored = backend.find_limit(key);
-    const LimitRow limit = stored ? allowing_archived(folded, *stored, claims_archived) : folded;
+    const LimitRow limit = stored ? allowing_archived(folded, *stored, archived_until) : folded;
     if (stored && *stored == limit) continue;
     note({"limits", key, stored ? "update" : "insert",
           stored ? std::vector<std::string>{fmt::format("{} -> {}", describe(*stored),

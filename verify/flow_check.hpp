@@ -47,16 +47,19 @@ class FlowLog {
 // (verify), or the rows to write (rebuild: `write_to`, with each change
 // noted in `changes`).
 //
-// `claims_archived`: item streams were archived, and with them claims the
-// fold no longer sees. A limit's tat then may be later in the row than the
-// live log's claims make it (an archived claim advanced it): accepted, and
-// rebuild keeps it (lowering it would hand out a burst the limit did not
-// allow). An earlier one is still named. (A project's fair_pass needs no
-// such allowance: the archive leaves live the item whose claim holds it.)
-void check_flow_rows(const FlowLog::Fold& fold, storage::RowSource& rows, bool claims_archived,
+// `archived_until`: the latest end of an archived item stream (0: none),
+// whose claims the fold no longer sees. A limit's tat then may be later in
+// the row than the live log's claims make it, as far as an archived claim
+// could have advanced it (a claim at t leaves it at most t + burst x the
+// rate's interval, and every archived claim came before its item's end):
+// accepted, and rebuild keeps it (lowering it would hand out a burst the
+// limit did not allow). An earlier one, or a later one beyond that bound,
+// is still named. (A project's fair_pass needs no such allowance: the
+// archive leaves live the item whose claim holds it.)
+void check_flow_rows(const FlowLog::Fold& fold, storage::RowSource& rows, Micros archived_until,
                      std::vector<LedgerProblem>& problems);
 void rebuild_flow_rows(const FlowLog::Fold& fold, storage::Backend& backend, bool write,
-                       bool claims_archived, std::vector<RowChange>& changes,
+                       Micros archived_until, std::vector<RowChange>& changes,
                        std::int64_t& changes_total);
 
 }  // namespace cplane::verify_detail

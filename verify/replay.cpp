@@ -169,7 +169,9 @@ void reconcile(RowSide<P>& side, StreamAudit& audit, const LogFacts& facts, cons
 // a removed schedule's fires are in its segment.
 void note_archived(const storage::StreamAnchor& anchor, StreamKind kind, LogFacts& facts) {
   const std::string& sid = anchor.stream_id;
-  if (kind == StreamKind::item) facts.items_archived = true;
+  if (kind == StreamKind::item) {
+    facts.items_archived_until = std::max(facts.items_archived_until, anchor.ended_at);
+  }
   if (kind == StreamKind::item && anchor.idem_key.rfind("schedule:", 0) == 0) {
     facts.schedule_items.emplace(sid, anchor.idem_key);
   } else if (kind == StreamKind::session) {
@@ -381,7 +383,7 @@ void replay_all(storage::LogSource& log, storage::RowSource* rows, const Reconci
     flow.problems = fold.problems;
     if (rows != nullptr && r.problems != nullptr && r.compare_rows && !facts.item_log_unreadable) {
       const std::size_t first = r.problems->size();
-      check_flow_rows(fold, *rows, facts.items_archived, *r.problems);
+      check_flow_rows(fold, *rows, facts.items_archived_until, *r.problems);
       if (r.about != nullptr) {
         for (std::size_t i = first; i < r.problems->size(); ++i) {
           r.about->emplace_back(StreamKind::limit, (*r.problems)[i].project_id);
@@ -392,7 +394,7 @@ void replay_all(storage::LogSource& log, storage::RowSource* rows, const Reconci
       storage::Backend* target = r.write_to;
       if (target == nullptr) target = dynamic_cast<storage::Backend*>(rows);
       if (target != nullptr) {
-        rebuild_flow_rows(fold, *target, r.write_to != nullptr, facts.items_archived,
+        rebuild_flow_rows(fold, *target, r.write_to != nullptr, facts.items_archived_until,
                           r.report->changes, r.report->changes_total);
       }
     }

@@ -54,8 +54,9 @@ struct LogFacts {
   // Schedules archived (removed, their fires in a segment): the items they
   // made are checked against their fires by the whole-history audit.
   std::set<std::string> archived_schedules;
-  // Item streams were archived: their claims are not in the flow replay.
-  bool items_archived = false;
+  // The latest end of an archived item stream (0: none): claims up to it
+  // are not in the flow replay.
+  Micros items_archived_until = 0;
   // The events of items with a key and of limits, for the flow replay
   // once every stream was read (verify/flow_check.hpp).
   mutable FlowLog flow;

@@ -257,9 +257,9 @@ struct ArchiveReport {
   std::int64_t items = 0;         //   of them: item streams (done, failed, closed, cancelled)
   std::int64_t sessions = 0;      //   closed sessions
   std::int64_t schedules = 0;     //   removed schedules
-  // Ended items left live: each holds its project's fair-share pass (the
-  // last claim's), which verify reads from the live log. Archived once a
-  // later claim of the project takes the pass over.
+  // Ended items left live: of each project's, the one with the latest
+  // fair-share claim (its pass is the project's, which verify reads from
+  // the live log). Archived once a later claim of the project takes over.
   std::int64_t kept_live = 0;
   std::int64_t events = 0;        // their events, now in the segment
   std::int64_t redacted = 0;      // payloads left out (redact_payloads)
