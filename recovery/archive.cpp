@@ -331,7 +331,7 @@ std::optional<storage::StreamAnchor> read_ended(storage::Backend& backend, Strea
                                                 const std::optional<ItemRow>& item,
                                                 const std::vector<storage::RawEvent>& events,
                                                 const ArchiveOptions& options,
-                                                ArchiveReport& report, Seq& pass_claim,
+                                                Seq& pass_claim,
                                                 std::int64_t& redacted) {
   std::optional<SessionRow> session;
   std::optional<ScheduleRow> schedule;
@@ -392,14 +392,12 @@ std::optional<storage::StreamAnchor> read_ended(storage::Backend& backend, Strea
     a.fence = static_cast<std::int64_t>(std::max(fold.fence, fold.ended_fence));
     a.idem_key = fold.key;
     a.ended_at = fold.updated_at;
-    ++report.items;
   } else if (session) {
     const SessionRow fold = fold_stream<SessionRow>(kind, id, events);
     refuse_edited(kind_name, id, verify_detail::SessionsProjection::diff(*session, fold));
     if (fold.is_open()) refuse_edited(kind_name, id, {{"closed_at", {}, "closed", "open"}});
     a.state = "closed";
     a.ended_at = fold.closed_at;
-    ++report.sessions;
   } else {
     const ScheduleRow fold = fold_stream<ScheduleRow>(kind, id, events);
     refuse_edited(kind_name, id, verify_detail::SchedulesProjection::diff(*schedule, fold));
@@ -407,7 +405,6 @@ std::optional<storage::StreamAnchor> read_ended(storage::Backend& backend, Strea
     a.project_id = fold.project_id;
     a.state = "removed";
     a.ended_at = fold.updated_at;
-    ++report.schedules;
   }
   return a;
 }
@@ -486,8 +483,8 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
       for (std::size_t i = 0; i < chunk.size(); ++i) {
         Seq pass_claim = 0;
         std::int64_t redacted = 0;
-        auto a = read_ended(backend, kind, chunk[i], items[i], events[i], options, report,
-                            pass_claim, redacted);
+        auto a = read_ended(backend, kind, chunk[i], items[i], events[i], options, pass_claim,
+                            redacted);
         if (!a) continue;  // changed since it was listed: no longer ended
         candidates.push_back(std::move(*a));
         pass_claims.push_back(pass_claim);
@@ -512,10 +509,12 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (keep[i]) {
       ++report.kept_live;
-      if (candidates[i].stream_kind == "item") --report.items;
       continue;
     }
     auto& a = candidates[i];
+    ++(a.stream_kind == "item"      ? report.items
+       : a.stream_kind == "session" ? report.sessions
+                                    : report.schedules);
     report.redacted += redactions[i];
     Hash h{};
     if (hash_from_bytes(a.hash, h)) xor_into(folded, h);
