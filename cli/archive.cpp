@@ -168,6 +168,7 @@ Validity Cli::run_archive() {
                 .num("sessions", report.sessions)
                 .num("schedules", report.schedules)
                 .num("kept_live", report.kept_live)
+                .num("clocks_carried", report.clocks_carried)
                 .num("events", report.events)
                 .num("bytes", report.bytes)
                 .boolean("redact_payloads", options.redact_payloads)

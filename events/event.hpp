@@ -272,6 +272,16 @@ struct EventTraits<LimitRemoved> : OnLimitStream, Unfenced {
   }
 };
 template <>
+struct EventTraits<LimitClockCarried> : OnLimitStream, Unfenced {
+  static std::string_view name(const LimitClockCarried&) { return "limit_clock_carried"; }
+  template <class F>
+  static void fields(const LimitClockCarried& e, F&& f) {
+    f("limit_key", e.key);
+    f("tat", e.tat);
+    f("segment_id", e.segment_id);
+  }
+};
+template <>
 struct EventTraits<ProjectResumed> : OnProjectStream, Unfenced {
   static std::string_view name(const ProjectResumed&) { return "project_resumed"; }
   template <class F>

@@ -159,6 +159,15 @@ struct LimitRemoved {
   key @0 :Text;
 }
 
+# An archive took claims of this key out of the live log: the limit's clock
+# (tat) as every claim up to this event left it, so that a replay of the
+# live log is exact again from here.
+struct LimitClockCarried {
+  key @0 :Text;
+  tat @1 :Int64;              # microseconds
+  segmentId @2 :Text;         # the segment the claims went to
+}
+
 struct ItemFinished {
   outcome @0 :Outcome;
   fence @1 :UInt64;           # the fence the worker presented (the current one)
@@ -313,6 +322,7 @@ struct Event {
     projectWeightSet @39 :ProjectWeightSet;
     limitSet @40 :LimitSet;
     limitRemoved @41 :LimitRemoved;
+    limitClockCarried @43 :LimitClockCarried;
   }
 
   streamKind @9 :StreamKind;  # the stream this event belongs to

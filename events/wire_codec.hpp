@@ -517,6 +517,20 @@ struct WireCodec<LimitRemoved> {
   static LimitRemoved decode(Body::Reader body) { return {str(body.getLimitRemoved().getKey())}; }
 };
 template <>
+struct WireCodec<LimitClockCarried> {
+  static constexpr Body::Which tag = Body::LIMIT_CLOCK_CARRIED;
+  static void encode(Body::Builder body, const LimitClockCarried& e) {
+    auto b = body.initLimitClockCarried();
+    b.setKey(text(e.key));
+    b.setTat(e.tat);
+    b.setSegmentId(text(e.segment_id));
+  }
+  static LimitClockCarried decode(Body::Reader body) {
+    auto b = body.getLimitClockCarried();
+    return {str(b.getKey()), b.getTat(), str(b.getSegmentId())};
+  }
+};
+template <>
 struct WireCodec<LeaseExtended> {
   static constexpr Body::Which tag = Body::LEASE_EXTENDED;
   static void encode(Body::Builder body, const LeaseExtended& e) {

@@ -365,6 +365,11 @@ LimitRow apply(LimitRow row, const StoredEvent& stored) {
                    row.updated_at = e.at;
                    row.last_seq = stored.seq;
                  },
+                 // Claims went to a segment: the clock they left, as of here.
+                 [&](const LimitClockCarried& carried) {
+                   row.tat = carried.tat;
+                   row.last_seq = stored.seq;
+                 },
                  [&](const ItemClaimed& claimed) { claim(claimed.concurrency_key); },
                  [&](const ItemAssigned& assigned) { claim(assigned.concurrency_key); },
                  OfOtherStreams<StreamKind::limit>{},

@@ -36,7 +36,7 @@ IncidentLinkRow apply(IncidentLinkRow row, const StoredEvent& event);
 // Folds a schedule's events (created, fired, skipped, paused, resumed, removed).
 ScheduleRow apply(ScheduleRow row, const StoredEvent& event);
 
-// Folds a limit's events (limit_set, limit_removed) and the claims of its
+// Folds a limit's events (limit_set, limit_removed, limit_clock_carried) and the claims of its
 // key (claimed, assigned naming it: the rate's state moves on). The claims
 // are the caller's to route: it passes only those whose key is the row's.
 LimitRow apply(LimitRow row, const StoredEvent& event);

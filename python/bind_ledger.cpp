@@ -101,6 +101,7 @@ void bind_ledger(py::module_& m) {
         const auto r = s.run([&](ControlStore& c) { return archive(c, o); });
         return py::dict("streams"_a = r.streams, "items"_a = r.items, "sessions"_a = r.sessions,
                         "schedules"_a = r.schedules, "kept_live"_a = r.kept_live,
+                        "clocks_carried"_a = r.clocks_carried,
                         "events"_a = r.events, "bytes"_a = r.bytes, "redacted"_a = r.redacted,
                         "segment_id"_a = r.segment_id, "digest"_a = r.digest,
                         "dry_run"_a = r.dry_run);
@@ -110,7 +111,7 @@ void bind_ledger(py::module_& m) {
       "Moves every stream that ended before `before` (microseconds: an item done, failed, "
       "closed or cancelled, a closed session, a removed schedule) into a new segment file "
       "`to`, leaving an anchor per stream (docs/retention.md); redact_payloads: each payload "
-      "kept as its digest. A dict with streams, items, sessions, schedules, kept_live, events, "
+      "kept as its digest. A dict with streams, items, sessions, schedules, kept_live, clocks_carried, events, "
       "bytes, redacted, segment_id, digest, dry_run.");
 }
 

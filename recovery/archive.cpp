@@ -32,6 +32,8 @@
 #include "projections/apply.hpp"
 #include "recovery/export.hpp"
 #include "verify/descriptors.hpp"
+#include "verify/flow_check.hpp"
+#include "verify/replay.hpp"
 
 namespace cplane {
 
@@ -409,6 +411,71 @@ std::optional<storage::StreamAnchor> read_ended(storage::Backend& backend, Strea
   return a;
 }
 
+// The archive's decision for a limit (pure): claims that leave the live
+// log carry the clock of a limit with a rate past them, as
+// limit_clock_carried with `row`'s tat (the limit as the whole log folds
+// it, which the caller checked), so that a replay of the live log is exact
+// from there. nullopt for a limit without a rate, or removed: no claim
+// moves its clock.
+std::optional<Event> decide_carry_clock(const LimitRow& row, const std::string& segment_id,
+                                        Micros now) {
+  if (row.removed || row.rate_count == 0) return std::nullopt;
+  return Event{now, "", "", "", LimitClockCarried{row.key, row.tat, segment_id}};
+}
+
+// The limits whose clocks archived claims may have moved: each with a
+// rate. Their rows are held against the live log, replayed as verify does
+// (only when there are such limits: it reads every live stream); a limit
+// row that disagrees refuses the archive, which would otherwise carry an
+// edited clock into the log, where no replay could find it again. (A
+// project's pass needs no check here: the archive keeps its proof live.)
+std::vector<LimitRow> clocks_to_carry(storage::Backend& backend) {
+  std::vector<std::string> keys;
+  {
+    auto cursor = backend.scan_limits();
+    LimitRow row;
+    while (cursor->next(row)) {
+      if (decide_carry_clock(row, "", 0)) keys.push_back(row.key);
+    }
+  }
+  if (keys.empty()) return {};
+  // Read again under the limits' lock (a server's claims of keyed items
+  // take it before they move a clock): the rows, and the replay after,
+  // see every claim that moved them, and none moves them until the commit.
+  std::vector<LimitRow> rated;
+  for (const auto& key : keys) {
+    if (auto row = backend.find_limit(key); row && decide_carry_clock(*row, "", 0)) {
+      rated.push_back(std::move(*row));
+    }
+  }
+  verify_detail::LogFacts facts;
+  std::int64_t read = 0;
+  verify_detail::replay_all(backend, nullptr, verify_detail::Reconcile{}, facts, read, {},
+                            [](verify_detail::StreamAudit&) {});
+  if (facts.item_log_unreadable) {
+    throw StorageError(StorageError::Category::corruption,
+                       "the live log has unreadable item events, so the rate limits' clocks "
+                       "cannot be checked before their claims are archived. Nothing was "
+                       "archived; run cplane verify");
+  }
+  std::vector<LedgerProblem> problems;
+  verify_detail::check_flow_rows(facts.flow.fold(), backend, facts.items_archived_until,
+                                 problems);
+  std::erase_if(problems, [](const LedgerProblem& p) {
+    return p.kind == ProblemKind::project_row_disagrees;
+  });
+  if (!problems.empty()) {
+    std::vector<std::string> what;
+    for (const auto& p : problems) what.push_back(p.detail);
+    throw StorageError(StorageError::Category::corruption,
+                       fmt::format("the flow rows are not what the log folds to ({}): edited "
+                                   "outside cplane. Nothing was archived; run cplane verify, "
+                                   "then cplane rebuild",
+                                   fmt::join(what, "; ")));
+  }
+  return rated;
+}
+
 void delete_row(storage::Backend& backend, const storage::StreamAnchor& a) {
   if (a.stream_kind == "item") {
     backend.delete_item(a.stream_id);
@@ -540,6 +607,11 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
   }
   digest.digest = std::string(as_bytes(folded));
   report.streams = static_cast<std::int64_t>(anchors.size());
+  // Claims leave the live log with the items: the clocks they moved are
+  // carried past them (verify's replay is then exact from here on).
+  const std::vector<LimitRow> clocks =
+      report.items > 0 ? clocks_to_carry(backend) : std::vector<LimitRow>{};
+  report.clocks_carried = static_cast<std::int64_t>(clocks.size());
   if (options.dry_run) return report;  // the transaction rolls back: nothing written
 
   // Pass two: the segment, FILE.tmp -> synced -> FILE -> folder synced.
@@ -615,6 +687,11 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
   record.bytes = size;
   record.archived_at = now;
   backend.put_segment(record);
+  for (const auto& limit : clocks) {
+    const auto event = decide_carry_clock(limit, report.segment_id, now);
+    const Seq seq = backend.append(*event);
+    backend.put_limit(apply(limit, StoredEvent{seq, *event}));
+  }
   cleanup.remove_file = false;
   tx.commit();
   return report;

@@ -112,6 +112,10 @@ struct Sample<LimitRemoved> {
   static LimitRemoved make() { return {"api"}; }
 };
 template <>
+struct Sample<LimitClockCarried> {
+  static LimitClockCarried make() { return {"api", 900'000'123, "5eg"}; }
+};
+template <>
 struct Sample<ItemClaimed> {
   static ItemClaimed make() { return {"w1", 7, 900'000'004, 3, "api", 4'000'000}; }
 };

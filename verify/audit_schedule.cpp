@@ -85,12 +85,18 @@ void ScheduleChecks::operator()(const ScheduleRemoved&) const { schedule_created
 
 void LimitChecks::operator()(const LimitSet&) const { a.created = true; }
 
-void LimitChecks::operator()(const LimitRemoved&) const {
+void LimitChecks::operator()(const LimitRemoved&) const { limit_set_first("limit_removed"); }
+
+void LimitChecks::operator()(const LimitClockCarried&) const {
+  limit_set_first("limit_clock_carried");
+}
+
+void LimitChecks::limit_set_first(std::string_view kind) const {
   if (!a.created && !a.reported_no_creation) {
     a.reported_no_creation = true;
     problem(ProblemKind::no_creation_event,
-            fmt::format("limit {} has a limit_removed event (seq {}) before limit_set",
-                        a.stream.id, seq));
+            fmt::format("limit {} has a {} event (seq {}) before limit_set", a.stream.id, kind,
+                        seq));
   }
 }
 

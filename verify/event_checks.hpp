@@ -87,10 +87,15 @@ struct ProjectChecks : EventCheck {
 };
 
 // A limit's stream: limit_set first (the limit whole each time), then
-// limit_removed or more limit_set.
+// limit_removed or more limit_set; an archive's limit_clock_carried after
+// limit_set.
 struct LimitChecks : EventCheck {
   void operator()(const LimitSet&) const;
   void operator()(const LimitRemoved&) const;
+  void operator()(const LimitClockCarried&) const;
+
+ private:
+  void limit_set_first(std::string_view kind) const;
 };
 
 struct SessionChecks : EventCheck {

@@ -72,6 +72,11 @@ FlowLog::Fold FlowLog::fold() const {
       out.limits[removed->key] = apply(std::move(out.limits[removed->key]), e);
       continue;
     }
+    if (const auto* carried = std::get_if<LimitClockCarried>(&body)) {
+      out.limits[carried->key] = apply(std::move(out.limits[carried->key]), e);
+      out.clock_carried = true;
+      continue;
+    }
     ItemRow& item = items[e.event.item_id];
     // A lapsed lease renewed takes its key's slot again: as a claim does.
     if (std::holds_alternative<LeaseExtended>(body) && lease_lapsed(item, e.event.at) &&
@@ -131,9 +136,11 @@ FlowLog::Fold FlowLog::fold() const {
 
 namespace {
 
-// The fold's row, with the stored tat where archived claims may explain it.
-LimitRow allowing_archived(LimitRow folded, const LimitRow& stored, Micros archived_until) {
-  if (archived_until <= 0 || stored.tat <= folded.tat || gcra_interval(folded) == 0) {
+// The fold's row, with the stored tat where archived claims may explain it
+// (a store archived before archives carried the clock: none carried).
+LimitRow allowing_archived(LimitRow folded, const LimitRow& stored, Micros archived_until,
+                           bool clock_carried) {
+  if (clock_carried || archived_until <= 0 || stored.tat <= folded.tat || gcra_interval(folded) == 0) {
     return folded;
   }
   const Micros reach = std::max<Micros>(1, folded.burst) * gcra_interval(folded);
@@ -155,7 +162,8 @@ void check_flow_rows(const FlowLog::Fold& fold, storage::RowSource& rows, Micros
       problems.push_back({ProblemKind::limit_row_without_event, "", "",
                           fmt::format("limit {} has a row and no limit_set event",
                                       quoted(row.key))});
-    } else if (const LimitRow folded = allowing_archived(it->second, row, archived_until);
+    } else if (const LimitRow folded = allowing_archived(it->second, row, archived_until,
+                                                                fold.clock_carried);
                !(folded == row)) {
       problems.push_back({ProblemKind::limit_row_disagrees, "", "",
                           fmt::format("limit {}: the row says {}, the log {}", quoted(row.key),
@@ -201,7 +209,9 @@ void rebuild_flow_rows(const FlowLog::Fold& fold, storage::Backend& backend, boo
   }
   for (const auto& [key, folded] : fold.limits) {
     const auto stored = backend.find_limit(key);
-    const LimitRow limit = stored ? allowing_archived(folded, *stored, archived_until) : folded;
+    const LimitRow limit = stored ? allowing_archived(folded, *stored, archived_until,
+                                                                   fold.clock_carried)
+                                : folded;
     if (stored && *stored == limit) continue;
     note({"limits", key, stored ? "update" : "insert",
           stored ? std::vector<std::string>{fmt::format("{} -> {}", describe(*stored),

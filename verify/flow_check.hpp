@@ -34,6 +34,9 @@ class FlowLog {
     std::map<std::string, LimitRow> limits;      // every key with a limit event
     std::map<std::string, std::int64_t> passes;  // project -> fair_pass of its last claim
     std::vector<LedgerProblem> problems;         // concurrency_exceeded, rate_exceeded
+    // An archive carried a limit's clock (limit_clock_carried): every
+    // archive since does, for each limit with a rate, so the fold is exact.
+    bool clock_carried = false;
   };
   // The events observed in seq order, replayed.
   Fold fold() const;
@@ -47,15 +50,16 @@ class FlowLog {
 // (verify), or the rows to write (rebuild: `write_to`, with each change
 // noted in `changes`).
 //
-// `archived_until`: the latest end of an archived item stream (0: none),
-// whose claims the fold no longer sees. A limit's tat then may be later in
-// the row than the live log's claims make it, as far as an archived claim
-// could have advanced it (a claim at t leaves it at most t + burst x the
-// rate's interval, and every archived claim came before its item's end):
-// accepted, and rebuild keeps it (lowering it would hand out a burst the
-// limit did not allow). An earlier one, or a later one beyond that bound,
-// is still named. (A project's fair_pass needs no such allowance: the
-// archive leaves live the item whose claim holds it.)
+// An archive appends, for each limit with a rate, limit_clock_carried: the
+// tat every claim up to it left (the archived ones included), so the fold
+// is exact from there. `archived_until`: the latest end of an archived
+// item stream (0: none). Only for a store archived before archives carried
+// the clock (the fold saw no limit_clock_carried) is a limit's tat allowed
+// to be later in the row than the live log's claims make it, as far as an
+// archived claim could have advanced it (a claim at t leaves it at most
+// t + burst x the rate's interval): accepted, and rebuild keeps it. (A
+// project's fair_pass needs no such allowance: the archive leaves live
+// the item whose claim holds it.)
 void check_flow_rows(const FlowLog::Fold& fold, storage::RowSource& rows, Micros archived_until,
                      std::vector<LedgerProblem>& problems);
 void rebuild_flow_rows(const FlowLog::Fold& fold, storage::Backend& backend, bool write,

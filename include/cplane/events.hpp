@@ -143,6 +143,15 @@ struct LimitRemoved {
   std::string key;
   bool operator==(const LimitRemoved&) const = default;
 };
+// An archive took claims of the key out of the live log (they went to
+// segment `segment_id`): the limit's clock as every claim before this
+// event left it. A replay of the live log takes it from here.
+struct LimitClockCarried {
+  std::string key;
+  Micros tat = 0;
+  std::string segment_id;
+  bool operator==(const LimitClockCarried&) const = default;
+};
 
 // ---- cron schedules: the schedule's own stream (its name is the stream id;
 // the event's project is the schedule's). Every event that moves the
@@ -343,7 +352,8 @@ using EventBody = std::variant<ProjectCreated, ActorAssigned, ItemQueued, ItemCl
                                AttemptFailed, ItemRetried, ItemRescheduled, ItemCancelled,
                                RetryPolicySet, ProjectPaused, ProjectResumed, ScheduleCreated,
                                ScheduleFired, ScheduleSkipped, SchedulePaused, ScheduleResumed,
-                               ScheduleRemoved, ProjectWeightSet, LimitSet, LimitRemoved>;
+                               ScheduleRemoved, ProjectWeightSet, LimitSet, LimitRemoved,
+                               LimitClockCarried>;
 
 // ---- streams ----------------------------------------------------------------
 // Every event belongs to exactly one stream: a kind and an id. Replays,
@@ -354,7 +364,7 @@ enum class StreamKind : std::uint8_t {
   session,  // id: the session id. session_opened, session_heartbeat, session_closed
   incident,  // id: incident_stream_id(key). incident_linked
   schedule,  // id: the schedule's name. schedule_created, schedule_fired, ...
-  limit,     // id: the concurrency key. limit_set, limit_removed
+  limit,     // id: the concurrency key. limit_set, limit_removed, limit_clock_carried
 };
 
 // Every kind, in the order replays and exports go: projects and sessions

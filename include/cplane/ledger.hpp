@@ -261,6 +261,10 @@ struct ArchiveReport {
   // fair-share claim (its pass is the project's, which verify reads from
   // the live log). Archived once a later claim of the project takes over.
   std::int64_t kept_live = 0;
+  // Limits with a rate whose clock (tat) the archive carried past the
+  // claims it took away, as limit_clock_carried events (or, dry run,
+  // would): each, when items are archived.
+  std::int64_t clocks_carried = 0;
   std::int64_t events = 0;        // their events, now in the segment
   std::int64_t redacted = 0;      // payloads left out (redact_payloads)
   std::int64_t bytes = 0;         // the segment file's size
