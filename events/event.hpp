@@ -271,6 +271,33 @@ struct EventTraits<LimitRemoved> : OnLimitStream, Unfenced {
     f("limit_key", e.key);
   }
 };
+// A segment's event names it in its body.
+struct OnSegmentStream {
+  static constexpr StreamKind stream = StreamKind::segment;
+  template <class E>
+  static std::string stream_id(const Event&, const E& e) {
+    return e.segment_id;
+  }
+};
+template <>
+struct EventTraits<SegmentArchived> : OnSegmentStream, Unfenced {
+  static std::string_view name(const SegmentArchived&) { return "segment_archived"; }
+  template <class F>
+  static void fields(const SegmentArchived& e, F&& f) {
+    f("segment_id", e.segment_id);
+    f("digest", e.digest);
+    f("file", e.file);
+    f("before", e.before);
+    f("archived_project", e.project_id);
+    f("streams", e.streams);
+    f("events", e.events);
+    f("bytes", e.bytes);
+    f("items", e.items);
+    f("sessions", e.sessions);
+    f("schedules", e.schedules);
+    f("redacted", e.redacted);
+  }
+};
 template <>
 struct EventTraits<LimitClockCarried> : OnLimitStream, Unfenced {
   static std::string_view name(const LimitClockCarried&) { return "limit_clock_carried"; }

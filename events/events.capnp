@@ -162,6 +162,23 @@ struct LimitRemoved {
 # An archive took claims of this key out of the live log: the limit's clock
 # (tat) as every claim up to this event left it, so that a replay of the
 # live log is exact again from here.
+# An archive wrote a segment file and moved its streams' events there
+# (each stream leaves an anchor): the segment's record, whole.
+struct SegmentArchived {
+  segmentId @0 :Text;
+  digest @1 :Text;            # BLAKE2b-256 of the file, hex
+  file @2 :Text;              # the absolute path it was written to
+  before @3 :Int64;           # the archive's --before
+  projectId @4 :Text;         # the archive's --project; "" every project
+  streams @5 :Int64;
+  events @6 :Int64;
+  bytes @7 :Int64;            # the file's size
+  items @8 :Int64;            # of the streams: items, sessions, schedules
+  sessions @9 :Int64;
+  schedules @10 :Int64;
+  redacted @11 :Int64;        # payloads kept as their digest (--redact-payloads)
+}
+
 struct LimitClockCarried {
   key @0 :Text;
   tat @1 :Int64;              # microseconds
@@ -182,6 +199,7 @@ enum StreamKind {
   incident @4;
   schedule @5;
   limit @6;
+  segment @7;
 }
 
 struct LeaseExtended {
@@ -323,6 +341,7 @@ struct Event {
     limitSet @40 :LimitSet;
     limitRemoved @41 :LimitRemoved;
     limitClockCarried @43 :LimitClockCarried;
+    segmentArchived @44 :SegmentArchived;
   }
 
   streamKind @9 :StreamKind;  # the stream this event belongs to

@@ -48,7 +48,8 @@ struct EnumNames<StreamKind> {
       {StreamKind::project, "project"},
       {StreamKind::session, "session"},
       {StreamKind::incident, "incident"},
-      {StreamKind::schedule, "schedule"}, {StreamKind::limit, "limit"}};
+      {StreamKind::schedule, "schedule"}, {StreamKind::limit, "limit"},
+      {StreamKind::segment, "segment"}};
 };
 template <>
 struct EnumNames<ItemStatus> {
@@ -78,7 +79,7 @@ static_assert(std::size(EnumNames<WorkKind>::table) == 1 + static_cast<int>(Work
 static_assert(std::size(EnumNames<ReviewState>::table) ==
               1 + static_cast<int>(ReviewState::changes_requested));
 static_assert(std::size(EnumNames<CloseReason>::table) == 1 + static_cast<int>(CloseReason::closed));
-static_assert(std::size(EnumNames<StreamKind>::table) == 1 + static_cast<int>(StreamKind::limit));
+static_assert(std::size(EnumNames<StreamKind>::table) == 1 + static_cast<int>(StreamKind::segment));
 static_assert(std::size(EnumNames<ItemStatus>::table) == 1 + static_cast<int>(ItemStatus::cancelled));
 
 template <class Enum>

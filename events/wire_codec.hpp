@@ -36,6 +36,7 @@ inline wire::StreamKind to_wire(StreamKind kind) {
     case StreamKind::incident: return wire::StreamKind::INCIDENT;
     case StreamKind::schedule: return wire::StreamKind::SCHEDULE;
     case StreamKind::limit: return wire::StreamKind::LIMIT;
+    case StreamKind::segment: return wire::StreamKind::SEGMENT;
   }
   return wire::StreamKind::UNSPECIFIED;
 }
@@ -515,6 +516,31 @@ struct WireCodec<LimitRemoved> {
     body.initLimitRemoved().setKey(text(e.key));
   }
   static LimitRemoved decode(Body::Reader body) { return {str(body.getLimitRemoved().getKey())}; }
+};
+template <>
+struct WireCodec<SegmentArchived> {
+  static constexpr Body::Which tag = Body::SEGMENT_ARCHIVED;
+  static void encode(Body::Builder body, const SegmentArchived& e) {
+    auto b = body.initSegmentArchived();
+    b.setSegmentId(text(e.segment_id));
+    b.setDigest(text(e.digest));
+    b.setFile(text(e.file));
+    b.setBefore(e.before);
+    b.setProjectId(text(e.project_id));
+    b.setStreams(e.streams);
+    b.setEvents(e.events);
+    b.setBytes(e.bytes);
+    b.setItems(e.items);
+    b.setSessions(e.sessions);
+    b.setSchedules(e.schedules);
+    b.setRedacted(e.redacted);
+  }
+  static SegmentArchived decode(Body::Reader body) {
+    auto b = body.getSegmentArchived();
+    return {str(b.getSegmentId()), str(b.getDigest()), str(b.getFile()), b.getBefore(),
+            str(b.getProjectId()), b.getStreams(), b.getEvents(), b.getBytes(),
+            b.getItems(), b.getSessions(), b.getSchedules(), b.getRedacted()};
+  }
 };
 template <>
 struct WireCodec<LimitClockCarried> {

@@ -34,7 +34,12 @@ std::vector<ArchivedSegment> archived_segments(ControlStore& store) {
   return BackendAccess::with(store, [&](storage::Backend& backend) {
     auto tx = storage::Transaction::read(backend);
     std::vector<ArchivedSegment> out;
+    // A segment no anchor names any more had its streams brought back by a
+    // restore: its record stays (its event says the archive happened), but
+    // nothing of it is archived now.
+    const auto anchored = backend.anchored_segments();
     for (const auto& r : backend.segments()) {
+      if (!anchored.contains(r.segment_id)) continue;
       Hash h{};
       out.push_back({r.segment_id, hash_from_bytes(r.digest, h) ? to_hex(h) : "", r.file,
                      r.project_id, r.before, r.archived_at, r.streams, r.events, r.bytes});

@@ -378,6 +378,42 @@ LimitRow apply(LimitRow row, const StoredEvent& stored) {
   return row;
 }
 
+namespace {
+
+// "0a1b..." -> its bytes; "" for text that is not hex of whole bytes.
+std::string bytes_of_hex(std::string_view hex) {
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  std::string out;
+  if (hex.size() % 2 != 0) return out;
+  for (std::size_t i = 0; i < hex.size(); i += 2) {
+    const int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
+    if (hi < 0 || lo < 0) return {};
+    out.push_back(static_cast<char>(hi * 16 + lo));
+  }
+  return out;
+}
+
+}  // namespace
+
+SegmentRow apply(SegmentRow row, const StoredEvent& stored) {
+  const auto* archived = std::get_if<SegmentArchived>(&stored.event.body);
+  if (archived == nullptr) return row;  // every other kind belongs to other streams
+  row.segment_id = archived->segment_id;
+  row.digest = bytes_of_hex(archived->digest);
+  row.file = archived->file;
+  row.before = archived->before;
+  row.project_id = archived->project_id;
+  row.streams = archived->streams;
+  row.events = archived->events;
+  row.bytes = archived->bytes;
+  row.archived_at = stored.event.at;
+  return row;
+}
+
 IncidentLinkRow apply(IncidentLinkRow row, const StoredEvent& stored) {
   const auto* linked = std::get_if<IncidentLinked>(&stored.event.body);
   if (linked == nullptr) return row;  // every other kind belongs to other streams

@@ -41,6 +41,9 @@ ScheduleRow apply(ScheduleRow row, const StoredEvent& event);
 // are the caller's to route: it passes only those whose key is the row's.
 LimitRow apply(LimitRow row, const StoredEvent& event);
 
+// Folds a segment's event (segment_archived, the record whole).
+SegmentRow apply(SegmentRow row, const StoredEvent& event);
+
 // The row a stream of events folds to, starting from an empty row.
 template <class Row, class Events>
 Row fold(Events&& events, Row initial = {}) {

@@ -423,31 +423,41 @@ std::optional<Event> decide_carry_clock(const LimitRow& row, const std::string& 
   return Event{now, "", "", "", LimitClockCarried{row.key, row.tat, segment_id}};
 }
 
-// The limits whose clocks archived claims may have moved: each with a
-// rate. Their rows are held against the live log, replayed as verify does
-// (only when there are such limits: it reads every live stream); a limit
-// row that disagrees refuses the archive, which would otherwise carry an
+// The archive's record of the segment it wrote (pure): segment_archived on
+// the segment's own stream, the record whole; its fold is the segments row.
+Event decide_archive_segment(const storage::Backend::SegmentRecord& record,
+                             const ArchiveReport& report, Micros now) {
+  return Event{now, "", "", "",
+               SegmentArchived{record.segment_id, report.digest, record.file, record.before,
+                               record.project_id, record.streams, record.events, record.bytes,
+                               report.items, report.sessions, report.schedules,
+                               report.redacted}};
+}
+
+// The limits whose clocks archived claims may have moved: each the log
+// knows with a rate (not the rows: a row deleted or edited to no rate
+// would carry nothing, and the clock would go back). When the log or the
+// rows know any limit, the live log is replayed as verify does (it reads
+// every live stream) under the limits' lock (a server's claims of keyed
+// items take it before they move a clock, so none moves one until the
+// commit), and a limit row that disagrees, or a clock carried before that
+// the claims contradict, refuses the archive: it would otherwise carry an
 // edited clock into the log, where no replay could find it again. (A
 // project's pass needs no check here: the archive keeps its proof live.)
 std::vector<LimitRow> clocks_to_carry(storage::Backend& backend) {
-  std::vector<std::string> keys;
+  std::string any_key;
   {
+    auto cursor = backend.scan_stream(StreamKind::limit);
+    storage::RawEvent raw;
+    if (cursor->next(raw)) any_key = raw.stream_id;
+  }
+  if (any_key.empty()) {
     auto cursor = backend.scan_limits();
     LimitRow row;
-    while (cursor->next(row)) {
-      if (decide_carry_clock(row, "", 0)) keys.push_back(row.key);
-    }
+    if (cursor->next(row)) any_key = row.key;
   }
-  if (keys.empty()) return {};
-  // Read again under the limits' lock (a server's claims of keyed items
-  // take it before they move a clock): the rows, and the replay after,
-  // see every claim that moved them, and none moves them until the commit.
-  std::vector<LimitRow> rated;
-  for (const auto& key : keys) {
-    if (auto row = backend.find_limit(key); row && decide_carry_clock(*row, "", 0)) {
-      rated.push_back(std::move(*row));
-    }
-  }
+  if (any_key.empty()) return {};
+  (void)backend.find_limit(any_key);  // the limits' lock, on a server
   verify_detail::LogFacts facts;
   std::int64_t read = 0;
   verify_detail::replay_all(backend, nullptr, verify_detail::Reconcile{}, facts, read, {},
@@ -458,9 +468,12 @@ std::vector<LimitRow> clocks_to_carry(storage::Backend& backend) {
                        "cannot be checked before their claims are archived. Nothing was "
                        "archived; run cplane verify");
   }
+  const auto fold = facts.flow.fold(facts.items_archived_until == 0);
   std::vector<LedgerProblem> problems;
-  verify_detail::check_flow_rows(facts.flow.fold(), backend, facts.items_archived_until,
-                                 problems);
+  for (const auto& p : fold.problems) {
+    if (p.kind == ProblemKind::limit_clock_disagrees) problems.push_back(p);
+  }
+  verify_detail::check_flow_rows(fold, backend, facts.legacy_archived_until, problems);
   std::erase_if(problems, [](const LedgerProblem& p) {
     return p.kind == ProblemKind::project_row_disagrees;
   });
@@ -472,6 +485,14 @@ std::vector<LimitRow> clocks_to_carry(storage::Backend& backend) {
                                    "outside cplane. Nothing was archived; run cplane verify, "
                                    "then cplane rebuild",
                                    fmt::join(what, "; ")));
+  }
+  // The rows, as checked: what verify accepts (the fold's, but for the
+  // allowance a store archived before the carried clock keeps).
+  std::vector<LimitRow> rated;
+  for (const auto& [key, folded] : fold.limits) {
+    if (!decide_carry_clock(folded, "", 0)) continue;
+    auto row = backend.find_limit(key);
+    rated.push_back(row ? std::move(*row) : folded);
   }
   return rated;
 }
@@ -686,7 +707,11 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
   record.events = report.events;
   record.bytes = size;
   record.archived_at = now;
-  backend.put_segment(record);
+  {
+    const Event event = decide_archive_segment(record, report, now);
+    const Seq seq = backend.append(event);
+    backend.put_segment(apply(SegmentRow{}, StoredEvent{seq, event}));
+  }
   for (const auto& limit : clocks) {
     const auto event = decide_carry_clock(limit, report.segment_id, now);
     const Seq seq = backend.append(*event);

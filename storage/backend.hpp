@@ -40,6 +40,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -346,18 +347,12 @@ class Backend : public LogSource, public RowSource {
   virtual std::optional<StreamAnchor> find_anchor_by_key(const std::string& project_id,
                                                          std::string_view key);
   // The archive's record of one segment file: written with its anchors.
-  struct SegmentRecord {
-    std::string segment_id;
-    std::string digest;  // 32 bytes
-    std::string file;    // the path it was written to
-    Micros before = 0;
-    std::string project_id;  // "" all projects
-    std::int64_t streams = 0;
-    std::int64_t events = 0;
-    std::int64_t bytes = 0;
-    Micros archived_at = 0;
-  };
-  virtual void put_segment(const SegmentRecord& segment);
+  // (SegmentRow: the fold of the segment's segment_archived.)
+  using SegmentRecord = SegmentRow;
+  virtual void put_segment(const SegmentRecord& segment);  // insert or replace
+  virtual void delete_segment(const std::string& segment_id);
+  // The segments some anchor names (the others' streams are live again).
+  virtual std::set<std::string> anchored_segments();
   // Every segment recorded, oldest first.
   virtual std::vector<SegmentRecord> segments();
   std::optional<std::vector<RecordedSegment>> recorded_segments() override;

@@ -76,6 +76,8 @@ class BackendWrapper : public Backend {
     return inner_->find_anchor_by_key(project_id, key);
   }
   void put_segment(const SegmentRecord& segment) override { inner_->put_segment(segment); }
+  void delete_segment(const std::string& segment_id) override { inner_->delete_segment(segment_id); }
+  std::set<std::string> anchored_segments() override { return inner_->anchored_segments(); }
   void set_patient_reads(bool on) override { inner_->set_patient_reads(on); }
   std::vector<SegmentRecord> segments() override { return inner_->segments(); }
   std::optional<ItemRow> oldest_ready(const std::string& project_id) override {

@@ -161,13 +161,7 @@ class LogSource {
   // What the store recorded of each segment it archived into (its table
   // `segments`), for verify to hold against the anchors; nullopt for a log
   // that keeps no such record (an export file).
-  struct RecordedSegment {
-    std::string segment_id;
-    std::string digest;  // 32 bytes
-    std::string project_id;  // "" all projects
-    std::int64_t streams = 0;
-    std::int64_t events = 0;
-  };
+  using RecordedSegment = SegmentRow;
   virtual std::optional<std::vector<RecordedSegment>> recorded_segments() { return std::nullopt; }
   // True for a log that holds some streams of a history and not the others
   // (an archive segment): what its streams say of streams it does not hold

@@ -245,14 +245,11 @@ std::optional<StreamAnchor> Backend::find_anchor_by_key(const std::string&, std:
   return std::nullopt;
 }
 void Backend::put_segment(const SegmentRecord&) { throw no_archive(); }
+void Backend::delete_segment(const std::string&) { throw no_archive(); }
+std::set<std::string> Backend::anchored_segments() { return {}; }
 std::vector<Backend::SegmentRecord> Backend::segments() { return {}; }
 std::optional<std::vector<LogSource::RecordedSegment>> Backend::recorded_segments() {
-  std::vector<RecordedSegment> out;
-  for (auto& r : segments()) {
-    out.push_back({std::move(r.segment_id), std::move(r.digest), std::move(r.project_id), r.streams,
-                   r.events});
-  }
-  return out;
+  return segments();
 }
 
 Hash anchor_hash(const StreamAnchor& a) {

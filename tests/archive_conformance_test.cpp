@@ -85,7 +85,9 @@ TEST_CASE("archive on every engine: anchors, a clean verify, keys that still ded
   INFO(restored.out << restored.err);
   CHECK(restored.exit_code == 0);
   CHECK(one(full, "SELECT count(*) FROM anchors") == "0");
-  CHECK(one(full, "SELECT count(*) FROM events") == events_before);
+  // The archive's own event (segment_archived) came after.
+  CHECK(one(full, "SELECT count(*) FROM events") ==
+        std::to_string(std::stoll(events_before) + 1));
   CHECK(run_cli({"--db", full, "verify"}).exit_code == 0);
 
   // An anchor edited behind cplane's back (its fence lowered): named.
@@ -311,6 +313,142 @@ TEST_CASE("archive on every engine keeps the flow state verify folds: a project'
   CHECK(named.front().detail.find("recorded " + pass) != std::string::npos);
 }
 
+TEST_CASE("archive on every engine carries the clock the log folds to: a limit row deleted or "
+          "edited to no rate is refused, and a store whose archives carried nothing still "
+          "names a raised clock",
+          "[archive][conformance][flow]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "clock.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A", "open", T0);
+  // An archive with no limit at all: nothing to carry.
+  {
+    const auto c = (store.enqueue("alpha", "{}", {}, T0 + 1), store.claim("w", {.now = T0 + 2}));
+    REQUIRE(c);
+    store.finish(c->item_id, c->fence, Outcome::done, "", T0 + 3);
+  }
+  CHECK(archive(store, {.before = kCut, .file = dir.file("a.seg"), .now = kNow}).clocks_carried ==
+        0);
+  // Then a limit, and a claim of its key (the clock one hour on).
+  REQUIRE(store.set_limit("kr", {.rate = "1/h", .burst = 10, .now = kNow}));
+  ControlStore::EnqueueOptions keyed;
+  keyed.concurrency_key = "kr";
+  keyed.now = kNow + 1;
+  store.enqueue("alpha", "{}", keyed);
+  const auto c = store.claim("w", {.now = kNow + 2});
+  REQUIRE(c);
+  store.finish(c->item_id, c->fence, Outcome::done, "", kNow + 3);
+  REQUIRE(verify_ledger(store).empty());
+  // Raised by hand within what an archived claim could have set: no claim
+  // of kr was ever archived, so nothing explains it.
+  const auto tat = one(db, "SELECT tat FROM limits");
+  sql(db, "UPDATE limits SET tat = tat + 30000000000");
+  {
+    const auto named = verify_ledger(store);
+    REQUIRE(named.size() == 1);
+    CHECK(named.front().kind == ProblemKind::limit_row_disagrees);
+  }
+  sql(db, "UPDATE limits SET tat = " + tat);
+  REQUIRE(verify_ledger(store).empty());
+  // The limit's row deleted, or edited to no rate: the log still knows the
+  // limit, so the archive refuses instead of carrying nothing (which would
+  // let rebuild set the clock back).
+  const auto events = one(db, "SELECT count(*) FROM events");
+  for (const std::string edit : {"DELETE FROM limits", "UPDATE limits SET rate_count = 0",
+                                 "UPDATE limits SET removed = NOT removed"}) {
+    INFO(edit);
+    sql(db, "CREATE TABLE kept AS SELECT * FROM limits");
+    sql(db, edit);
+    CHECK_THROWS_AS(archive(store, {.before = kNow + 10, .file = dir.file("b.seg"),
+                                    .dry_run = true, .now = kNow + 20}),
+                    StorageError);
+    CHECK_THROWS_AS(archive(store, {.before = kNow + 10, .file = dir.file("b.seg"),
+                                    .now = kNow + 20}),
+                    StorageError);
+    CHECK(one(db, "SELECT count(*) FROM events") == events);
+    CHECK_FALSE(fs::exists(dir.file("b.seg")));
+    sql(db, "DELETE FROM limits");
+    sql(db, "INSERT INTO limits SELECT * FROM kept");
+    sql(db, "DROP TABLE kept");
+  }
+  REQUIRE(verify_ledger(store).empty());
+  const auto report = archive(store, {.before = kNow + 10, .file = dir.file("b.seg"),
+                                      .now = kNow + 20});
+  CHECK(report.clocks_carried == 1);
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("archive on every engine is an event: segment_archived on the segment's stream, whose "
+          "fold is the segments row (edited, deleted or added: named, and rebuild puts it back)",
+          "[archive][conformance]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "event.db");
+  std::string segment_id;
+  {
+    ControlStore store{db};
+    store.create_project("alpha", "A", "open", T0);
+    for (int i = 0; i < 2; ++i) {
+      store.enqueue("alpha", "{}", {}, T0 + 1);
+      const auto c = store.claim("w", {.now = T0 + 2});
+      REQUIRE(c);
+      store.finish(c->item_id, c->fence, Outcome::done, "", T0 + 3);
+    }
+    const auto report = archive(store, {.before = kCut, .file = dir.file("e.seg"), .now = kNow});
+    segment_id = report.segment_id;
+    CHECK(report.items == 2);
+  }
+  CHECK(one(db, "SELECT count(*) FROM events WHERE type = 'segment_archived' AND stream_kind = "
+                "'segment' AND stream_id = '" + segment_id + "'") == "1");
+  CHECK(run_cli({"--db", db, "verify"}).exit_code == 0);
+  const auto history = run_cli({"--db", db, "tail", "--json"});
+  CHECK(history.out.find("segment_archived") != std::string::npos);
+  const std::string file = one(db, "SELECT file FROM segments");
+  for (const std::string edit : {"UPDATE segments SET file = '/elsewhere'",
+                                 "UPDATE segments SET bytes = bytes + 1",
+                                 "UPDATE segments SET archived_at = 1", "DELETE FROM segments"}) {
+    INFO(edit);
+    sql(db, edit);
+    {
+      ControlStore store{db};
+      const auto named = verify_ledger(store);
+      REQUIRE(named.size() == 1);
+      CHECK(named.front().kind == ProblemKind::segment_disagrees);
+    }
+    CHECK(run_cli({"--db", db, "rebuild"}).exit_code == 0);
+    CHECK(run_cli({"--db", db, "verify"}).exit_code == 0);
+    CHECK(one(db, "SELECT file FROM segments") == file);
+  }
+  // A record no event and no anchor explains: named; rebuild removes it.
+  sql(db, "INSERT INTO segments (segment_id, digest, file, before, project_id, streams, events, "
+          "bytes, archived_at) SELECT 'forged', digest, file, before, project_id, 0, 0, bytes, "
+          "archived_at FROM segments");
+  CHECK(run_cli({"--db", db, "verify"}).exit_code == 6);
+  CHECK(run_cli({"--db", db, "rebuild"}).exit_code == 0);
+  CHECK(one(db, "SELECT count(*) FROM segments") == "1");
+  CHECK(run_cli({"--db", db, "verify"}).exit_code == 0);
+  // The whole history restored: the streams are live again, and the record
+  // stays, explained by its event.
+  const std::string live = dir.file("e.export");
+  REQUIRE(run_cli({"--db", db, "export", live}).exit_code == 0);
+  const std::string full = test_context().fresh_store(dir, "event-full.db");
+  const auto restored = run_cli({"--db", full, "restore", live, dir.file("e.seg")});
+  INFO(restored.out << restored.err);
+  REQUIRE(restored.exit_code == 0);
+  CHECK(one(full, "SELECT count(*) FROM anchors") == "0");
+  CHECK(one(full, "SELECT file FROM segments") == file);
+  // Nothing of it is archived now: stats lists no segment.
+  CHECK(run_cli({"--db", full, "stats"}).out.find("archived:") == std::string::npos);
+  CHECK(run_cli({"--db", db, "stats"}).out.find("archived: 2 stream(s)") != std::string::npos);
+  const auto verified = run_cli({"--db", full, "verify"});
+  INFO(verified.out << verified.err);
+  CHECK(verified.exit_code == 0);
+  // Without the segment: the anchors stay, the record is the event's.
+  const std::string kept = test_context().fresh_store(dir, "event-kept.db");
+  REQUIRE(run_cli({"--db", kept, "restore", live}).exit_code == 0);
+  CHECK(one(kept, "SELECT bytes FROM segments") == one(db, "SELECT bytes FROM segments"));
+  CHECK(run_cli({"--db", kept, "verify"}).exit_code == 0);
+}
+
 TEST_CASE("archive on every engine refuses a session or schedule row edited outside cplane, "
           "naming the field, and a close or remove retried after the archive changes nothing",
           "[archive][conformance]") {
@@ -404,10 +542,15 @@ TEST_CASE("verify holds the segments table against the anchors on every engine: 
   INFO(what);
   sql(db, edit);
   ControlStore store{db};
+  // Named against its event (segment_archived) and against its anchors:
+  // one problem or two, each of the segment.
   const auto problems = verify_ledger(store);
-  REQUIRE(problems.size() == 1);
-  CHECK(problems.front().kind == ProblemKind::segment_disagrees);
-  CHECK(problems.front().detail.find("segment") != std::string::npos);
+  REQUIRE_FALSE(problems.empty());
+  CHECK(problems.size() <= 2);
+  for (const auto& p : problems) {
+    CHECK(p.kind == ProblemKind::segment_disagrees);
+    CHECK(p.detail.find("segment") != std::string::npos);
+  }
   CHECK(run_cli({"--db", db, "verify"}).exit_code != 0);
 }
 

@@ -119,7 +119,8 @@ TEST_CASE("an archive moves the ended streams into a segment, leaves anchors, an
   CHECK(report.bytes == static_cast<std::int64_t>(fs::file_size(seg)));
   CHECK(count(db, "anchors") == "4");
   CHECK(count(db, "items") == "3");  // alpha: one done after the cut, one claimed, one ready
-  CHECK(std::stoll(count(db, "events")) == events_before - report.events);
+  // Its events went; the archive's own (segment_archived) came.
+  CHECK(std::stoll(count(db, "events")) == events_before - report.events + 1);
   CHECK(sql_column(db, "SELECT DISTINCT state FROM anchors ORDER BY state") ==
         std::vector<std::string>{"cancelled", "done", "failed"});
   CHECK(verify_db(db).empty());
@@ -245,8 +246,13 @@ TEST_CASE("tampering with an anchor, or putting an archived stream's events back
                  ProblemKind::digest_disagrees},
       std::tuple{"an anchor's seqs cut", "UPDATE anchors SET seqs = substr(seqs, 9), events = events - 1 WHERE state = 'failed'",
                  ProblemKind::digest_disagrees},
-      std::tuple{"an event of the live log deleted", "DELETE FROM events WHERE seq = (SELECT max(seq) FROM events)",
-                 ProblemKind::tail_missing});
+      std::tuple{"an event of the live log deleted",
+                 "DELETE FROM events WHERE seq = (SELECT max(seq) FROM events WHERE stream_kind = "
+                 "'item')",
+                 ProblemKind::tail_missing},
+      std::tuple{"the archive's own event deleted",
+                 "DELETE FROM events WHERE type = 'segment_archived'",
+                 ProblemKind::stream_missing});
   INFO(name);
   TempDir dir;
   const std::string db = seed(dir);
@@ -654,7 +660,8 @@ TEST_CASE("an export after an archive carries the anchors: audit of it is clean,
   TempDir dir;
   const std::string db = seed(dir);
   std::vector<std::string> ids_before = sql_column(db, "SELECT item_id FROM items ORDER BY item_id");
-  const auto events_before = count(db, "events");
+  // Two archives: each adds its own event (segment_archived).
+  const auto events_before = std::to_string(std::stoll(count(db, "events")) + 2);
   archive_to(db, dir.file("b.seg"), kCut, "beta");
   archive_to(db, dir.file("a.seg"));
   const std::string exported = dir.file("live.export");
@@ -782,4 +789,44 @@ TEST_CASE("a store migrated from schema 10 gains the retention tables and archiv
   CHECK(sql_column(db, "PRAGMA user_version").at(0) == std::to_string(11));
   CHECK(archive(store, {.before = kCut, .file = dir.file("m.seg"), .now = kNow}).streams == 4);
   CHECK(verify_ledger(store).empty());
+}
+
+namespace {
+
+// An archive as a build before archives were events made it: its record
+// and anchors, no segment_archived in the log.
+class BeforeArchiveEvents : public storage::BackendWrapper {
+ public:
+  using BackendWrapper::BackendWrapper;
+  Seq append(const Event& event) override {
+    if (std::holds_alternative<SegmentArchived>(event.body)) return 0;
+    return BackendWrapper::append(event);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a record of an archive made before archives were events is held against its anchors, "
+          "and rebuild makes it again from them when it is gone",
+          "[archive]") {
+  TempDir dir;
+  const std::string db = seed(dir);
+  {
+    ControlStore store =
+        testing::store_over(std::make_unique<BeforeArchiveEvents>(storage::open_store(db)));
+    REQUIRE(archive(store, {.before = kCut, .file = dir.file("s.seg"), .now = kNow}).streams ==
+            4);
+  }
+  CHECK(count(db, "segments") == "1");
+  CHECK(sql_column(db, "SELECT count(*) FROM events WHERE type = 'segment_archived'") ==
+        std::vector<std::string>{"0"});
+  CHECK(verify_db(db).empty());
+  const auto digest = sql_column(db, "SELECT hex(digest) FROM segments");
+  sql(db, "DELETE FROM segments");
+  REQUIRE_FALSE(verify_db(db).empty());
+  CHECK(run_cli({"--db", db, "rebuild"}).exit_code == 0);
+  CHECK(verify_db(db).empty());
+  CHECK(sql_column(db, "SELECT hex(digest) FROM segments") == digest);
+  CHECK(sql_column(db, "SELECT streams FROM segments") == std::vector<std::string>{"4"});
+  CHECK(sql_column(db, "SELECT bytes FROM segments") == std::vector<std::string>{"-1"});
 }

@@ -112,6 +112,12 @@ struct Sample<LimitRemoved> {
   static LimitRemoved make() { return {"api"}; }
 };
 template <>
+struct Sample<SegmentArchived> {
+  static SegmentArchived make() {
+    return {"5eg", std::string(64, 'a'), "/var/seg", 900'000'000, "alpha", 4, 9, 4096, 2, 1, 1, 2};
+  }
+};
+template <>
 struct Sample<LimitClockCarried> {
   static LimitClockCarried make() { return {"api", 900'000'123, "5eg"}; }
 };

@@ -138,19 +138,29 @@ TEST_CASE("flow decide: set and remove a limit and a weight", "[flow][decide]") 
   CHECK(apply(project, StoredEvent{9, *w}).weight == 4);
 }
 
-TEST_CASE("flow verify: a renewal of a lapsed lease while the key is full is concurrency_exceeded",
-          "[flow][decide]") {
-  using cplane::verify_detail::FlowLog;
-  FlowLog log;
-  auto ev = [](Micros at, const std::string& item, EventBody body) {
-    return Event{at, "w", "p", item, std::move(body)};
-  };
+namespace {
+
+// The flow replay fed as verify's stream audit feeds it: each event with
+// its item's row after it, seqs in order.
+struct FlowFeed {
+  cplane::verify_detail::FlowLog log;
   std::map<std::string, ItemRow> rows;
   Seq seq = 0;
-  auto feed = [&](const Event& e) {
+  void operator()(const Event& e) {
     const StoredEvent stored{++seq, e};
     if (!e.item_id.empty()) rows[e.item_id] = apply(rows[e.item_id], stored);
     log.observe(stored, e.item_id.empty() ? ItemRow{} : rows[e.item_id]);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("flow verify: a renewal of a lapsed lease while the key is full is concurrency_exceeded",
+          "[flow][decide]") {
+  FlowFeed feed;
+  const auto& log = feed.log;
+  auto ev = [](Micros at, const std::string& item, EventBody body) {
+    return Event{at, "w", "p", item, std::move(body)};
   };
   feed(Event{0, "", "", "", LimitSet{"k", 1, 0, 0, 0}});
   ItemQueued q;
@@ -160,10 +170,44 @@ TEST_CASE("flow verify: a renewal of a lapsed lease while the key is full is con
   feed(ev(2, "b", q));
   feed(ev(10, "a", ItemClaimed{"w1", 1, 10 * kSecond, 1, "k", 0}));
   feed(ev(11 * kSecond, "b", ItemClaimed{"w2", 1, 100 * kSecond, 1, "k", 0}));
-  CHECK(log.fold().problems.empty());
+  CHECK(log.fold(true).problems.empty());
   feed(ev(12 * kSecond, "a", LeaseExtended{1, 112 * kSecond}));
-  const auto problems = log.fold().problems;
+  const auto problems = log.fold(true).problems;
   REQUIRE(problems.size() == 1);
   CHECK(problems[0].kind == ProblemKind::concurrency_exceeded);
   CHECK(problems[0].item_id == "a");
+}
+
+TEST_CASE("flow verify: a carried clock is at least the one the claims before it make, and in a "
+          "whole history exactly that one",
+          "[flow][decide][archive]") {
+  // One claim a second on a key limited to 1 a second: the clock after the
+  // claim at 10 s is 11 s.
+  auto log_with_carry = [](Micros carried) {
+    FlowFeed feed;
+    feed(Event{0, "", "", "", LimitSet{"k", 0, 1, kSecond, 1}});
+    ItemQueued q;
+    q.payload = "{}";
+    q.concurrency_key = "k";
+    feed(Event{1, "w", "p", "a", q});
+    feed(Event{10 * kSecond, "w", "p", "a", ItemClaimed{"w1", 1, 40 * kSecond, 1, "k", 0}});
+    feed(Event{20 * kSecond, "", "", "", LimitClockCarried{"k", carried, "seg"}});
+    return feed.log;
+  };
+  const Micros truth = 11 * kSecond;
+  // The claims' own clock: clean, whole or not; the row takes it.
+  CHECK(log_with_carry(truth).fold(true).problems.empty());
+  CHECK(log_with_carry(truth).fold(false).problems.empty());
+  CHECK(log_with_carry(truth).fold(false).carried.contains("k"));
+  // Later: archived claims may explain it in a live store, never in a
+  // whole history (where every claim is replayed).
+  CHECK(log_with_carry(truth + 5 * kSecond).fold(false).problems.empty());
+  CHECK(log_with_carry(truth + 5 * kSecond).fold(false).limits.at("k").tat == truth + 5 * kSecond);
+  const auto whole = log_with_carry(truth + 5 * kSecond).fold(true).problems;
+  REQUIRE(whole.size() == 1);
+  CHECK(whole[0].kind == ProblemKind::limit_clock_disagrees);
+  // Earlier: no archive can explain a clock behind the claims it keeps.
+  const auto behind = log_with_carry(truth - 1).fold(false).problems;
+  REQUIRE(behind.size() == 1);
+  CHECK(behind[0].kind == ProblemKind::limit_clock_disagrees);
 }

@@ -88,7 +88,7 @@ TEST_CASE("the stored names of problem kinds never change", "[verify][kinds]") {
       "incident_link_disagrees", "incident_link_missing", "incident_link_without_event",
       "index_disagrees", "invalid_payload", "item_in_unknown_project", "key_disagrees",
       "last_seq_disagrees", "lease_before_claim", "lease_disagrees", "lifecycle_not_allowed",
-      "limit_row_disagrees", "limit_row_missing", "limit_row_without_event",
+      "limit_clock_disagrees", "limit_row_disagrees", "limit_row_missing", "limit_row_without_event",
       "mutation_without_assignment", "no_creation_event", "orphan_events", "owner_disagrees",
       "payload_disagrees", "project_disagrees", "project_row_disagrees", "project_row_missing",
       "project_row_without_event", "queued_disagrees", "rate_exceeded", "ready_after_claim", "routing_disagrees",

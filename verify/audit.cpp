@@ -40,6 +40,9 @@ void fold_rows(StreamAudit& a, const StoredEvent& stored) {
       break;
     case StreamKind::limit:
       break;  // its row is the flow replay's (verify/flow_check.cpp)
+    case StreamKind::segment:
+      a.segment = apply(a.segment.value_or(SegmentRow{}), stored);
+      break;
     case StreamKind::project:
       if (std::holds_alternative<ProjectCreated>(e.body)) {
         if (!a.project) a.project_created_seq = stored.seq;
@@ -105,7 +108,8 @@ void audit_event(StreamAudit& a, const StoredEvent& stored, const LogFacts& fact
   const EventCheck check{a, e, stored.seq, facts};
   if (a.stream.kind == StreamKind::item) ItemChecks{check}.cross_stream();
   std::visit(Overloaded{ItemChecks{check}, ProjectChecks{check}, SessionChecks{check},
-                        IncidentChecks{check}, ScheduleChecks{check}, LimitChecks{check}},
+                        IncidentChecks{check}, ScheduleChecks{check}, LimitChecks{check},
+                        SegmentChecks{check}},
              e.body);
   fold_rows(a, stored);
   facts.flow.observe(stored, a.item);

@@ -91,6 +91,16 @@ void LimitChecks::operator()(const LimitClockCarried&) const {
   limit_set_first("limit_clock_carried");
 }
 
+void SegmentChecks::operator()(const SegmentArchived&) const {
+  if (a.created) {
+    problem(ProblemKind::segment_disagrees,
+            fmt::format("segment {} has a second segment_archived (seq {}): an archive writes "
+                        "one segment once",
+                        a.stream.id, seq));
+  }
+  a.created = true;
+}
+
 void LimitChecks::limit_set_first(std::string_view kind) const {
   if (!a.created && !a.reported_no_creation) {
     a.reported_no_creation = true;

@@ -201,9 +201,50 @@ void LogChain::finish(const std::optional<storage::LogDigest>& digest, bool dens
 
 namespace cplane {
 
+namespace {
+
+// The fields in which a segment's record differs from its event's.
+std::vector<std::string> segment_diff(const SegmentRow& row, const SegmentRow& logged) {
+  std::vector<std::string> out;
+  auto field = [&](std::string_view name, const auto& stored, const auto& folded) {
+    if (stored == folded) return;
+    if constexpr (std::is_integral_v<std::decay_t<decltype(stored)>>) {
+      out.push_back(fmt::format("{} is {} in the row, {} in the log", name, stored, folded));
+    } else {
+      out.push_back(fmt::format("{} differs", name));
+    }
+  };
+  field("digest", row.digest, logged.digest);
+  field("file", row.file, logged.file);
+  field("before", row.before, logged.before);
+  field("project_id", row.project_id, logged.project_id);
+  field("streams", row.streams, logged.streams);
+  field("events", row.events, logged.events);
+  field("bytes", row.bytes, logged.bytes);
+  field("archived_at", row.archived_at, logged.archived_at);
+  return out;
+}
+
+}  // namespace
+
+std::vector<SegmentRow> LogChain::records_from_anchors() const {
+  std::vector<SegmentRow> out;
+  for (const auto& [id, tally] : segments_) {
+    if (tally.digests_differ) continue;
+    SegmentRow row;
+    row.segment_id = id;
+    row.digest = tally.digest;
+    row.streams = tally.streams;
+    row.events = tally.events;
+    row.bytes = -1;  // unknown: the digest still proves the file
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
 void LogChain::check_segments(
     const std::optional<std::vector<storage::LogSource::RecordedSegment>>& recorded,
-    std::vector<LedgerProblem>& out) const {
+    const std::map<std::string, SegmentRow>* logged, std::vector<LedgerProblem>& out) const {
   if (!recorded) return;
   auto problem = [&](std::string detail) {
     out.push_back({ProblemKind::segment_disagrees, "", "", std::move(detail)});
@@ -212,6 +253,26 @@ void LogChain::check_segments(
   for (const auto& r : *recorded) {
     if (!by_id.emplace(r.segment_id, &r).second) {
       problem(fmt::format("segment {} is recorded twice (table segments)", quoted(r.segment_id)));
+    }
+  }
+  if (logged != nullptr) {
+    for (const auto& [id, row] : *logged) {
+      const auto found = by_id.find(id);
+      if (found == by_id.end()) {
+        // An anchored one is named below.
+        if (!segments_.contains(id)) {
+          problem(fmt::format("segment {} was archived (segment_archived) but the store does "
+                              "not record it (table segments): its row was deleted outside "
+                              "cplane",
+                              quoted(id)));
+        }
+        continue;
+      }
+      if (const auto diff = segment_diff(*found->second, row); !diff.empty()) {
+        problem(fmt::format("segment {}: its record is not what its segment_archived says ({}): "
+                            "the record was edited outside cplane",
+                            quoted(id), fmt::join(diff, "; ")));
+      }
     }
   }
   for (const auto& [id, tally] : segments_) {
@@ -246,6 +307,8 @@ void LogChain::check_segments(
   }
   for (const auto& r : *recorded) {
     if (segments_.contains(r.segment_id)) continue;
+    // Its streams were brought back by a restore: the event explains it.
+    if (logged == nullptr || logged->contains(r.segment_id)) continue;
     problem(fmt::format("segment {} is recorded ({} stream(s), {} event(s)) but no anchor names "
                         "it: its anchors were deleted outside cplane, or its record added",
                         quoted(r.segment_id), r.streams, r.events));

@@ -67,12 +67,26 @@ class LogChain {
   void finish(const std::optional<storage::LogDigest>& digest, bool dense,
               std::vector<LedgerProblem>& out);
   // Holds the store's record of its segments (table `segments`) against
-  // the anchors: every anchor's segment is recorded with the anchors'
-  // digest, and every record counts exactly the streams and events its
-  // anchors hold. nullopt: the log keeps no record (an export): nothing to
-  // compare.
+  // the log and the anchors: each record is what its segment_archived
+  // makes (`logged`; null: the segment log could not be read), every
+  // segment_archived and every anchor's segment is recorded, with the
+  // anchors' digest, and every record counts exactly the streams and
+  // events its anchors hold. A record with neither an event nor an anchor
+  // is named; one with an event and no anchor is a segment whose streams
+  // a restore brought back. nullopt: the log keeps no record (an export):
+  // nothing to compare.
   void check_segments(const std::optional<std::vector<storage::LogSource::RecordedSegment>>& recorded,
+                      const std::map<std::string, SegmentRow>* logged,
                       std::vector<LedgerProblem>& out) const;
+  // The segments the anchors name.
+  bool anchors_segment(const std::string& segment_id) const {
+    return segments_.contains(segment_id);
+  }
+  // Each segment the anchors name, as a record made from them alone (what a
+  // restore without segments records): its digest, streams and events; no
+  // project, file, size or time. A segment whose anchors name two digests
+  // is left out.
+  std::vector<SegmentRow> records_from_anchors() const;
 
 
  private:

@@ -13,6 +13,7 @@
 //   ScheduleChecks  verify/audit_schedule.cpp
 //   LimitChecks     verify/audit_schedule.cpp (with the schedules: both
 //                   are a small stream kind of their own)
+//   SegmentChecks   verify/audit_schedule.cpp (one event a stream)
 //   IncidentChecks  here (an incident_linked is the link whole: the fold
 //                   is the check)
 #pragma once
@@ -96,6 +97,11 @@ struct LimitChecks : EventCheck {
 
  private:
   void limit_set_first(std::string_view kind) const;
+};
+
+// A segment's stream: one segment_archived, the record whole.
+struct SegmentChecks : EventCheck {
+  void operator()(const SegmentArchived&) const;
 };
 
 struct SessionChecks : EventCheck {

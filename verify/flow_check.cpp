@@ -51,7 +51,7 @@ void FlowLog::observe(const StoredEvent& stored, const ItemRow& item) {
   }
 }
 
-FlowLog::Fold FlowLog::fold() const {
+FlowLog::Fold FlowLog::fold(bool history_whole) const {
   Fold out;
   for (const auto& [project, pass] : passes_) out.passes[project] = pass.second;
   std::vector<const StoredEvent*> order;
@@ -73,8 +73,17 @@ FlowLog::Fold FlowLog::fold() const {
       continue;
     }
     if (const auto* carried = std::get_if<LimitClockCarried>(&body)) {
-      out.limits[carried->key] = apply(std::move(out.limits[carried->key]), e);
-      out.clock_carried = true;
+      LimitRow& limit = out.limits[carried->key];
+      if (carried->tat < limit.tat || (history_whole && carried->tat != limit.tat)) {
+        out.problems.push_back(
+            {ProblemKind::limit_clock_disagrees, "", "",
+             fmt::format("limit_clock_carried seq {} carries limit {}'s clock as {}, yet the "
+                         "claims before it make it {}{}",
+                         e.seq, quoted(carried->key), carried->tat, limit.tat,
+                         history_whole ? "" : " (archived claims can only make it later)")});
+      }
+      limit = apply(std::move(limit), e);
+      out.carried.insert(carried->key);
       continue;
     }
     ItemRow& item = items[e.event.item_id];
@@ -136,8 +145,8 @@ FlowLog::Fold FlowLog::fold() const {
 
 namespace {
 
-// The fold's row, with the stored tat where archived claims may explain it
-// (a store archived before archives carried the clock: none carried).
+// The fold's row, with the stored tat where claims archived before archives
+// carried the clock may explain it (for a key no archive carried since).
 LimitRow allowing_archived(LimitRow folded, const LimitRow& stored, Micros archived_until,
                            bool clock_carried) {
   if (clock_carried || archived_until <= 0 || stored.tat <= folded.tat || gcra_interval(folded) == 0) {
@@ -150,7 +159,7 @@ LimitRow allowing_archived(LimitRow folded, const LimitRow& stored, Micros archi
 
 }  // namespace
 
-void check_flow_rows(const FlowLog::Fold& fold, storage::RowSource& rows, Micros archived_until,
+void check_flow_rows(const FlowLog::Fold& fold, storage::RowSource& rows, Micros legacy_until,
                      std::vector<LedgerProblem>& problems) {
   std::set<std::string> seen;
   auto cursor = rows.scan_limits();
@@ -162,8 +171,8 @@ void check_flow_rows(const FlowLog::Fold& fold, storage::RowSource& rows, Micros
       problems.push_back({ProblemKind::limit_row_without_event, "", "",
                           fmt::format("limit {} has a row and no limit_set event",
                                       quoted(row.key))});
-    } else if (const LimitRow folded = allowing_archived(it->second, row, archived_until,
-                                                                fold.clock_carried);
+    } else if (const LimitRow folded = allowing_archived(it->second, row, legacy_until,
+                                                                fold.carried.contains(row.key));
                !(folded == row)) {
       problems.push_back({ProblemKind::limit_row_disagrees, "", "",
                           fmt::format("limit {}: the row says {}, the log {}", quoted(row.key),
@@ -210,7 +219,7 @@ void rebuild_flow_rows(const FlowLog::Fold& fold, storage::Backend& backend, boo
   for (const auto& [key, folded] : fold.limits) {
     const auto stored = backend.find_limit(key);
     const LimitRow limit = stored ? allowing_archived(folded, *stored, archived_until,
-                                                                   fold.clock_carried)
+                                                                   fold.carried.contains(key))
                                 : folded;
     if (stored && *stored == limit) continue;
     note({"limits", key, stored ? "update" : "insert",

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,12 +35,16 @@ class FlowLog {
     std::map<std::string, LimitRow> limits;      // every key with a limit event
     std::map<std::string, std::int64_t> passes;  // project -> fair_pass of its last claim
     std::vector<LedgerProblem> problems;         // concurrency_exceeded, rate_exceeded
-    // An archive carried a limit's clock (limit_clock_carried): every
-    // archive since does, for each limit with a rate, so the fold is exact.
-    bool clock_carried = false;
+    // Keys whose clock an archive carried (limit_clock_carried): the fold
+    // is exact from there.
+    std::set<std::string> carried;
   };
-  // The events observed in seq order, replayed.
-  Fold fold() const;
+  // The events observed in seq order, replayed. A carried clock is at
+  // least the one the claims before it make (archived claims only add to
+  // it), and exactly that one when `history_whole` (no item is archived:
+  // every claim is here, as in the whole-history audit); else it is named
+  // (limit_clock_disagrees).
+  Fold fold(bool history_whole) const;
 
  private:
   std::vector<StoredEvent> events_;
@@ -52,15 +57,15 @@ class FlowLog {
 //
 // An archive appends, for each limit with a rate, limit_clock_carried: the
 // tat every claim up to it left (the archived ones included), so the fold
-// is exact from there. `archived_until`: the latest end of an archived
-// item stream (0: none). Only for a store archived before archives carried
-// the clock (the fold saw no limit_clock_carried) is a limit's tat allowed
-// to be later in the row than the live log's claims make it, as far as an
+// is exact from there. `legacy_until`: the latest end of an item archived
+// by a build before archives carried the clock (0: none). Only then, and
+// only for a key no archive carried since, is a limit's tat allowed to be
+// later in the row than the live log's claims make it, as far as such an
 // archived claim could have advanced it (a claim at t leaves it at most
 // t + burst x the rate's interval): accepted, and rebuild keeps it. (A
 // project's fair_pass needs no such allowance: the archive leaves live
 // the item whose claim holds it.)
-void check_flow_rows(const FlowLog::Fold& fold, storage::RowSource& rows, Micros archived_until,
+void check_flow_rows(const FlowLog::Fold& fold, storage::RowSource& rows, Micros legacy_until,
                      std::vector<LedgerProblem>& problems);
 void rebuild_flow_rows(const FlowLog::Fold& fold, storage::Backend& backend, bool write,
                        Micros archived_until, std::vector<RowChange>& changes,

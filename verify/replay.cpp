@@ -162,6 +162,40 @@ void reconcile(RowSide<P>& side, StreamAudit& audit, const LogFacts& facts, cons
   }
 }
 
+// rebuild: each segment's record as its segment_archived makes it; a record
+// with neither an event nor an anchor goes. A record with anchors and no
+// event (an archive before archives were events) is left as it is, or,
+// when it is gone, made again from its anchors (as a restore without the
+// segments records it: no file, no size).
+void rebuild_segment_rows(const LogFacts& facts, const std::vector<SegmentRow>& recorded,
+                          storage::Backend& target, bool write, RebuildReport& report) {
+  auto note = [&](RowChange change) {
+    ++report.changes_total;
+    if (report.changes.size() < kMaxListedChanges) report.changes.push_back(std::move(change));
+  };
+  std::map<std::string, const SegmentRow*> by_id;
+  for (const auto& row : recorded) by_id.emplace(row.segment_id, &row);
+  for (const auto& [id, logged] : facts.logged_segments) {
+    const auto found = by_id.find(id);
+    if (found != by_id.end() && *found->second == logged) continue;
+    note({"segments", id, found == by_id.end() ? "insert" : "update", {}});
+    if (write) target.put_segment(logged);
+  }
+  for (const auto& row : recorded) {
+    if (facts.logged_segments.contains(row.segment_id) ||
+        facts.chain.anchors_segment(row.segment_id)) {
+      continue;
+    }
+    note({"segments", row.segment_id, "delete", {}});
+    if (write) target.delete_segment(row.segment_id);
+  }
+  for (auto& row : facts.chain.records_from_anchors()) {
+    if (by_id.contains(row.segment_id) || facts.logged_segments.contains(row.segment_id)) continue;
+    note({"segments", row.segment_id, "insert", {}});
+    if (write) target.put_segment(row);
+  }
+}
+
 // What an archived stream's anchor still tells the streams checked after
 // it: an item a schedule made is still the one its fire names; a closed
 // session lived from its first seq to its last (its events name no actor
@@ -171,6 +205,8 @@ void note_archived(const storage::StreamAnchor& anchor, StreamKind kind, LogFact
   const std::string& sid = anchor.stream_id;
   if (kind == StreamKind::item) {
     facts.items_archived_until = std::max(facts.items_archived_until, anchor.ended_at);
+    Micros& until = facts.items_archived_in[anchor.segment_id];
+    until = std::max(until, anchor.ended_at);
   }
   if (kind == StreamKind::item && anchor.idem_key.rfind("schedule:", 0) == 0) {
     facts.schedule_items.emplace(sid, anchor.idem_key);
@@ -374,16 +410,26 @@ void replay_all(storage::LogSource& log, storage::RowSource* rows, const Reconci
                               progress, on_stream);
   replay<SchedulesProjection>(log, rows, StreamKind::schedule, facts, r, events_read, total,
                               progress, on_stream);
+  // Segments: each record is its segment_archived (checked with the
+  // anchors at the end, once the digest has counted them). Read before the
+  // flow replay: which archives carried the limits' clocks.
+  replay<>(log, rows, StreamKind::segment, facts, r, events_read, total, progress,
+           [&](StreamAudit& audit) {
+             if (audit.unreadable) facts.segment_log_unreadable = true;
+             if (audit.segment) facts.logged_segments[audit.stream.id] = *audit.segment;
+             on_stream(audit);
+           });
+  facts.note_legacy_archives();
   // Limits: their rows are the flow replay's, once every stream was read.
   replay<>(log, rows, StreamKind::limit, facts, r, events_read, total, progress, on_stream);
   {
     StreamAudit flow;
     flow.stream = {StreamKind::limit, ""};
-    const FlowLog::Fold fold = facts.flow.fold();
+    const FlowLog::Fold fold = facts.flow.fold(facts.items_archived_until == 0);
     flow.problems = fold.problems;
     if (rows != nullptr && r.problems != nullptr && r.compare_rows && !facts.item_log_unreadable) {
       const std::size_t first = r.problems->size();
-      check_flow_rows(fold, *rows, facts.items_archived_until, *r.problems);
+      check_flow_rows(fold, *rows, facts.legacy_archived_until, *r.problems);
       if (r.about != nullptr) {
         for (std::size_t i = first; i < r.problems->size(); ++i) {
           r.about->emplace_back(StreamKind::limit, (*r.problems)[i].project_id);
@@ -394,7 +440,7 @@ void replay_all(storage::LogSource& log, storage::RowSource* rows, const Reconci
       storage::Backend* target = r.write_to;
       if (target == nullptr) target = dynamic_cast<storage::Backend*>(rows);
       if (target != nullptr) {
-        rebuild_flow_rows(fold, *target, r.write_to != nullptr, facts.items_archived_until,
+        rebuild_flow_rows(fold, *target, r.write_to != nullptr, facts.legacy_archived_until,
                           r.report->changes, r.report->changes_total);
       }
     }
@@ -428,7 +474,19 @@ void replay_all(storage::LogSource& log, storage::RowSource* rows, const Reconci
   // What no stream could show: a stream removed with its head, a head
   // edited, seqs missing.
   facts.chain.finish(log.log_digest(), log.seqs_dense(), unfiled.chain_problems);
-  facts.chain.check_segments(log.recorded_segments(), unfiled.chain_problems);
+  const auto recorded = log.recorded_segments();
+  const bool segments_known = !facts.segment_log_unreadable;
+  if (r.problems != nullptr) {
+    facts.chain.check_segments(recorded, segments_known ? &facts.logged_segments : nullptr,
+                               unfiled.chain_problems);
+  }
+  if (r.report != nullptr && recorded && segments_known) {
+    storage::Backend* target = r.write_to;
+    if (target == nullptr) target = dynamic_cast<storage::Backend*>(rows);
+    if (target != nullptr) {
+      rebuild_segment_rows(facts, *recorded, *target, r.write_to != nullptr, *r.report);
+    }
+  }
   on_stream(unfiled);
   if (progress) progress(events_read, total);
 }

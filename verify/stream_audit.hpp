@@ -8,6 +8,7 @@
 // stream's audit learns for the streams replayed after it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -55,12 +56,29 @@ struct LogFacts {
   // made are checked against their fires by the whole-history audit.
   std::set<std::string> archived_schedules;
   // The latest end of an archived item stream (0: none): claims up to it
-  // are not in the flow replay.
+  // are not in the flow replay. By segment: the latest end of its items.
   Micros items_archived_until = 0;
+  std::map<std::string, Micros> items_archived_in;
+  // The latest end of an item archived by an archive that left no
+  // segment_archived (a build before archives were events, which did not
+  // carry the limits' clocks either); 0: none. Set by note_legacy_archives
+  // once the segments' streams were read.
+  Micros legacy_archived_until = 0;
+  void note_legacy_archives() {
+    for (const auto& [segment, until] : items_archived_in) {
+      if (!logged_segments.contains(segment)) {
+        legacy_archived_until = std::max(legacy_archived_until, until);
+      }
+    }
+  }
   // The events of items with a key and of limits, for the flow replay
   // once every stream was read (verify/flow_check.hpp).
   mutable FlowLog flow;
   bool item_log_unreadable = false;
+  // Each segment's record as its segment_archived makes it (replayed last:
+  // held against the segments table and the anchors).
+  std::map<std::string, SegmentRow> logged_segments;
+  bool segment_log_unreadable = false;
 
   // Why `session` was not open at `seq`, or "" when it was (or the session
   // log cannot say).
@@ -99,6 +117,8 @@ struct StreamAudit {
   Seq project_created_seq = 0;  // the seq of its project_created
   std::optional<ScheduleRow> schedule;
   std::map<std::string, ProjectActorRow> grants;  // by actor
+  // Segment streams.
+  std::optional<SegmentRow> segment;
 
   // The ids a problem names: the item for an item stream, else the project.
   LedgerProblem problem(ProblemKind kind, std::string project_id, std::string detail) const {

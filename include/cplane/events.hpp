@@ -143,6 +143,25 @@ struct LimitRemoved {
   std::string key;
   bool operator==(const LimitRemoved&) const = default;
 };
+// ---- archive segments: a segment's own stream (its id is the stream id; the
+// event's project is ""). An archive wrote segment `segment_id` and moved
+// its streams' events there, each leaving an anchor: the record, whole.
+struct SegmentArchived {
+  std::string segment_id;
+  std::string digest;       // BLAKE2b-256 of the file, hex
+  std::string file;         // the absolute path it was written to
+  Micros before = 0;        // the archive's --before
+  std::string project_id;   // the archive's --project; "" every project
+  std::int64_t streams = 0;
+  std::int64_t events = 0;
+  std::int64_t bytes = 0;   // the file's size
+  std::int64_t items = 0;   // of the streams: items, sessions, schedules
+  std::int64_t sessions = 0;
+  std::int64_t schedules = 0;
+  std::int64_t redacted = 0;  // payloads kept as their digest
+  bool operator==(const SegmentArchived&) const = default;
+};
+
 // An archive took claims of the key out of the live log (they went to
 // segment `segment_id`): the limit's clock as every claim before this
 // event left it. A replay of the live log takes it from here.
@@ -353,7 +372,7 @@ using EventBody = std::variant<ProjectCreated, ActorAssigned, ItemQueued, ItemCl
                                RetryPolicySet, ProjectPaused, ProjectResumed, ScheduleCreated,
                                ScheduleFired, ScheduleSkipped, SchedulePaused, ScheduleResumed,
                                ScheduleRemoved, ProjectWeightSet, LimitSet, LimitRemoved,
-                               LimitClockCarried>;
+                               LimitClockCarried, SegmentArchived>;
 
 // ---- streams ----------------------------------------------------------------
 // Every event belongs to exactly one stream: a kind and an id. Replays,
@@ -365,16 +384,22 @@ enum class StreamKind : std::uint8_t {
   incident,  // id: incident_stream_id(key). incident_linked
   schedule,  // id: the schedule's name. schedule_created, schedule_fired, ...
   limit,     // id: the concurrency key. limit_set, limit_removed, limit_clock_carried
+  segment,   // id: the segment's id. segment_archived
 };
 
 // Every kind, in the order replays and exports go: projects and sessions
 // first (items are checked against them), then items.
 // Schedules come after items: verify checks each fire against the item it made.
+// Segments after the kinds they archive (each is held against the anchors
+// those left), and before limits: the flow replay needs to know which
+// archives carried the limits' clocks. (An export is written in this order,
+// and read back as it is replayed.)
 inline constexpr StreamKind kStreamKinds[] = {StreamKind::project, StreamKind::session,
-                                              StreamKind::item, StreamKind::incident,
-                                              StreamKind::schedule, StreamKind::limit};
+                                              StreamKind::item,    StreamKind::incident,
+                                              StreamKind::schedule, StreamKind::segment,
+                                              StreamKind::limit};
 
-// "item", "project", "session", "incident", "schedule", "limit": the stored names (the events table's
+// "item", "project", "session", "incident", "schedule", "limit", "segment": the stored names (the events table's
 // stream_kind).
 std::string_view to_string(StreamKind kind);
 std::optional<StreamKind> parse_stream_kind(std::string_view text);

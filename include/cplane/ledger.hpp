@@ -107,6 +107,8 @@ namespace cplane {
   X(limit_row_without_event, "a limits row with no limit_set event")                               \
   X(limit_row_disagrees,                                                                           \
     "a field of a limit's row is not the log's (its rate state: the claims that name its key)")    \
+  X(limit_clock_disagrees,                                                                         \
+    "a limit_clock_carried whose clock is not the one the claims before it make")                  \
   /* The hash chain: each names the stream and the seq. */                                         \
   X(event_edited, "an event whose body, seq, stream or revision is not what was hashed")           \
   X(event_missing, "revisions missing inside a stream: events deleted")                            \
@@ -121,7 +123,8 @@ namespace cplane {
     "head, a head edited")                                                                         \
   X(seq_gap, "seqs missing while every chain is intact: events removed, heads rewritten")         \
   X(segment_disagrees,                                                                             \
-    "a segment's record (table segments) is missing, extra or not what its anchors say")
+    "a segment's record (table segments) is missing, extra or not what its segment_archived or "  \
+    "its anchors say")
 
 enum class ProblemKind : std::uint8_t {
 #define CPLANE_PROBLEM_KIND_ENUMERATOR(name, meaning) name,

@@ -183,6 +183,22 @@ struct LimitRow {
   bool operator==(const LimitRow&) const = default;
 };
 
+// One archive segment (segments): the fold of its stream, segment_archived
+// (or, in a store archived before archives were events, the record written
+// with its anchors).
+struct SegmentRow {
+  std::string segment_id;
+  std::string digest;        // BLAKE2b-256 of the file, 32 bytes
+  std::string file;          // the absolute path it was written to
+  Micros before = 0;
+  std::string project_id;    // the project archived; "" every project
+  std::int64_t streams = 0;
+  std::int64_t events = 0;
+  std::int64_t bytes = 0;    // -1: unknown (recorded again by a restore)
+  Micros archived_at = 0;
+  bool operator==(const SegmentRow&) const = default;
+};
+
 // The longest concurrency key, in bytes.
 inline constexpr std::size_t kMaxConcurrencyKey = 256;
 

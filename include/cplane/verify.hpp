@@ -91,7 +91,9 @@ ArchiveReport archive(ControlStore& store, const ArchiveOptions& options);
 // thrown; StorageError only when the store cannot be read. Changes nothing.
 SegmentCheck verify_segment(ControlStore& store, const std::string& file);
 
-// Every segment the store's archives wrote, oldest first (one snapshot).
+// Every segment whose streams are archived (some anchor names it), oldest
+// first (one snapshot). A segment whose streams a restore brought back is
+// no longer listed: its record stays, as its segment_archived does.
 std::vector<ArchivedSegment> archived_segments(ControlStore& store);
 
 // Salvages every readable event (with its hash), head and row of the

@@ -248,7 +248,10 @@ std::optional<StreamAnchor> PostgresBackend::find_anchor_by_key(const std::strin
 
 void PostgresBackend::put_segment(const SegmentRecord& r) {
   run("INSERT INTO segments (segment_id, digest, file, before, project_id, streams, events, "
-      "bytes, archived_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+      "bytes, archived_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (segment_id) "
+      "DO UPDATE SET digest = EXCLUDED.digest, file = EXCLUDED.file, before = EXCLUDED.before, "
+      "project_id = EXCLUDED.project_id, streams = EXCLUDED.streams, events = EXCLUDED.events, "
+      "bytes = EXCLUDED.bytes, archived_at = EXCLUDED.archived_at",
       Params()
           .text(r.segment_id)
           .bytes(r.digest)
@@ -259,6 +262,17 @@ void PostgresBackend::put_segment(const SegmentRecord& r) {
           .i64(r.events)
           .i64(r.bytes)
           .i64(r.archived_at));
+}
+
+void PostgresBackend::delete_segment(const std::string& segment_id) {
+  run("DELETE FROM segments WHERE segment_id = $1", Params().text(segment_id));
+}
+
+std::set<std::string> PostgresBackend::anchored_segments() {
+  Result r = run("SELECT DISTINCT segment_id FROM anchors");
+  std::set<std::string> out;
+  for (int i = 0; i < r.rows(); ++i) out.insert(r.text(i, 0));
+  return out;
 }
 
 std::vector<Backend::SegmentRecord> PostgresBackend::segments() {

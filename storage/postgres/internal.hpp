@@ -305,6 +305,8 @@ class PostgresBackend final : public Backend {
   std::optional<StreamAnchor> find_anchor_by_key(const std::string& project_id,
                                                  std::string_view key) override;
   void put_segment(const SegmentRecord& segment) override;
+  void delete_segment(const std::string& segment_id) override;
+  std::set<std::string> anchored_segments() override;
   std::vector<SegmentRecord> segments() override;
 
   // ---- the other projected tables (tables.cpp) ----------------------------------------

@@ -170,11 +170,27 @@ std::optional<StreamAnchor> SqliteBackend::find_anchor_by_key(const std::string&
 }
 
 void SqliteBackend::put_segment(const SegmentRecord& r) {
-  Statement(db_, "INSERT INTO segments (segment_id, digest, file, before, project_id, streams, "
-                 "events, bytes, archived_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")
+  Statement(db_, "INSERT OR REPLACE INTO segments (segment_id, digest, file, before, project_id, "
+                 "streams, events, bytes, archived_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")
       .bind(r.segment_id, Blob{r.digest}, r.file, r.before, r.project_id, r.streams, r.events,
             r.bytes, r.archived_at)
       .run();
+}
+
+void SqliteBackend::delete_segment(const std::string& segment_id) {
+  Statement(db_, "DELETE FROM segments WHERE segment_id = ?1").bind(segment_id).run();
+}
+
+std::set<std::string> SqliteBackend::anchored_segments() {
+  Statement s(db_, "SELECT DISTINCT segment_id FROM anchors");
+  s.bind();
+  std::set<std::string> out;
+  while (s.step()) {
+    std::string id;
+    s.text_into(0, id);
+    out.insert(std::move(id));
+  }
+  return out;
 }
 
 std::vector<Backend::SegmentRecord> SqliteBackend::segments() {

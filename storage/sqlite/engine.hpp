@@ -171,6 +171,8 @@ class SqliteBackend final : public Backend {
   std::optional<StreamAnchor> find_anchor_by_key(const std::string& project_id,
                                                  std::string_view key) override;
   void put_segment(const SegmentRecord& segment) override;
+  void delete_segment(const std::string& segment_id) override;
+  std::set<std::string> anchored_segments() override;
   std::vector<SegmentRecord> segments() override;
 
  private:

@@ -41,6 +41,7 @@ int main() {
                         [](const cplane::LimitSet&) { return 0; },
                         [](const cplane::LimitRemoved&) { return 0; },
                         [](const cplane::LimitClockCarried&) { return 0; },
+                        [](const cplane::SegmentArchived&) { return 0; },
                     },
                     body) == 1 ? 0 : 1;
 }
