@@ -164,6 +164,9 @@ Validity Cli::run_stats() {
                                                     .raw("bytes", seg.bytes >= 0
                                                                       ? std::to_string(seg.bytes)
                                                                       : std::string("null"))
+                                                    .raw("redacted", seg.redacted >= 0
+                                                                         ? std::to_string(seg.redacted)
+                                                                         : std::string("null"))
                                                     .done();
         }
         counts.pop_back();
@@ -186,13 +189,16 @@ Validity Cli::run_stats() {
                           "projects)",
                           streams, events, bytes, segments.size()));
         for (const auto& seg : segments) {
-          print(fmt::format("  {}: {} stream(s), {} event(s), {}, segment {}",
+          print(fmt::format("  {}: {} stream(s), {} event(s), {}, segment {}{}",
                             seg.file.empty() ? "(restored from an export: file not recorded)"
                                              : seg.file,
                             seg.streams, seg.events,
                             seg.bytes >= 0 ? fmt::format("{} byte(s)", seg.bytes)
                                            : std::string("size not recorded"),
-                            seg.segment_id));
+                            seg.segment_id,
+                            seg.redacted > 0
+                                ? fmt::format(", {} payload(s) redacted", seg.redacted)
+                                : std::string()));
         }
       }
     }

@@ -5,6 +5,7 @@
 
 #include "commands/backend_access.hpp"
 #include "events/chain.hpp"
+#include "events/codec.hpp"
 #include "recovery/archive.hpp"
 #include "recovery/export.hpp"
 #include "recovery/recover.hpp"
@@ -43,6 +44,15 @@ std::vector<ArchivedSegment> archived_segments(ControlStore& store) {
       Hash h{};
       out.push_back({r.segment_id, hash_from_bytes(r.digest, h) ? to_hex(h) : "", r.file,
                      r.project_id, r.before, r.archived_at, r.streams, r.events, r.bytes});
+      // How many payloads it redacted: its segment_archived says.
+      for (const auto& raw : backend.stream_events({StreamKind::segment, r.segment_id})) {
+        try {
+          const Event e = decode(raw.body);
+          if (const auto* a = std::get_if<SegmentArchived>(&e.body)) out.back().redacted = a->redacted;
+        } catch (const std::exception&) {
+          // unreadable: verify names it; stats says "not known"
+        }
+      }
     }
     tx.commit();
     return out;

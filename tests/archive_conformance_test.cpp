@@ -580,6 +580,15 @@ TEST_CASE("archive --redact-payloads on every engine: the segment holds digests,
     CHECK(report.redacted == 2);
     CHECK(verify_ledger(store).empty());
     CHECK(verify_segment(store, seg).problems.empty());
+    // stats says the segment is redacted (its segment_archived does).
+    const auto segments = archived_segments(store);
+    REQUIRE(segments.size() == 1);
+    CHECK(segments.front().redacted == 2);
+  }
+  {
+    const auto stats = run_cli({"--db", db, "--json", "stats"});
+    CHECK(stats.out.find("\"redacted\":2") != std::string::npos);
+    CHECK(run_cli({"--db", db, "stats"}).out.find("2 payload(s) redacted") != std::string::npos);
   }
   CHECK(cplane::test::read_file(seg).find("example.org") == std::string::npos);
   const auto audit = run_cli({"--json", "audit", seg, "--against", db});

@@ -287,6 +287,10 @@ struct ArchivedSegment {
   std::int64_t streams = 0;
   std::int64_t events = 0;
   std::int64_t bytes = 0;
+  // Payloads kept as their digest in it (archive --redact-payloads), as its
+  // segment_archived says; -1: not known (archived before archives were
+  // events).
+  std::int64_t redacted = -1;
 };
 
 // What verify_segment found of one segment file.
