@@ -61,8 +61,10 @@ std::optional<Micros> parse_time(std::string_view text) {
 }
 
 std::string redacted_note(const ArchiveOptions& options, const ArchiveReport& report) {
-  if (!options.redact_payloads) return {};
-  return fmt::format(", {} payload(s) redacted", report.redacted);
+  std::string out;
+  if (options.redact_payloads) out = fmt::format(", {} payload(s) redacted", report.redacted);
+  if (options.forget_keys) out += fmt::format(", {} key(s) released", report.keys_released);
+  return out;
 }
 
 // " (3 items, 1 session, 2 schedules)" when not all are items; the items left live.
@@ -105,6 +107,10 @@ kj::MainFunc Cli::archive_command() {
       .addOption({"redact-payloads"}, KJ_BIND_METHOD(*this, set_redact_payloads),
                  "write each payload as its digest: the segment's chain is still checked, its "
                  "payloads cannot be read back (events written before chain 2 are refused)")
+      .addOption({"forget-keys"}, KJ_BIND_METHOD(*this, set_forget_keys),
+                 "release the archived items' idempotency keys (key_released): an enqueue "
+                 "with one makes a new item from then on. Without it an archived key "
+                 "deduplicates for the life of the store. A schedule occurrence's key is kept")
       .addOption({"verify-only"}, KJ_BIND_METHOD(*this, set_verify_only),
                  "check the segment FILE(s) against this store, change nothing")
       .expectZeroOrMoreArgs("FILE", KJ_BIND_METHOD(*this, set_positional))
@@ -127,6 +133,11 @@ Validity Cli::set_redact_payloads() {
   return true;
 }
 
+Validity Cli::set_forget_keys() {
+  forget_keys_ = true;
+  return true;
+}
+
 Validity Cli::set_verify_only() {
   verify_only_ = true;
   return true;
@@ -136,10 +147,10 @@ Validity Cli::run_archive() {
   return run([&] {
     if (verify_only_) {
       if (args_.empty()) throw InvalidArgument("--verify-only needs at least one segment FILE");
-      if (before_ || to_ || dry_run_ || redact_payloads_) {
+      if (before_ || to_ || dry_run_ || redact_payloads_ || forget_keys_) {
         throw InvalidArgument(InvalidArgument::Reason::conflict,
                               "--verify-only takes segment files only, not --before, --to, "
-                              "--dry-run or --redact-payloads");
+                              "--dry-run, --redact-payloads or --forget-keys");
       }
       run_verify_segments();
       return;
@@ -157,6 +168,7 @@ Validity Cli::run_archive() {
     options.dry_run = dry_run_;
     options.now = now_;
     options.redact_payloads = redact_payloads_;
+    options.forget_keys = forget_keys_;
     auto store = open(Access::write);
     const auto report = archive(store, options);
     changed_ = !report.dry_run;
@@ -169,6 +181,8 @@ Validity Cli::run_archive() {
                 .num("schedules", report.schedules)
                 .num("kept_live", report.kept_live)
                 .num("clocks_carried", report.clocks_carried)
+                .boolean("forget_keys", options.forget_keys)
+                .num("keys_released", report.keys_released)
                 .num("events", report.events)
                 .num("bytes", report.bytes)
                 .boolean("redact_payloads", options.redact_payloads)
@@ -184,7 +198,8 @@ Validity Cli::run_archive() {
     } else {
       print(fmt::format("archived {} stream(s){}, {} event(s) to {} ({} bytes){}; segment {} "
                         "digest {}",
-                        report.streams, kinds_note(report), report.events, options.file,
+                        report.streams, kinds_note(report), report.events,
+                        escape_invisible(options.file),
                         report.bytes,
                         redacted_note(options, report), report.segment_id, report.digest));
     }
@@ -210,8 +225,10 @@ void Cli::run_verify_segments() {
       print(check.problems.empty()
                 ? fmt::format("ok: {} is segment {} of this store: {} stream(s), {} event(s), "
                               "each as its anchor promises",
-                              file, check.segment_id, check.streams, check.events)
-                : fmt::format("{}: {} problem(s)", file, check.problems.size()));
+                              escape_invisible(file), check.segment_id, check.streams,
+                              check.events)
+                : fmt::format("{}: {} problem(s)", escape_invisible(file),
+                              check.problems.size()));
     }
     if (!check.problems.empty()) ++bad;
   }

@@ -442,6 +442,7 @@ class Cli {
   kj::MainFunc rebuild_command();
   Validity set_dry_run();
   Validity set_redact_payloads();
+  Validity set_forget_keys();
   void print_restored(const RestoreReport& report, const std::string& target);
   Validity run_rebuild();
 
@@ -585,6 +586,7 @@ class Cli {
   std::optional<std::string> from_;
   bool dry_run_ = false;
   bool redact_payloads_ = false;
+  bool forget_keys_ = false;
   // The lifecycle's options.
   std::optional<std::uint32_t> max_attempts_;
   std::optional<std::uint32_t> attempts_;

@@ -191,7 +191,7 @@ Validity Cli::run_stats() {
         for (const auto& seg : segments) {
           print(fmt::format("  {}: {} stream(s), {} event(s), {}, segment {}{}",
                             seg.file.empty() ? "(restored from an export: file not recorded)"
-                                             : seg.file,
+                                             : escape_invisible(seg.file),
                             seg.streams, seg.events,
                             seg.bytes >= 0 ? fmt::format("{} byte(s)", seg.bytes)
                                            : std::string("size not recorded"),

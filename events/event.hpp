@@ -119,6 +119,14 @@ struct EventTraits<AttemptFailed> : OnItemStream, Fenced {
   }
 };
 template <>
+struct EventTraits<KeyReleased> : OnItemStream, Unfenced {
+  static std::string_view name(const KeyReleased&) { return "key_released"; }
+  template <class F>
+  static void fields(const KeyReleased& e, F&& f) {
+    f("key", e.key);
+  }
+};
+template <>
 struct EventTraits<ItemRetried> : OnItemStream, Unfenced {
   static std::string_view name(const ItemRetried&) { return "retried"; }
   template <class F>

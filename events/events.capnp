@@ -74,6 +74,12 @@ struct ItemRetried {
   operation @1 :Text;
 }
 
+# An archive that forgets keys released this ended item's idempotency key:
+# an enqueue with it makes a new item from here on.
+struct KeyReleased {
+  key @0 :Text;
+}
+
 struct ItemRescheduled {
   runAt @0 :Int64;
 }
@@ -342,6 +348,7 @@ struct Event {
     limitRemoved @41 :LimitRemoved;
     limitClockCarried @43 :LimitClockCarried;
     segmentArchived @44 :SegmentArchived;
+    keyReleased @45 :KeyReleased;
   }
 
   streamKind @9 :StreamKind;  # the stream this event belongs to

@@ -177,6 +177,14 @@ struct WireCodec<ItemRetried> {
   }
 };
 template <>
+struct WireCodec<KeyReleased> {
+  static constexpr Body::Which tag = Body::KEY_RELEASED;
+  static void encode(Body::Builder body, const KeyReleased& e) {
+    body.initKeyReleased().setKey(text(e.key));
+  }
+  static KeyReleased decode(Body::Reader body) { return {str(body.getKeyReleased().getKey())}; }
+};
+template <>
 struct WireCodec<ItemRescheduled> {
   static constexpr Body::Which tag = Body::ITEM_RESCHEDULED;
   static void encode(Body::Builder body, const ItemRescheduled& e) {

@@ -273,6 +273,7 @@ Findings judge(const std::vector<Journal>& journals,
               [&](const LimitRemoved&) { ++f.foreign_events; },
               [&](const LimitClockCarried&) { ++f.foreign_events; },
               [&](const SegmentArchived&) { ++f.foreign_events; },
+              [&](const KeyReleased&) { ++f.foreign_events; },
           },
           e.body);
       row = apply(std::move(row), stored);

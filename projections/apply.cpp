@@ -173,6 +173,14 @@ ItemRow apply(ItemRow row, const StoredEvent& stored) {
             // A fact for the history: the row stays claimed and lapsed.
             return true;
           },
+          [&](const KeyReleased&) {
+            // The key deduplicates no more. The item ended when its
+            // terminal event says (updated_at stays: an archive's --before
+            // goes by it), only its last event is this one.
+            row.key.clear();
+            row.last_seq = stored.seq;
+            return false;
+          },
           [&](const ItemReleased&) {
             // Ready again, in its place in the queue; the fence stays, so
             // the next claim takes a higher one. The owner is kept, as

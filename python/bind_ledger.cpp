@@ -90,29 +90,35 @@ void bind_ledger(py::module_& m) {
   m.def(
       "archive",
       [](Store& s, const Int& before, const PathArg& to, const OptText& project,
-         const Flag& dry_run, const Flag& redact_payloads, const OptInt& now) {
+         const Flag& dry_run, const Flag& redact_payloads, const Flag& forget_keys,
+         const OptInt& now) {
         ArchiveOptions o;
         o.before = integer(before, "before");
         o.file = py::str(py::module_::import("os").attr("fspath")(to)).cast<std::string>();
         o.project = optional_text(project, "project");
         o.dry_run = truth(dry_run);
         o.redact_payloads = truth(redact_payloads);
+        o.forget_keys = truth(forget_keys);
         o.now = micros(now);
         const auto r = s.run([&](ControlStore& c) { return archive(c, o); });
         return py::dict("streams"_a = r.streams, "items"_a = r.items, "sessions"_a = r.sessions,
                         "schedules"_a = r.schedules, "kept_live"_a = r.kept_live,
                         "clocks_carried"_a = r.clocks_carried,
+                        "keys_released"_a = r.keys_released,
                         "events"_a = r.events, "bytes"_a = r.bytes, "redacted"_a = r.redacted,
                         "segment_id"_a = r.segment_id, "digest"_a = r.digest,
                         "dry_run"_a = r.dry_run);
       },
       "store"_a, py::kw_only(), "before"_a, "to"_a, "project"_a = py::none(),
-      "dry_run"_a = false, "redact_payloads"_a = false, "now"_a = py::none(),
+      "dry_run"_a = false, "redact_payloads"_a = false, "forget_keys"_a = false,
+      "now"_a = py::none(),
       "Moves every stream that ended before `before` (microseconds: an item done, failed, "
       "closed or cancelled, a closed session, a removed schedule) into a new segment file "
       "`to`, leaving an anchor per stream (docs/retention.md); redact_payloads: each payload "
-      "kept as its digest. A dict with streams, items, sessions, schedules, kept_live, clocks_carried, events, "
-      "bytes, redacted, segment_id, digest, dry_run.");
+      "kept as its digest; forget_keys: the archived items' idempotency keys released (an "
+      "enqueue with one then makes a new item). A dict with streams, items, sessions, "
+      "schedules, kept_live, clocks_carried, keys_released, events, bytes, redacted, "
+      "segment_id, digest, dry_run.");
 }
 
 }  // namespace cplane::python

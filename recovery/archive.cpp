@@ -410,6 +410,56 @@ std::optional<storage::StreamAnchor> read_ended(storage::Backend& backend, Strea
   return a;
 }
 
+// forget_keys: each archived item's key is released by an event on its
+// stream, appended in the archive's transaction before the segment is
+// written, so that the segment holds the release, the anchor is folded
+// from it (with no key: anchors_by_key no longer finds it), and an archive
+// refused or killed before its commit releases nothing. The item's end
+// time is unchanged (key_released keeps updated_at), so it is still one
+// the archive takes. A dry run counts them and appends nothing.
+void release_keys(storage::Backend& backend, std::vector<storage::StreamAnchor>& anchors,
+                  const ArchiveOptions& options, Micros now, ArchiveReport& report) {
+  std::vector<std::size_t> keyed;
+  for (std::size_t i = 0; i < anchors.size(); ++i) {
+    if (decide_release_key(anchors[i], now)) keyed.push_back(i);
+  }
+  report.keys_released = static_cast<std::int64_t>(keyed.size());
+  if (options.dry_run) return;
+  for (std::size_t at = 0; at < keyed.size(); at += kChunk) {
+    const std::size_t end = std::min(keyed.size(), at + kChunk);
+    std::vector<std::string> ids;
+    for (std::size_t k = at; k < end; ++k) ids.push_back(anchors[keyed[k]].stream_id);
+    auto rows = backend.find_items(ids);
+    for (std::size_t k = at; k < end; ++k) {
+      auto& row = rows[k - at];
+      if (!row) {
+        throw StorageError(StorageError::Category::corruption,
+                           fmt::format("item {}'s row went while it was archived: nothing was "
+                                       "archived; run cplane verify",
+                                       ids[k - at]));
+      }
+      const auto event = decide_release_key(anchors[keyed[k]], now);
+      const Seq seq = backend.append(*event);
+      row = apply(std::move(*row), StoredEvent{seq, *event});
+      backend.put_item(*row);
+    }
+    const auto events = backend.streams_events(StreamKind::item, ids);
+    for (std::size_t k = at; k < end; ++k) {
+      Seq pass_claim = 0;
+      std::int64_t redacted = 0;
+      auto a = read_ended(backend, StreamKind::item, ids[k - at], rows[k - at], events[k - at],
+                          options, pass_claim, redacted);
+      if (!a) {
+        throw StorageError(StorageError::Category::corruption,
+                           fmt::format("item {} no longer ended once its key was released: "
+                                       "nothing was archived; run cplane verify",
+                                       ids[k - at]));
+      }
+      anchors[keyed[k]] = std::move(*a);
+    }
+  }
+}
+
 void delete_row(storage::Backend& backend, const storage::StreamAnchor& a) {
   if (a.stream_kind == "item") {
     backend.delete_item(a.stream_id);
@@ -517,11 +567,6 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
        : a.stream_kind == "session" ? report.sessions
                                     : report.schedules);
     report.redacted += redactions[i];
-    Hash h{};
-    if (hash_from_bytes(a.hash, h)) xor_into(folded, h);
-    digest.events += a.events;
-    digest.last_seq = std::max(digest.last_seq, a.last_seq);
-    report.events += a.events;
     anchors.push_back(std::move(a));
   }
   if (listed == 0) {
@@ -538,6 +583,14 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
                           "until a later claim of the project takes it over",
                           report.kept_live)
             : std::string("the ones listed were redriven meanwhile")));
+  }
+  if (options.forget_keys) release_keys(backend, anchors, options, now, report);
+  for (const auto& a : anchors) {
+    Hash h{};
+    if (hash_from_bytes(a.hash, h)) xor_into(folded, h);
+    digest.events += a.events;
+    digest.last_seq = std::max(digest.last_seq, a.last_seq);
+    report.events += a.events;
   }
   digest.digest = std::string(as_bytes(folded));
   report.streams = static_cast<std::int64_t>(anchors.size());

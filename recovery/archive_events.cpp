@@ -16,6 +16,14 @@ std::optional<Event> decide_carry_clock(const LimitRow& row, const std::string& 
   return Event{now, "", "", "", LimitClockCarried{row.key, row.tat, segment_id}};
 }
 
+std::optional<Event> decide_release_key(const storage::StreamAnchor& a, Micros now) {
+  if (a.stream_kind != to_string(StreamKind::item) || a.idem_key.empty() ||
+      a.idem_key.starts_with("schedule:")) {
+    return std::nullopt;
+  }
+  return Event{now, "", a.project_id, a.stream_id, KeyReleased{a.idem_key}};
+}
+
 Event decide_archive_segment(const storage::Backend::SegmentRecord& record,
                              const ArchiveReport& report, Micros now) {
   return Event{now, "", "", "",

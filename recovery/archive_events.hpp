@@ -24,6 +24,13 @@ namespace cplane {
 std::optional<Event> decide_carry_clock(const LimitRow& row, const std::string& segment_id,
                                         Micros now);
 
+// The archive's decision for an item it takes, when it forgets keys
+// (pure): key_released for the key the ended item `a` holds, or nullopt
+// when it holds none or a schedule occurrence's (`schedule:NAME@TIME`: the
+// schedule's catch-up finds an archived occurrence by it, and would make
+// it again).
+std::optional<Event> decide_release_key(const storage::StreamAnchor& a, Micros now);
+
 // The archive's record of the segment it wrote (pure): segment_archived on
 // the segment's own stream, the record whole; its fold is the segments row.
 Event decide_archive_segment(const storage::Backend::SegmentRecord& record,

@@ -605,3 +605,93 @@ TEST_CASE("archive --redact-payloads on every engine: the segment holds digests,
   CHECK(one(full, "SELECT count(*) FROM anchors") == "2");
   CHECK(run_cli({"--db", full, "verify"}).exit_code == 0);
 }
+
+TEST_CASE("archive --forget-keys on every engine: each archived item's key is released by an "
+          "event in the segment, a new item takes it, and the whole history still holds",
+          "[archive][conformance]") {
+  TempDir dir;
+  const std::string db = test_context().fresh_store(dir, "fk.db");
+  constexpr Micros kCutFk = T0 + 100'000'000;  // after the schedule's occurrence and the finishes
+  constexpr Micros kNowFk = T0 + 200'000'000;
+  std::string first_k1;
+  {
+    ControlStore store{db};
+    store.create_project("alpha", "A", "open", T0);
+    ControlStore::EnqueueOptions keyed;
+    keyed.key = "k1";
+    keyed.now = T0 + 1;
+    first_k1 = store.enqueue("alpha", R"({"n": 1})", keyed);
+    keyed.key = "k2";
+    keyed.now = T0 + 2;
+    store.enqueue("alpha", R"({"n": 2})", keyed);
+    store.enqueue("alpha", R"({"n": 3})", {}, T0 + 3);
+    store.add_schedule("nightly", {.project_id = "alpha", .cron = "* * * * *", .now = T0});
+    REQUIRE(store.tick(T0 + 50'000'000) == 1);  // keyed schedule:nightly@...
+    for (int i = 0; i < 4; ++i) {
+      auto c = store.claim("w", {.now = T0 + 60'000'000 + i, .fair = false});
+      REQUIRE(c);
+      store.finish(c->item_id, c->fence, Outcome::done, "", T0 + 70'000'000 + i);
+    }
+  }
+  const auto events_before = one(db, "SELECT count(*) FROM events");
+  const std::string seg = dir.file("fk.seg");
+  {
+    ControlStore store{db};
+    // A dry run counts the keys it would release and appends nothing.
+    const auto dry = archive(store, {.before = kCutFk, .dry_run = true, .now = kNowFk,
+                                     .forget_keys = true});
+    CHECK(dry.keys_released == 2);
+    CHECK(one(db, "SELECT count(*) FROM events") == events_before);
+  }
+  // The CLI's contract: --forget-keys, and keys_released in --json.
+  const auto cli = run_cli({"--db", db, "--now", std::to_string(kNowFk), "--json", "archive",
+                            "--before", std::to_string(kCutFk), "--to", seg, "--forget-keys"});
+  INFO(cli.out << cli.err);
+  REQUIRE(cli.exit_code == 0);
+  CHECK(cli.out.find("\"keys_released\":2") != std::string::npos);
+  CHECK(cli.out.find("\"items\":4") != std::string::npos);
+  // Two key_released events went into the segment with their items: the
+  // live log holds only the archive's own.
+  CHECK(one(db, "SELECT count(*) FROM anchors") == "4");
+  CHECK(one(db, "SELECT count(*) FROM anchors WHERE idem_key IS NOT NULL") == "1");
+  CHECK(one(db, "SELECT idem_key FROM anchors WHERE idem_key IS NOT NULL").rfind("schedule:", 0) ==
+        0);
+  std::string second_k1;
+  {
+    ControlStore store{db};
+    const auto problems = verify_ledger(store);
+    for (const auto& p : problems) UNSCOPED_INFO(p.detail);
+    CHECK(problems.empty());
+    CHECK(verify_segment(store, seg).problems.empty());
+    // The released key makes a new item, which then deduplicates as any.
+    ControlStore::EnqueueOptions keyed;
+    keyed.key = "k1";
+    keyed.now = kNowFk + 1;
+    second_k1 = store.enqueue("alpha", R"({"n": 4})", keyed);
+    CHECK(second_k1 != first_k1);
+    CHECK(store.enqueue("alpha", "{}", keyed) == second_k1);
+    // The schedule's key was kept: its catch-up still finds the archived
+    // occurrence rather than making it again.
+    CHECK(verify_ledger(store).empty());
+  }
+  const auto audit_seg = run_cli({"audit", seg});
+  INFO(audit_seg.out << audit_seg.err);
+  CHECK(audit_seg.exit_code == 0);
+  // The whole history, two items under k1 one after the other: audited as
+  // one, restored whole, verify clean, the key on the second only.
+  const std::string live = dir.file("fk.export");
+  REQUIRE(run_cli({"--db", db, "export", live}).exit_code == 0);
+  const auto whole = run_cli({"audit", live, seg});
+  INFO(whole.out << whole.err);
+  CHECK(whole.exit_code == 0);
+  const std::string full = test_context().fresh_store(dir, "fk-full.db");
+  const auto restored = run_cli({"--db", full, "restore", live, seg});
+  INFO(restored.out << restored.err);
+  REQUIRE(restored.exit_code == 0);
+  CHECK(run_cli({"--db", full, "verify"}).exit_code == 0);
+  CHECK(one(full, "SELECT count(*) FROM events WHERE type = 'key_released'") == "2");
+  CHECK(one(full, "SELECT item_id FROM items WHERE idem_key = 'k1'") == second_k1);
+  CHECK(one(full, fmt::format("SELECT count(*) FROM items WHERE item_id = '{}' AND idem_key IS "
+                              "NULL",
+                              first_k1)) == "1");
+}

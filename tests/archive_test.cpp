@@ -368,12 +368,18 @@ namespace {
 // or the commit (before or after the real one).
 class ArchiveFault : public storage::BackendWrapper {
  public:
-  enum class Step { stream_events, archive_stream, before_commit, after_commit };
+  enum class Step { stream_events, put_item, archive_stream, before_commit, after_commit };
   ArchiveFault(std::unique_ptr<storage::Backend> inner, Step step, int nth, bool kill)
       : BackendWrapper(std::move(inner)), step_(step), nth_(nth), kill_(kill) {}
   std::vector<storage::RawEvent> stream_events(const StreamRef& stream) override {
     if (step_ == Step::stream_events && ++calls_ == nth_) fault();
     return BackendWrapper::stream_events(stream);
+  }
+  // (Only --forget-keys writes an item row: its key released, before the
+  // segment is written.)
+  void put_item(const ItemRow& row) override {
+    if (step_ == Step::put_item && ++calls_ == nth_) fault();
+    BackendWrapper::put_item(row);
   }
   void archive_stream(const storage::StreamAnchor& anchor) override {
     if (step_ == Step::archive_stream && ++calls_ == nth_) fault();
@@ -404,13 +410,17 @@ TEST_CASE("an archive killed (SIGKILL) or failing at any step leaves the old sta
   using Step = ArchiveFault::Step;
   // Four streams: stream_events call 2 is in pass one, call 6 while the
   // segment is written.
-  const auto [name, step, nth, committed] = GENERATE(
-      std::tuple{"reading the streams", Step::stream_events, 2, false},
-      std::tuple{"writing FILE.tmp", Step::stream_events, 6, false},
-      std::tuple{"after the rename, at the first anchor", Step::archive_stream, 1, false},
-      std::tuple{"in the middle of the swap", Step::archive_stream, 3, false},
-      std::tuple{"before the commit", Step::before_commit, 0, false},
-      std::tuple{"after the commit", Step::after_commit, 0, true});
+  // forget: with --forget-keys (beta's key released, in the transaction).
+  const auto [name, step, nth, committed, forget] = GENERATE(
+      std::tuple{"reading the streams", Step::stream_events, 2, false, false},
+      std::tuple{"writing FILE.tmp", Step::stream_events, 6, false, false},
+      std::tuple{"after the rename, at the first anchor", Step::archive_stream, 1, false, false},
+      std::tuple{"in the middle of the swap", Step::archive_stream, 3, false, false},
+      std::tuple{"before the commit", Step::before_commit, 0, false, false},
+      std::tuple{"after the commit", Step::after_commit, 0, true, false},
+      std::tuple{"releasing a key", Step::put_item, 1, false, true},
+      std::tuple{"keys released, before the commit", Step::before_commit, 0, false, true},
+      std::tuple{"keys released, after the commit", Step::after_commit, 0, true, true});
   const bool kill = GENERATE(false, true);
   INFO(name << (kill ? " (SIGKILL)" : " (an exception)"));
   TempDir dir;
@@ -420,7 +430,7 @@ TEST_CASE("an archive killed (SIGKILL) or failing at any step leaves the old sta
   auto run = [&] {
     ControlStore store = testing::store_over(
         std::make_unique<ArchiveFault>(storage::open_store(db), step, nth, kill));
-    archive(store, {.before = kCut, .file = seg, .now = kNow});
+    archive(store, {.before = kCut, .file = seg, .now = kNow, .forget_keys = forget});
   };
   if (kill) {
     const pid_t pid = ::fork();
@@ -448,6 +458,8 @@ TEST_CASE("an archive killed (SIGKILL) or failing at any step leaves the old sta
   CHECK(verify_db(db).empty());
   if (committed) {
     CHECK(count(db, "anchors") == "4");
+    CHECK(sql_column(db, "SELECT count(*) FROM anchors WHERE idem_key = 'k1'").at(0) ==
+          (forget ? "0" : "1"));
     ControlStore store{db};
     if (fs::exists(seg)) CHECK(verify_segment(store, seg).problems.empty());
   } else {
@@ -829,4 +841,23 @@ TEST_CASE("a record of an archive made before archives were events is held again
   CHECK(sql_column(db, "SELECT hex(digest) FROM segments") == digest);
   CHECK(sql_column(db, "SELECT streams FROM segments") == std::vector<std::string>{"4"});
   CHECK(sql_column(db, "SELECT bytes FROM segments") == std::vector<std::string>{"-1"});
+}
+
+TEST_CASE("a segment path with control characters is printed escaped by archive, --verify-only "
+          "and stats, never raw to the terminal",
+          "[archive][cli]") {
+  TempDir dir;
+  const std::string db = seed(dir);
+  const std::string seg = dir.file("evil\x1b[31m\n.seg");
+  const std::string cut = std::to_string(kCut);
+  const std::string now = std::to_string(kNow);
+  const auto made = run_cli({"--db", db, "--now", now, "archive", "--before", cut, "--to", seg});
+  INFO(made.out << made.err);
+  REQUIRE(made.exit_code == 0);
+  const auto checked = run_cli({"--db", db, "archive", "--verify-only", seg});
+  const auto stats = run_cli({"--db", db, "stats"});
+  for (const auto* out : {&made.out, &checked.out, &stats.out}) {
+    CHECK_FALSE(contains(*out, "\x1b"));
+    CHECK(contains(*out, "evil\\x1b[31m\\x0a.seg"));
+  }
 }

@@ -118,6 +118,10 @@ struct Sample<SegmentArchived> {
   }
 };
 template <>
+struct Sample<KeyReleased> {
+  static KeyReleased make() { return {"nightly-42"}; }
+};
+template <>
 struct Sample<LimitClockCarried> {
   static LimitClockCarried make() { return {"api", 900'000'123, "5eg"}; }
 };

@@ -1117,3 +1117,44 @@ TEST_CASE("rebuild leaves a row whose fence or last event is ahead of the log al
   const auto problems = verify_ledger(store);
   CHECK(summary(problems) == std::vector<std::string>{"fence_disagrees " + s.claimed});
 }
+
+TEST_CASE("a key_released on an item that has not ended, or naming another key, is "
+          "lifecycle_not_allowed",
+          "[verify][sqlite]") {
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "control.db");
+  std::string live, ended;
+  {
+    ControlStore store(db);
+    store.create_project("alpha", "A", "open", T0);
+    ControlStore::EnqueueOptions keyed;
+    keyed.key = "k-ended";
+    keyed.now = T0 + 1;
+    ended = store.enqueue("alpha", "{}", keyed);
+    auto c = store.claim("w", {.now = T0 + 2});
+    REQUIRE(c);
+    REQUIRE(c->item_id == ended);
+    store.finish(ended, c->fence, Outcome::done, "", T0 + 3);
+    keyed.key = "k-live";
+    keyed.now = T0 + 4;
+    live = store.enqueue("alpha", "{}", keyed);
+    REQUIRE(verify_ledger(store).empty());
+  }
+  auto forge = [&](const std::string& id, const std::string& key) {
+    const std::string body = encode(Event{T0 + 10, "", "alpha", id, KeyReleased{key}});
+    forged_sql(db, "INSERT INTO events (item_id, project_id, type, at, body, stream_kind, "
+                   "stream_id) VALUES ('" + id + "', 'alpha', 'key_released', " +
+                   std::to_string(T0 + 10) + ", x'" + to_hex(body) + "', 'item', '" + id + "')");
+  };
+  forge(live, "k-live");    // still ready
+  forge(ended, "k-other");  // not the key it holds
+  ControlStore store(db);
+  const auto problems = verify_ledger(store);
+  INFO(details(problems));
+  std::vector<std::string> named;
+  for (const auto& p : problems) {
+    if (p.kind == ProblemKind::lifecycle_not_allowed) named.push_back(p.detail);
+  }
+  REQUIRE(named.size() == 2);
+  CHECK_THAT(named[0] + named[1], Contains("while it was ready") && Contains("k-other"));
+}

@@ -336,6 +336,31 @@ void ItemChecks::operator()(const ItemRetried&) const {
   a.terminals = 0;
 }
 
+void ItemChecks::operator()(const KeyReleased& released) const {
+  // What an archive with forget_keys appends to an ended item (the one
+  // event besides a retry that may follow a terminal one): the key the
+  // item holds, never one a schedule's catch-up looks an occurrence up by.
+  if (!a.created && !a.reported_no_creation) {
+    a.reported_no_creation = true;
+    problem(ProblemKind::no_creation_event,
+            fmt::format("item {} has a key_released event (seq {}) before any queued event",
+                        a.stream.id, seq));
+  }
+  if (a.unreadable || !a.created) return;
+  if (!is_terminal(a.item.status)) {
+    problem(ProblemKind::lifecycle_not_allowed,
+            fmt::format("key_released at seq {} released item {}'s key while it was {}: only "
+                        "an ended item's key is released",
+                        seq, a.stream.id, to_string(a.item.status)));
+  } else if (a.item.key.empty() || a.item.key != released.key ||
+             released.key.rfind("schedule:", 0) == 0) {
+    problem(ProblemKind::lifecycle_not_allowed,
+            fmt::format("key_released at seq {} released key {} of item {}, which holds {}", seq,
+                        quoted(released.key), a.stream.id,
+                        a.item.key.empty() ? std::string("none") : quoted(a.item.key)));
+  }
+}
+
 void ItemChecks::operator()(const ItemRescheduled&) const {
   item_created_first();
   if (!a.unreadable && a.item.status != ItemStatus::ready &&

@@ -61,6 +61,7 @@ struct ItemChecks : EventCheck {
   void operator()(const ItemReleased& released) const;
   void operator()(const AttemptFailed& failed) const;
   void operator()(const ItemRetried&) const;
+  void operator()(const KeyReleased& released) const;
   void operator()(const ItemRescheduled&) const;
   void operator()(const ItemCancelled& cancelled) const;
 

@@ -92,6 +92,14 @@ struct ItemRetried {
   bool operator==(const ItemRetried&) const = default;
 };
 
+// An archive with forget_keys (docs/retention.md) released an ended
+// item's idempotency key: from here an enqueue with it makes a new item.
+// The item's end time (its row's updated_at) stays its terminal event's.
+struct KeyReleased {
+  std::string key;  // the key it held
+  bool operator==(const KeyReleased&) const = default;
+};
+
 // A ready or scheduled item runs at another time.
 struct ItemRescheduled {
   Micros run_at = 0;  // at or before the event's time: ready at once
@@ -372,7 +380,7 @@ using EventBody = std::variant<ProjectCreated, ActorAssigned, ItemQueued, ItemCl
                                RetryPolicySet, ProjectPaused, ProjectResumed, ScheduleCreated,
                                ScheduleFired, ScheduleSkipped, SchedulePaused, ScheduleResumed,
                                ScheduleRemoved, ProjectWeightSet, LimitSet, LimitRemoved,
-                               LimitClockCarried, SegmentArchived>;
+                               LimitClockCarried, SegmentArchived, KeyReleased>;
 
 // ---- streams ----------------------------------------------------------------
 // Every event belongs to exactly one stream: a kind and an id. Replays,

@@ -98,8 +98,9 @@ namespace cplane {
     "a schedule_fired whose item is not the one its occurrence made, an occurrence fired twice, "  \
     "or an item keyed to a schedule that no fire names")                                           \
   X(lifecycle_not_allowed,                                                                         \
-    "an attempt_failed, retried, rescheduled or cancelled the item's state did not allow, or a "   \
-    "claim of an item not due yet or with no attempts left")                                       \
+    "an attempt_failed, retried, rescheduled or cancelled the item's state did not allow, a "      \
+    "claim of an item not due yet or with no attempts left, or a key_released of an item that "    \
+    "has not ended or of a key it does not hold (or a schedule occurrence's)")                     \
   X(concurrency_exceeded,                                                                          \
     "a claim or assignment made while its concurrency key's live leases were at the limit")        \
   X(rate_exceeded, "a claim or assignment made before its concurrency key's rate had a token")     \
@@ -253,6 +254,12 @@ struct ArchiveOptions {
   // the chain is still checked, the payloads cannot be read back. Refused
   // for events written before chain 2.
   bool redact_payloads = false;
+  // Release each archived item's idempotency key (a key_released event on
+  // its stream, in the segment): from the commit on, an enqueue with it
+  // makes a new item. By default an archived key deduplicates for the
+  // life of the store (its anchor keeps it). A schedule occurrence's key
+  // is never released: the schedule's catch-up finds its item by it.
+  bool forget_keys = false;
 };
 
 struct ArchiveReport {
@@ -268,6 +275,8 @@ struct ArchiveReport {
   // claims it took away, as limit_clock_carried events (or, dry run,
   // would): each, when items are archived.
   std::int64_t clocks_carried = 0;
+  // Idempotency keys released (forget_keys), or, dry run, that would be.
+  std::int64_t keys_released = 0;
   std::int64_t events = 0;        // their events, now in the segment
   std::int64_t redacted = 0;      // payloads left out (redact_payloads)
   std::int64_t bytes = 0;         // the segment file's size

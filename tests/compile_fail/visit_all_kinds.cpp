@@ -42,6 +42,7 @@ int main() {
                         [](const cplane::LimitRemoved&) { return 0; },
                         [](const cplane::LimitClockCarried&) { return 0; },
                         [](const cplane::SegmentArchived&) { return 0; },
+                        [](const cplane::KeyReleased&) { return 0; },
                     },
                     body) == 1 ? 0 : 1;
 }

@@ -200,6 +200,22 @@ def test_archive_with_redacted_payloads_audits_clean_and_holds_no_payload(tmp_pa
         cplane.archive(store, before=T0 + 100, to=segment)  # never over a file
 
 
+def test_archive_forget_keys_lets_a_released_key_make_a_new_item(tmp_path, store):
+    first = store.enqueue("alpha", {"n": 1}, key="nightly-1", now=T0)
+    item = store.claim("worker-1", now=T0 + 10)
+    store.finish(item.item_id, fence=item.fence, now=T0 + 20)
+    kept = cplane.archive(store, before=T0 + 100, to=tmp_path / "dry.seg", dry_run=True,
+                          forget_keys=True, now=T0 + 1000)
+    assert kept["keys_released"] == 1
+    assert store.enqueue("alpha", {"n": 1}, key="nightly-1", now=T0 + 1000) == first
+    report = cplane.archive(store, before=T0 + 100, to=tmp_path / "a.seg", forget_keys=True,
+                            now=T0 + 1000)
+    assert (report["items"], report["keys_released"]) == (1, 1)
+    second = store.enqueue("alpha", {"n": 1}, key="nightly-1", now=T0 + 2000)
+    assert second != first
+    assert cplane.verify_ledger(store) == []
+
+
 def test_a_refused_export_leaves_no_file_behind(tmp_path, url):
     # A file left by a refusal would block the retry ("never over a file").
     store = cplane.ControlStore(url)
