@@ -223,6 +223,10 @@ std::int64_t ControlStore::Impl::fire_due_schedules(Micros at, std::size_t budge
     } catch (const InvalidArgument&) {
       continue;
     }
+    // Nor does one that was archived (its row put back outside cplane:
+    // verify names it, rebuild removes it): its stream ended, and a fire
+    // would append to a stream whose history is in a segment.
+    if (backend_->find_anchor({StreamKind::schedule, row.name})) continue;
     const CronSchedule& cron = *parsed;
     // The occurrences due: the first kMaxFiresPerTick under catch-up all,
     // else the last N of every one (counted, not kept).

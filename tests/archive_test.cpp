@@ -861,3 +861,35 @@ TEST_CASE("a segment path with control characters is printed escaped by archive,
     CHECK(contains(*out, "evil\\x1b[31m\\x0a.seg"));
   }
 }
+
+TEST_CASE("an archived schedule's row put back outside cplane fires nothing: verify names it and "
+          "rebuild removes it",
+          "[archive][schedule]") {
+  TempDir dir;
+  const std::string db = dir.file("s.db");
+  {
+    ControlStore store{db};
+    store.create_project("alpha", "A", "open", T0);
+    store.add_schedule("gone", {.project_id = "alpha", .cron = "* * * * *", .now = T0});
+    REQUIRE(store.remove_schedule("gone", T0 + 500'000));
+    store.add_schedule("kept", {.project_id = "alpha", .cron = "* * * * *", .now = T0});
+    REQUIRE(store.pause_schedule("kept", T0 + 600'000));
+    REQUIRE(archive(store, {.before = kCut, .file = dir.file("a.seg"), .now = kNow}).schedules ==
+            1);
+  }
+  // The archived schedule back, active and due, copied from the live one.
+  sql(db, "CREATE TEMP TABLE t AS SELECT * FROM schedules WHERE name = 'kept'; "
+          "UPDATE t SET name = 'gone', paused = 0; INSERT INTO schedules SELECT * FROM t");
+  const auto events = sql_column(db, "SELECT count(*) FROM events").at(0);
+  {
+    ControlStore store{db};
+    CHECK(store.tick(kNow + 300'000'000) == 0);
+  }
+  CHECK(sql_column(db, "SELECT count(*) FROM events").at(0) == events);
+  CHECK(count(db, "items") == "0");
+  CHECK_FALSE(verify_db(db).empty());
+  ControlStore store{db};
+  rebuild(store);
+  CHECK(sql_column(db, "SELECT count(*) FROM schedules WHERE name = 'gone'").at(0) == "0");
+  CHECK(verify_ledger(store).empty());
+}
