@@ -63,7 +63,10 @@ std::optional<Micros> parse_time(std::string_view text) {
 std::string redacted_note(const ArchiveOptions& options, const ArchiveReport& report) {
   std::string out;
   if (options.redact_payloads) out = fmt::format(", {} payload(s) redacted", report.redacted);
-  if (options.forget_keys) out += fmt::format(", {} key(s) released", report.keys_released);
+  if (options.forget_keys) {
+    out += fmt::format(", {} key(s) {}", report.keys_released,
+                       report.dry_run ? "to release" : "released");
+  }
   return out;
 }
 

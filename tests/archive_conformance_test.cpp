@@ -635,6 +635,7 @@ TEST_CASE("archive --forget-keys on every engine: each archived item's key is re
   }
   const auto events_before = one(db, "SELECT count(*) FROM events");
   const std::string seg = dir.file("fk.seg");
+  std::int64_t dry_events = 0;
   {
     ControlStore store{db};
     // A dry run counts the keys it would release and appends nothing.
@@ -642,6 +643,7 @@ TEST_CASE("archive --forget-keys on every engine: each archived item's key is re
                                      .forget_keys = true});
     CHECK(dry.keys_released == 2);
     CHECK(one(db, "SELECT count(*) FROM events") == events_before);
+    dry_events = dry.events;
   }
   // The CLI's contract: --forget-keys, and keys_released in --json.
   const auto cli = run_cli({"--db", db, "--now", std::to_string(kNowFk), "--json", "archive",
@@ -650,6 +652,8 @@ TEST_CASE("archive --forget-keys on every engine: each archived item's key is re
   REQUIRE(cli.exit_code == 0);
   CHECK(cli.out.find("\"keys_released\":2") != std::string::npos);
   CHECK(cli.out.find("\"items\":4") != std::string::npos);
+  // The dry run counted the releases it would append.
+  CHECK(cli.out.find(fmt::format("\"events\":{},", dry_events)) != std::string::npos);
   // Two key_released events went into the segment with their items: the
   // live log holds only the archive's own.
   CHECK(one(db, "SELECT count(*) FROM anchors") == "4");

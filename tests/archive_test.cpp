@@ -19,7 +19,9 @@
 #include <cplane/cplane.hpp>
 
 #include "commands/testing.hpp"
+#include "events/chain.hpp"
 #include "storage/backend_wrapper.hpp"
+#include "storage/log_source.hpp"
 #include "storage/open.hpp"
 #include "tests/support.hpp"
 
@@ -892,4 +894,72 @@ TEST_CASE("an archived schedule's row put back outside cplane fires nothing: ver
   rebuild(store);
   CHECK(sql_column(db, "SELECT count(*) FROM schedules WHERE name = 'gone'").at(0) == "0");
   CHECK(verify_ledger(store).empty());
+}
+
+namespace {
+
+// An anchor edited as a forger with the database would: its hash traded in
+// the log's digest for the edited one's, so that verify cannot see it.
+void forge_anchor(const std::string& db, const std::string& item_id,
+                  const std::function<void(storage::StreamAnchor&)>& edit) {
+  storage::StreamAnchor before, after;
+  {
+    auto backend = storage::open_store(db);
+    auto found = backend->find_anchor({StreamKind::item, item_id});
+    REQUIRE(found);
+    before = after = *found;
+  }
+  edit(after);
+  const std::string hex = sql_column(db, "SELECT hex(digest) FROM log_digest").at(0);
+  Hash digest{};
+  for (std::size_t i = 0; i < digest.size(); ++i) {
+    digest[i] = static_cast<std::uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  }
+  xor_into(digest, storage::anchor_hash(before));
+  xor_into(digest, storage::anchor_hash(after));
+  sql(db, fmt::format("UPDATE anchors SET idem_key = {}, fence = {}, state = '{}' WHERE "
+                      "stream_id = '{}'; UPDATE log_digest SET digest = x'{}'",
+                      after.idem_key.empty() ? std::string("NULL") : "'" + after.idem_key + "'",
+                      after.fence, after.state, item_id, to_hex(digest)));
+}
+
+}  // namespace
+
+TEST_CASE("an anchor whose key, fence or state is not what its segment's events fold to is "
+          "named by --verify-only and audit --against, even with the digest forged to match",
+          "[archive]") {
+  TempDir dir;
+  const std::string db = seed(dir);
+  const std::string seg = dir.file("s.seg");
+  archive_to(db, seg);
+  const std::string keyed = sql_column(db, "SELECT stream_id FROM anchors WHERE idem_key = 'k1'").at(0);
+  const std::string plain =
+      sql_column(db, "SELECT stream_id FROM anchors WHERE idem_key IS NULL LIMIT 1").at(0);
+  {
+    ControlStore store{db};
+    REQUIRE(verify_segment(store, seg).problems.empty());
+  }
+  forge_anchor(db, keyed, [](storage::StreamAnchor& a) { a.idem_key.clear(); });
+  forge_anchor(db, plain, [](storage::StreamAnchor& a) {
+    a.idem_key = "never-held";
+    a.fence = 0;
+    a.state = "cancelled";
+  });
+  ControlStore store{db};
+  REQUIRE(verify_ledger(store).empty());  // the digest was forged to match
+  const auto problems = verify_segment(store, seg).problems;
+  REQUIRE(problems.size() == 2);
+  std::string details;
+  for (const auto& p : problems) {
+    CHECK(p.kind == ProblemKind::head_disagrees);
+    details += p.detail + "\n";
+  }
+  INFO(details);
+  CHECK(contains(details, "key none (its events: 'k1')"));
+  CHECK(contains(details, "key 'never-held' (its events: none)"));
+  CHECK(contains(details, "state 'cancelled'"));
+  CHECK(contains(details, "fence 0 (its events: 1)"));
+  const auto audit = run_cli({"audit", seg, "--against", db});
+  CHECK(audit.exit_code == 6);
+  CHECK(contains(audit.out + audit.err, "is not what its events in segment"));
 }
