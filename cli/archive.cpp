@@ -150,10 +150,10 @@ Validity Cli::run_archive() {
   return run([&] {
     if (verify_only_) {
       if (args_.empty()) throw InvalidArgument("--verify-only needs at least one segment FILE");
-      if (before_ || to_ || dry_run_ || redact_payloads_ || forget_keys_) {
+      if (before_ || to_ || project_ || dry_run_ || redact_payloads_ || forget_keys_) {
         throw InvalidArgument(InvalidArgument::Reason::conflict,
                               "--verify-only takes segment files only, not --before, --to, "
-                              "--dry-run, --redact-payloads or --forget-keys");
+                              "--project, --dry-run, --redact-payloads or --forget-keys");
       }
       run_verify_segments();
       return;

@@ -484,32 +484,17 @@ void delete_row(storage::Backend& backend, const storage::StreamAnchor& a) {
   }
 }
 
-// What each stream of a segment promises its anchor (promise(), from the
-// fold of its events, read one stream at a time: a segment is written
-// stream by stream). A stream whose events do not fold (not chained, not
-// decodable) is left out: the segment's own audit names it.
-std::map<std::pair<StreamKind, std::string>, storage::StreamAnchor> segment_promises(std::FILE* in) {
+// What each stream of a segment promises its anchor (promised_anchor),
+// read one stream at a time: a segment is written stream by stream.
+std::map<std::pair<StreamKind, std::string>, storage::StreamAnchor> segment_promises(
+    std::FILE* in) {
   std::map<std::pair<StreamKind, std::string>, storage::StreamAnchor> out;
   export_format::Reader reader(in);
   std::vector<storage::RawEvent> events;
   auto fold = [&] {
-    if (events.empty()) return;
-    const auto kind = parse_stream_kind(events.front().stream_kind);
-    const std::string id = events.front().stream_id;
-    try {
-      storage::StreamAnchor a;
-      if (kind == StreamKind::item) {
-        promise(a, fold_stream<ItemRow>(*kind, id, events));
-      } else if (kind == StreamKind::session) {
-        promise(a, fold_stream<SessionRow>(*kind, id, events));
-      } else if (kind == StreamKind::schedule) {
-        promise(a, fold_stream<ScheduleRow>(*kind, id, events));
-      } else {
-        events.clear();
-        return;
-      }
-      out.emplace(std::pair{*kind, id}, std::move(a));
-    } catch (const StorageError&) {  // not chained, or unreadable (UnknownEventType too)
+    if (auto a = promised_anchor(events)) {
+      const auto kind = *parse_stream_kind(a->stream_kind);
+      out.emplace(std::pair{kind, a->stream_id}, std::move(*a));
     }
     events.clear();
   };
@@ -525,22 +510,6 @@ std::map<std::pair<StreamKind, std::string>, storage::StreamAnchor> segment_prom
     reader.advance();
   }
   fold();
-  return out;
-}
-
-// The fields of `anchor` that are not what its stream's events promise.
-std::vector<std::string> broken_promises(const storage::StreamAnchor& anchor,
-                                         const storage::StreamAnchor& promised) {
-  std::vector<std::string> out;
-  auto field = [&](const char* name, const auto& said, const auto& folded) {
-    if (said != folded) out.push_back(fmt::format("{} {} (its events: {})", name, said, folded));
-  };
-  field("project", quoted(anchor.project_id), quoted(promised.project_id));
-  field("state", quoted(anchor.state), quoted(promised.state));
-  field("fence", anchor.fence, promised.fence);
-  field("key", anchor.idem_key.empty() ? std::string("none") : quoted(anchor.idem_key),
-        promised.idem_key.empty() ? std::string("none") : quoted(promised.idem_key));
-  field("end time", anchor.ended_at, promised.ended_at);
   return out;
 }
 
@@ -765,6 +734,56 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
   return report;
 }
 
+std::optional<storage::StreamAnchor> promised_anchor(
+    const std::vector<storage::RawEvent>& events) {
+  if (events.empty()) return std::nullopt;
+  const auto kind = parse_stream_kind(events.front().stream_kind);
+  const std::string& id = events.front().stream_id;
+  if (!kind) return std::nullopt;
+  try {
+    storage::StreamAnchor a = anchor_of(*kind, id, events);
+    if (kind == StreamKind::item) {
+      promise(a, fold_stream<ItemRow>(*kind, id, events));
+    } else if (kind == StreamKind::session) {
+      promise(a, fold_stream<SessionRow>(*kind, id, events));
+    } else if (kind == StreamKind::schedule) {
+      promise(a, fold_stream<ScheduleRow>(*kind, id, events));
+    } else {
+      return std::nullopt;
+    }
+    return a;
+  } catch (const StorageError&) {  // not chained, another stream's, unreadable
+    return std::nullopt;
+  }
+}
+
+std::vector<std::string> broken_promises(const storage::StreamAnchor& anchor,
+                                         const storage::StreamAnchor& promised) {
+  std::vector<std::string> out;
+  auto field = [&](const char* name, const auto& said, const auto& folded) {
+    if (said != folded) out.push_back(fmt::format("{} {} (its events: {})", name, said, folded));
+  };
+  auto key = [](const std::string& k) { return k.empty() ? std::string("none") : quoted(k); };
+  field("project", quoted(anchor.project_id), quoted(promised.project_id));
+  field("state", quoted(anchor.state), quoted(promised.state));
+  field("fence", anchor.fence, promised.fence);
+  field("key", key(anchor.idem_key), key(promised.idem_key));
+  field("end time", anchor.ended_at, promised.ended_at);
+  field("events", anchor.events, promised.events);
+  field("revision", anchor.revision, promised.revision);
+  field("last seq", anchor.last_seq, promised.last_seq);
+  if (anchor.seqs != promised.seqs) {
+    auto listed = [](const std::string& packed) {
+      std::vector<Seq> seqs;
+      if (!storage::unpack_seqs(packed, seqs)) return std::string("(unreadable)");
+      return fmt::format("{}", fmt::join(seqs, ","));
+    };
+    out.push_back(fmt::format("seqs {} (its events: {})", listed(anchor.seqs),
+                              listed(promised.seqs)));
+  }
+  return out;
+}
+
 void compare_with_anchors(std::FILE* in, storage::Backend& store, std::vector<LedgerProblem>& out,
                           SegmentCheck* check) {
   auto problem = [&](ProblemKind kind, std::string item, std::string detail) {
@@ -860,6 +879,12 @@ void compare_with_anchors(std::FILE* in, storage::Backend& store, std::vector<Le
 
 SegmentCheck check_segment(storage::Backend& store, const std::string& file) {
   SegmentCheck check;
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) {
+    check.problems.push_back({ProblemKind::stream_missing, "", "",
+                              fmt::format("cannot read {}: it is a directory", file)});
+    return check;
+  }
   std::FILE* in = std::fopen(file.c_str(), "rb");
   if (in == nullptr) {
     check.problems.push_back({ProblemKind::stream_missing, "", "",

@@ -581,8 +581,14 @@ RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progr
       // their ends are checked against the anchors, which stay.
       const bool keep = h.payloads_redacted;
       if (keep) anchored[h.segment_id].kept = true;
+      std::vector<storage::RawEvent> stream;  // the current stream's events, for its promise
       while (seg.kind() != Reader::Kind::end) {
         if (seg.kind() == Reader::Kind::event) {
+          if (!stream.empty() && (stream.front().stream_kind != seg.event().stream_kind ||
+                                  stream.front().stream_id != seg.event().stream_id)) {
+            stream.clear();
+          }
+          stream.push_back(seg.event());
           // A redacted event's body is not the one its hash covers: a
           // live log holding it would fail verify.
           if (!keep) {
@@ -610,6 +616,22 @@ RestoreReport restore_export(std::FILE* in, storage::Backend& fresh, const Progr
                 "was edited",
                 h.segment_id, head.stream_kind, quoted(head.stream_id)));
           }
+          // What the anchor keeps (a kept one goes on deduplicating by its
+          // key) must be what the stream's events fold to: an anchor edited
+          // with the digest recomputed is refused, not restored.
+          if (!stream.empty() && stream.front().stream_kind == head.stream_kind &&
+              stream.front().stream_id == head.stream_id) {
+            if (const auto promised = promised_anchor(stream)) {
+              if (const auto broken = broken_promises(*anchor, *promised); !broken.empty()) {
+                throw InvalidArgument(fmt::format(
+                    "the export's anchor of {} {} is not what its events in segment {} fold "
+                    "to: {} (the export or its store was edited)",
+                    head.stream_kind, quoted(head.stream_id), h.segment_id,
+                    fmt::join(broken, "; ")));
+              }
+            }
+          }
+          stream.clear();
           --anchored[h.segment_id].left;
           if (keep) {
             ++report.kept_anchored;

@@ -917,10 +917,13 @@ void forge_anchor(const std::string& db, const std::string& item_id,
   }
   xor_into(digest, storage::anchor_hash(before));
   xor_into(digest, storage::anchor_hash(after));
-  sql(db, fmt::format("UPDATE anchors SET idem_key = {}, fence = {}, state = '{}' WHERE "
-                      "stream_id = '{}'; UPDATE log_digest SET digest = x'{}'",
+  std::string seqs_hex;
+  for (unsigned char c : after.seqs) seqs_hex += fmt::format("{:02x}", c);
+  sql(db, fmt::format("UPDATE anchors SET idem_key = {}, fence = {}, state = '{}', events = {}, "
+                      "seqs = x'{}' WHERE stream_id = '{}'; UPDATE log_digest SET digest = x'{}'",
                       after.idem_key.empty() ? std::string("NULL") : "'" + after.idem_key + "'",
-                      after.fence, after.state, item_id, to_hex(digest)));
+                      after.fence, after.state, after.events, seqs_hex, item_id,
+                      to_hex(digest)));
 }
 
 }  // namespace
@@ -962,4 +965,56 @@ TEST_CASE("an anchor whose key, fence or state is not what its segment's events 
   const auto audit = run_cli({"audit", seg, "--against", db});
   CHECK(audit.exit_code == 6);
   CHECK(contains(audit.out + audit.err, "is not what its events in segment"));
+}
+
+TEST_CASE("anchors that trade seqs or event counts, with the digest forged to match, are named "
+          "by --verify-only, and a forged anchor of a redacted segment is refused by restore and "
+          "the whole-history audit",
+          "[archive]") {
+  TempDir dir;
+  const std::string db = seed(dir);
+  const std::string seg = dir.file("s.seg");
+  {
+    ControlStore store{db};
+    REQUIRE(archive(store, {.before = kCut, .file = seg, .now = kNow, .redact_payloads = true})
+                .items == 4);
+  }
+  const auto ids = sql_column(db, "SELECT stream_id FROM anchors ORDER BY stream_id");
+  std::string seqs_a, seqs_b;
+  {
+    auto backend = storage::open_store(db);
+    seqs_a = backend->find_anchor({StreamKind::item, ids[0]})->seqs;
+    seqs_b = backend->find_anchor({StreamKind::item, ids[1]})->seqs;
+  }
+  REQUIRE(seqs_a != seqs_b);
+  // Two anchors trade their seqs: each count and gap check still adds up.
+  forge_anchor(db, ids[0], [&](storage::StreamAnchor& a) { a.seqs = seqs_b; });
+  forge_anchor(db, ids[1], [&](storage::StreamAnchor& a) { a.seqs = seqs_a; });
+  {
+    ControlStore store{db};
+    const auto problems = verify_segment(store, seg).problems;
+    REQUIRE(problems.size() == 2);
+    CHECK(contains(problems[0].detail + problems[1].detail, "seqs"));
+  }
+  forge_anchor(db, ids[0], [&](storage::StreamAnchor& a) { a.seqs = seqs_a; });
+  forge_anchor(db, ids[1], [&](storage::StreamAnchor& a) { a.seqs = seqs_b; });
+  // The beta item's key (released by nothing: this archive kept keys) taken
+  // off its anchor: a restore would carry the forgery into a new store.
+  const std::string keyed = sql_column(db, "SELECT stream_id FROM anchors WHERE idem_key = 'k1'").at(0);
+  forge_anchor(db, keyed, [](storage::StreamAnchor& a) { a.idem_key.clear(); });
+  {
+    ControlStore store{db};
+    REQUIRE(verify_ledger(store).empty());
+  }
+  const std::string live = dir.file("live.export");
+  REQUIRE(run_cli({"--db", db, "export", live}).exit_code == 0);
+  const std::string full = dir.file("full.db");
+  const auto restored = run_cli({"--db", full, "restore", live, seg});
+  INFO(restored.out << restored.err);
+  CHECK(restored.exit_code == 2);
+  CHECK(contains(restored.err, "is not what its events in segment"));
+  CHECK_FALSE(fs::exists(full));
+  const auto whole = run_cli({"audit", live, seg});
+  CHECK(whole.exit_code == 6);
+  CHECK(contains(whole.out + whole.err, "key none (its events: 'k1')"));
 }
