@@ -30,9 +30,9 @@
 #include "events/codec.hpp"
 #include "events/errors.hpp"
 #include "projections/apply.hpp"
+#include "recovery/anchor_fold.hpp"
 #include "recovery/archive_events.hpp"
 #include "recovery/export.hpp"
-#include "recovery/export_reader.hpp"
 #include "verify/descriptors.hpp"
 #include "verify/quote.hpp"
 
@@ -244,47 +244,6 @@ void place_segment(const std::string& tmp, const std::string& file) {
   throw io_error(fmt::format("cannot rename {} to {}", tmp, file));
 }
 
-// A stream's row as its events fold, each event's hash checked against
-// its chain: the truth the anchor is made of.
-template <class Row>
-Row fold_stream(StreamKind kind, const std::string& id,
-                const std::vector<storage::RawEvent>& events, Seq* pass_claim = nullptr) {
-  const std::string_view kind_name = to_string(kind);
-  Row row;
-  Hash prev = kNoHash;
-  std::int64_t revision = 0;
-  for (const auto& raw : events) {
-    Hash stored{};
-    const bool chained = ++revision == raw.revision && raw.stream_kind == kind_name &&
-                         raw.stream_id == id && hash_from_bytes(raw.hash, stored) &&
-                         stored_chain_hash(prev, raw.seq, raw.revision, raw.stream_kind,
-                                           raw.stream_id, raw.body, raw.payload_hash) == stored;
-    if (!chained) {
-      throw StorageError(StorageError::Category::corruption,
-                         fmt::format("{} {}'s event seq {} is not chained to the one before "
-                                     "it: the log was edited outside cplane. Nothing was "
-                                     "archived; run cplane verify",
-                                     kind_name, id, raw.seq));
-    }
-    prev = stored;
-    StoredEvent event{raw.seq, decode(raw.body)};
-    if (stream_of(event.event) != StreamRef{kind, id}) {
-      throw StorageError(StorageError::Category::corruption,
-                         fmt::format("{} {}'s event seq {} belongs to another stream: the log "
-                                     "was edited outside cplane. Nothing was archived; run "
-                                     "cplane verify",
-                                     kind_name, id, raw.seq));
-    }
-    if (pass_claim != nullptr) {
-      if (const auto* c = std::get_if<ItemClaimed>(&event.event.body); c && c->fair_pass != 0) {
-        *pass_claim = raw.seq;
-      }
-    }
-    row = apply(std::move(row), event);
-  }
-  return row;
-}
-
 // Refuses a stream whose row is not its fold (`diffs`: verify's own
 // comparison, field by field), naming the fields.
 void refuse_edited(std::string_view kind, const std::string& id,
@@ -300,43 +259,6 @@ void refuse_edited(std::string_view kind, const std::string& id,
                                  "edited outside cplane. Nothing was archived; run cplane "
                                  "verify, then cplane rebuild",
                                  kind, id, fmt::join(fields, "; ")));
-}
-
-// The anchor of a stream whose `events` were read and folded: where its
-// chain ends and every seq it held; the caller fills what it ended as.
-storage::StreamAnchor anchor_of(StreamKind kind, const std::string& id,
-                                const std::vector<storage::RawEvent>& events) {
-  storage::StreamAnchor a;
-  a.stream_kind = std::string(to_string(kind));
-  a.stream_id = id;
-  a.revision = events.back().revision;
-  a.last_seq = events.back().seq;
-  a.hash = events.back().hash;
-  a.events = static_cast<std::int64_t>(events.size());
-  std::vector<Seq> seqs;
-  seqs.reserve(events.size());
-  for (const auto& e : events) seqs.push_back(e.seq);
-  a.seqs = storage::pack_seqs(seqs);
-  return a;
-}
-
-// What an anchor promises of its stream's end, from the stream's fold:
-// each kind's state, end time and (an item's) project, fence and key.
-void promise(storage::StreamAnchor& a, const ItemRow& fold) {
-  a.project_id = fold.project_id;
-  a.state = std::string(to_string(fold.status));
-  a.fence = static_cast<std::int64_t>(std::max(fold.fence, fold.ended_fence));
-  a.idem_key = fold.key;
-  a.ended_at = fold.updated_at;
-}
-void promise(storage::StreamAnchor& a, const SessionRow& fold) {
-  a.state = "closed";
-  a.ended_at = fold.closed_at;
-}
-void promise(storage::StreamAnchor& a, const ScheduleRow& fold) {
-  a.project_id = fold.project_id;
-  a.state = "removed";
-  a.ended_at = fold.updated_at;
 }
 
 // Checks that a stream listed as ended may be archived (and redacted),
@@ -482,35 +404,6 @@ void delete_row(storage::Backend& backend, const storage::StreamAnchor& a) {
   } else {
     backend.delete_schedule(a.stream_id);
   }
-}
-
-// What each stream of a segment promises its anchor (promised_anchor),
-// read one stream at a time: a segment is written stream by stream.
-std::map<std::pair<StreamKind, std::string>, storage::StreamAnchor> segment_promises(
-    std::FILE* in) {
-  std::map<std::pair<StreamKind, std::string>, storage::StreamAnchor> out;
-  export_format::Reader reader(in);
-  std::vector<storage::RawEvent> events;
-  auto fold = [&] {
-    if (auto a = promised_anchor(events)) {
-      const auto kind = *parse_stream_kind(a->stream_kind);
-      out.emplace(std::pair{kind, a->stream_id}, std::move(*a));
-    }
-    events.clear();
-  };
-  while (reader.kind() != export_format::Reader::Kind::end) {
-    if (reader.kind() == export_format::Reader::Kind::event) {
-      const auto& e = reader.event();
-      if (!events.empty() && (events.front().stream_kind != e.stream_kind ||
-                              events.front().stream_id != e.stream_id)) {
-        fold();
-      }
-      events.push_back(e);
-    }
-    reader.advance();
-  }
-  fold();
-  return out;
 }
 
 }  // namespace
@@ -732,187 +625,6 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
   cleanup.remove_file = false;
   tx.commit();
   return report;
-}
-
-std::optional<storage::StreamAnchor> promised_anchor(
-    const std::vector<storage::RawEvent>& events) {
-  if (events.empty()) return std::nullopt;
-  const auto kind = parse_stream_kind(events.front().stream_kind);
-  const std::string& id = events.front().stream_id;
-  if (!kind) return std::nullopt;
-  try {
-    storage::StreamAnchor a = anchor_of(*kind, id, events);
-    if (kind == StreamKind::item) {
-      promise(a, fold_stream<ItemRow>(*kind, id, events));
-    } else if (kind == StreamKind::session) {
-      promise(a, fold_stream<SessionRow>(*kind, id, events));
-    } else if (kind == StreamKind::schedule) {
-      promise(a, fold_stream<ScheduleRow>(*kind, id, events));
-    } else {
-      return std::nullopt;
-    }
-    return a;
-  } catch (const StorageError&) {  // not chained, another stream's, unreadable
-    return std::nullopt;
-  }
-}
-
-std::vector<std::string> broken_promises(const storage::StreamAnchor& anchor,
-                                         const storage::StreamAnchor& promised) {
-  std::vector<std::string> out;
-  auto field = [&](const char* name, const auto& said, const auto& folded) {
-    if (said != folded) out.push_back(fmt::format("{} {} (its events: {})", name, said, folded));
-  };
-  auto key = [](const std::string& k) { return k.empty() ? std::string("none") : quoted(k); };
-  field("project", quoted(anchor.project_id), quoted(promised.project_id));
-  field("state", quoted(anchor.state), quoted(promised.state));
-  field("fence", anchor.fence, promised.fence);
-  field("key", key(anchor.idem_key), key(promised.idem_key));
-  field("end time", anchor.ended_at, promised.ended_at);
-  field("events", anchor.events, promised.events);
-  field("revision", anchor.revision, promised.revision);
-  field("last seq", anchor.last_seq, promised.last_seq);
-  if (anchor.seqs != promised.seqs) {
-    auto listed = [](const std::string& packed) {
-      std::vector<Seq> seqs;
-      if (!storage::unpack_seqs(packed, seqs)) return std::string("(unreadable)");
-      return fmt::format("{}", fmt::join(seqs, ","));
-    };
-    out.push_back(fmt::format("seqs {} (its events: {})", listed(anchor.seqs),
-                              listed(promised.seqs)));
-  }
-  return out;
-}
-
-void compare_with_anchors(std::FILE* in, storage::Backend& store, std::vector<LedgerProblem>& out,
-                          SegmentCheck* check) {
-  auto problem = [&](ProblemKind kind, std::string item, std::string detail) {
-    out.push_back({kind, std::move(item), "", std::move(detail)});
-  };
-  if (std::fseek(in, 0, SEEK_SET) != 0) {
-    throw InvalidArgument("a segment is checked against a store from a file, not a pipe");
-  }
-  const auto [digest, size] = stream_digest(in);
-  std::rewind(in);
-  const auto file = read_export_heads(in);
-  std::rewind(in);
-  const auto promises = segment_promises(in);
-  auto tx = storage::Transaction::read(store);
-  if (check != nullptr) {
-    check->segment_id = file.segment_id;
-    check->streams = static_cast<std::int64_t>(file.heads.size());
-  }
-  std::optional<storage::Backend::SegmentRecord> record;
-  for (auto& r : store.segments()) {
-    if (r.segment_id == file.segment_id) record = std::move(r);
-  }
-  // A store restored from an export has an id of its own; its record of
-  // the segment (restored with its anchors) says the segment is its history.
-  if (file.source_database != store.database_id() && !record) {
-    problem(ProblemKind::digest_disagrees, "",
-            fmt::format("the segment was written by database {}, not this store ({}), and "
-                        "this store recorded no segment {}: it is another store's, or one whose "
-                        "streams a restore brought back whole, or the store's segments table "
-                        "was edited",
-                        file.source_database.empty() ? "(unnamed)" : file.source_database,
-                        store.database_id(), file.segment_id));
-    return;
-  }
-  if (!record) {
-    problem(ProblemKind::digest_disagrees, "",
-            fmt::format("this store recorded no segment {}: the archive that wrote it did not "
-                        "commit (its streams are still live), or the store's segments table "
-                        "was edited",
-                        file.segment_id));
-    return;
-  }
-  if (record->digest != std::string(as_bytes(digest)) ||
-      (record->bytes >= 0 && record->bytes != size)) {
-    Hash recorded{};
-    problem(ProblemKind::digest_disagrees, "",
-            fmt::format("segment {} is {} bytes with digest {}; the store recorded {} bytes with "
-                        "digest {}: the file was edited or cut",
-                        file.segment_id, size, to_hex(digest), record->bytes,
-                        hash_from_bytes(record->digest, recorded) ? to_hex(recorded) : "?"));
-  }
-  if (static_cast<std::int64_t>(file.heads.size()) != record->streams) {
-    problem(ProblemKind::stream_missing, "",
-            fmt::format("segment {} holds {} stream(s); the store archived {} into it",
-                        file.segment_id, file.heads.size(), record->streams));
-  }
-  for (const auto& h : file.heads) {
-    const auto kind = parse_stream_kind(h.stream_kind);
-    const auto anchor = kind ? store.find_anchor({*kind, h.stream_id}) : std::nullopt;
-    const std::string item = h.stream_kind == "item" ? h.stream_id : std::string();
-    if (!anchor) {
-      problem(ProblemKind::head_missing, item,
-              fmt::format("{} {} is in segment {}, but the store has no anchor of it", h.stream_kind,
-                          h.stream_id, file.segment_id));
-    } else if (anchor->segment_id != file.segment_id || anchor->revision != h.revision ||
-               anchor->last_seq != h.last_seq || anchor->hash != h.hash ||
-               anchor->segment_digest != record->digest) {
-      // A file whose digest is not the recorded one is named once, above;
-      // here only what the anchor itself says otherwise.
-      problem(ProblemKind::head_disagrees, item,
-              fmt::format("{} {} ends at revision {} (seq {}) in segment {}; its anchor says "
-                          "revision {} (seq {}) in segment {}{}{}",
-                          h.stream_kind, h.stream_id, h.revision, h.last_seq, file.segment_id,
-                          anchor->revision, anchor->last_seq, anchor->segment_id,
-                          anchor->hash != h.hash ? ", with another hash" : "",
-                          anchor->segment_digest != record->digest
-                              ? ", naming another digest than the segment's record"
-                              : ""));
-    } else if (const auto promised = promises.find(std::pair{*kind, h.stream_id});
-               promised != promises.end()) {
-      // What the anchor keeps (an item's key dedupes by it, its fence is
-      // never issued again) must be what the segment's events say.
-      if (const auto broken = broken_promises(*anchor, promised->second); !broken.empty()) {
-        problem(ProblemKind::head_disagrees, item,
-                fmt::format("{} {}'s anchor is not what its events in segment {} fold to: {}",
-                            h.stream_kind, h.stream_id, file.segment_id,
-                            fmt::join(broken, "; ")));
-      }
-    }
-  }
-  tx.commit();
-}
-
-SegmentCheck check_segment(storage::Backend& store, const std::string& file) {
-  SegmentCheck check;
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec)) {
-    check.problems.push_back({ProblemKind::stream_missing, "", "",
-                              fmt::format("cannot read {}: it is a directory", file)});
-    return check;
-  }
-  std::FILE* in = std::fopen(file.c_str(), "rb");
-  if (in == nullptr) {
-    check.problems.push_back({ProblemKind::stream_missing, "", "",
-                              fmt::format("cannot open {}: {}", file, std::strerror(errno))});
-    return check;
-  }
-  try {
-    auto report = audit_export(in, nullptr);
-    check.events = report.summary.events;
-    if (report.summary.segment_id.empty()) {
-      check.problems.push_back({ProblemKind::digest_disagrees, "", "",
-                                fmt::format("{} is an export, not an archive segment", file)});
-    } else {
-      check.problems = std::move(report.problems);
-      compare_with_anchors(in, store, check.problems, &check);
-    }
-  } catch (const StorageError& e) {
-    if (e.category() != StorageError::Category::corruption &&
-        e.category() != StorageError::Category::incompatible) {
-      std::fclose(in);
-      throw;
-    }
-    check.problems.push_back({ProblemKind::digest_disagrees, "", "",
-                              fmt::format("{} is not a whole, readable segment: {}", file,
-                                          e.what())});
-  }
-  std::fclose(in);
-  return check;
 }
 
 }  // namespace cplane

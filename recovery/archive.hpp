@@ -23,19 +23,6 @@ ArchiveReport archive_streams(storage::Backend& backend, const ArchiveOptions& o
 void compare_with_anchors(std::FILE* in, storage::Backend& store, std::vector<LedgerProblem>& out,
                           SegmentCheck* check);
 
-// What a stream's anchor must say, from `events` (the stream's, in order,
-// as a segment holds them): where its chain ends, every seq it held, and
-// what it ended as (project, state, fence, key, end time). nullopt when
-// they are not one whole stream of an archivable kind, or do not fold (not
-// chained, unreadable): the segment's own audit names those.
-std::optional<storage::StreamAnchor> promised_anchor(const std::vector<storage::RawEvent>& events);
-
-// The fields of `anchor` that are not what `promised` says, each named
-// with both values; empty when it keeps its promise. (Its segment and
-// digest are the caller's to check.)
-std::vector<std::string> broken_promises(const storage::StreamAnchor& anchor,
-                                         const storage::StreamAnchor& promised);
-
 // BLAKE2b-256 of an open file's bytes from where it stands, and their
 // size: a segment's digest, as its anchors name it.
 std::pair<Hash, std::int64_t> stream_digest(std::FILE* in);

@@ -20,6 +20,7 @@
 #include "events/events.capnp.h"
 #include "events/export.capnp.h"
 #include "verify/chain_check.hpp"
+#include "recovery/anchor_fold.hpp"
 #include "recovery/archive.hpp"
 #include "recovery/export_reader.hpp"
 #include "verify/quote.hpp"
@@ -425,18 +426,6 @@ std::string hex_of(const std::string& bytes) {
 }
 
 }  // namespace
-
-ExportHeads read_export_heads(std::FILE* in) {
-  Reader reader(in);
-  ExportHeads out;
-  out.source_database = reader.header().source;
-  out.segment_id = reader.header().segment_id;
-  while (reader.kind() != Reader::Kind::end) {
-    if (reader.kind() == Reader::Kind::head) out.heads.push_back(reader.head());
-    reader.advance();
-  }
-  return out;
-}
 
 AuditReport audit_export(std::FILE* in, storage::Backend* against, const Progress& progress) {
   Reader reader(in);

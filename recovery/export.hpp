@@ -39,16 +39,6 @@ ExportSummary export_log(storage::LogSource& log, std::FILE* out, const ExportOp
 ExportSummary export_segment(storage::LogSource& log, std::FILE* out, const std::string& segment_id,
                              bool payloads_redacted);
 
-// Every head an export holds, in file order, its integrity checked as
-// audit_export checks it (the same StorageError for a bad file); and the
-// header's source database and segment id.
-struct ExportHeads {
-  std::string source_database;
-  std::string segment_id;
-  std::vector<storage::StreamHead> heads;
-};
-ExportHeads read_export_heads(std::FILE* in);
-
 // Replays an export. `against`: also compare the fold with that database's
 // rows, as verify does. Throws StorageError when the file is not an export
 // (corruption), is truncated or damaged (corruption: what it could read is

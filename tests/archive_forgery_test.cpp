@@ -11,6 +11,7 @@
 #include <cplane/cplane.hpp>
 
 #include "events/chain.hpp"
+#include "events/codec.hpp"
 #include "storage/log_source.hpp"
 #include "storage/open.hpp"
 #include "tests/archive_support.hpp"
@@ -255,3 +256,47 @@ TEST_CASE("anchors that trade seqs or event counts, with the digest forged to ma
   CHECK(contains(whole.out + whole.err, "key none (its events: 'k1')"));
 }
 
+TEST_CASE("a key_released on an item that has not ended, or naming another key, is "
+          "lifecycle_not_allowed",
+          "[verify][sqlite]") {
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "control.db");
+  std::string live, ended;
+  {
+    ControlStore store(db);
+    store.create_project("alpha", "A", "open", T0);
+    ControlStore::EnqueueOptions keyed;
+    keyed.key = "k-ended";
+    keyed.now = T0 + 1;
+    ended = store.enqueue("alpha", "{}", keyed);
+    auto c = store.claim("w", {.now = T0 + 2});
+    REQUIRE(c);
+    REQUIRE(c->item_id == ended);
+    store.finish(ended, c->fence, Outcome::done, "", T0 + 3);
+    keyed.key = "k-live";
+    keyed.now = T0 + 4;
+    live = store.enqueue("alpha", "{}", keyed);
+    REQUIRE(verify_ledger(store).empty());
+  }
+  auto forge = [&](const std::string& id, const std::string& key) {
+    std::string hex;
+    for (unsigned char c : encode(Event{T0 + 10, "", "alpha", id, KeyReleased{key}})) {
+      hex += fmt::format("{:02x}", c);
+    }
+    cplane::test::forged_sql(
+        db, "INSERT INTO events (item_id, project_id, type, at, body, stream_kind, stream_id) "
+            "VALUES ('" + id + "', 'alpha', 'key_released', " + std::to_string(T0 + 10) +
+                ", x'" + hex + "', 'item', '" + id + "')");
+  };
+  forge(live, "k-live");    // still ready
+  forge(ended, "k-other");  // not the key it holds
+  ControlStore store(db);
+  const auto problems = verify_ledger(store);
+  std::vector<std::string> named;
+  for (const auto& p : problems) {
+    if (p.kind == ProblemKind::lifecycle_not_allowed) named.push_back(p.detail);
+  }
+  REQUIRE(named.size() == 2);
+  CHECK(contains(named[0] + named[1], "while it was ready"));
+  CHECK(contains(named[0] + named[1], "k-other"));
+}
