@@ -294,6 +294,11 @@ void produce(const Settings& s, const std::string& project, const Shared& shared
     payloads.clear();
     const std::int64_t t = monotonic_ns();
     for (std::size_t i = 0; i < n; ++i) payloads.push_back(payload_at(t, s.payload_bytes));
+    // Counted as the call starts: a worker may claim and finish the item
+    // between its commit and the call's return (a combiner's caller
+    // returns after the batch it served, and its checkpoint), and
+    // queue_depth must never go below zero. A call that fails is taken back.
+    shared->enqueued.fetch_add(n, std::memory_order_relaxed);
     try {
       if (n == 1) {
         store.enqueue(project, payloads.front());
@@ -301,8 +306,8 @@ void produce(const Settings& s, const std::string& project, const Shared& shared
         store.enqueue_batch(project, payloads);
       }
       produced += static_cast<std::int64_t>(n);
-      shared->enqueued.fetch_add(n, std::memory_order_relaxed);
     } catch (const StorageError&) {
+      shared->enqueued.fetch_sub(n, std::memory_order_relaxed);
       shared->producer_errors.fetch_add(1, std::memory_order_relaxed);
       fleet::sleep_for(0.01);
     }

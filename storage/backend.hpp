@@ -400,6 +400,12 @@ class Backend : public LogSource, public RowSource {
   virtual bool in_write_transaction() noexcept { return false; }
   // Events appended from now on record this request id (0: none).
   virtual void tag_requests(std::uint64_t request_id) { (void)request_id; }
+  // While on, the engine puts off the upkeep that copies its log into the
+  // database (SQLite's WAL checkpoint) that would otherwise run inside a
+  // commit; checkpoint_if_due() runs what came due, outside any transaction,
+  // once the combiner's lock is let go.
+  virtual void defer_checkpoints(bool on) { (void)on; }
+  virtual void checkpoint_if_due() noexcept {}
   // Every event whose seq is above `after`, in seq order: an index range.
   virtual std::unique_ptr<Cursor<RawEvent>> scan_after(Seq after);
 

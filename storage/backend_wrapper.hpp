@@ -203,6 +203,8 @@ class BackendWrapper : public Backend {
   std::uint64_t rows_written() noexcept override { return inner_->rows_written(); }
   bool in_write_transaction() noexcept override { return inner_->in_write_transaction(); }
   void tag_requests(std::uint64_t request_id) override { inner_->tag_requests(request_id); }
+  void defer_checkpoints(bool on) override { inner_->defer_checkpoints(on); }
+  void checkpoint_if_due() noexcept override { inner_->checkpoint_if_due(); }
   std::unique_ptr<Cursor<RawEvent>> scan_after(Seq after) override {
     return inner_->scan_after(after);
   }

@@ -70,6 +70,8 @@ class SqliteBackend final : public Backend {
   void tag_requests(std::uint64_t request_id) override;
   std::uint64_t rows_written() noexcept override;
   bool in_write_transaction() noexcept override;
+  void defer_checkpoints(bool on) override;
+  void checkpoint_if_due() noexcept override;
   Micros now() override;
   void announce_work() override;
   void wait_for_work(std::chrono::steady_clock::time_point deadline) override;
@@ -210,6 +212,11 @@ class SqliteBackend final : public Backend {
   void truncate_wal() noexcept;
   static int after_commit(void* self, sqlite3* db, const char*, int frames);
   static constexpr int kCheckpointFrames = 1000;  // SQLite's own autocheckpoint default
+  // Deferred checkpoints leave the WAL growing (it restarts only after a
+  // checkpoint that nobody wrote beside): at this many frames a checkpoint
+  // runs under the lock again, and the next write restarts the WAL.
+  static constexpr int kDeferredCheckpointFrames = 4 * kCheckpointFrames;
+  void checkpoint(int mode) noexcept;
   void check_usable();
   void release_writer() noexcept;
   void set_busy_timeout(std::chrono::milliseconds timeout);
@@ -229,6 +236,9 @@ class SqliteBackend final : public Backend {
   bool in_write_ = false;
   bool broken_ = false;
   bool wrote_ = false;  // committed a write: leave the WAL empty on close
+  bool defer_checkpoints_ = false;  // defer_checkpoints
+  bool checkpoint_due_ = false;
+  int backfilled_ = 0;  // WAL frames in the database, as of this connection's last checkpoint
   std::optional<LogDigestState> digest_;  // inside a write transaction that appended
   std::optional<LogDigestState> saved_digest_;  // as it was at the savepoint
   std::uint64_t request_id_ = 0;  // tag_requests
