@@ -38,7 +38,7 @@ class CommandFlag {
 }  // namespace
 
 int run_worker(const WorkerConfig& c) {
-  ControlStore store{c.store};
+  ControlStore store{c.store, {.durability = c.durability}};
   if (c.gate_fd >= 0) fleet::StartGate::wait_on(c.gate_fd);
   CommandFlag flag(c.flags, c.slot);
   fleet::WorkerRecord r;

@@ -27,6 +27,7 @@ struct WorkerConfig {
   double stall = 0;
   std::string flags;    // shared flag file: byte `slot` is 1 while inside a command
   int slot = -1;
+  Durability durability = Durability::fenced;
 };
 // drain: claims and finishes done until nothing is ready or claimed, then
 // writes its record and returns 0; a busy error or a refused finish is

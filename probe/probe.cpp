@@ -4,7 +4,7 @@
 // all of them are right.
 //
 //   cplane-probe --store PATH --scenario NAME [--workers N] [--items M]
-//                [--timeout S] [--json] [--combine on|off]
+//                [--timeout S] [--json] [--combine on|off] [--durability D]
 //
 // Scenarios: concurrent-queue, kill-and-reclaim, lease-storm, crash-writes,
 // combiner-kill, assign-race, allocate-race, retry-storm, cron-race, key-race,
@@ -68,6 +68,7 @@ struct Config {
   double timeout = 600;
   bool json = false;
   bool combine = true;  // --combine: SQLite's group commit (key-race)
+  Durability durability = Durability::fenced;  // --durability: the drain workers' stores
 };
 
 // The internal options a worker is started with (--worker ROLE and the rest).
@@ -92,6 +93,7 @@ struct WorkerArgs {
   std::int64_t from = 1;  // cron: the first minute it walks
   std::int64_t ahead = 0;  // cron: a replacement's jump past the last occurrence fired
   bool combine = true;     // keys: SQLite's group commit
+  Durability durability = Durability::fenced;  // drain, hold
 };
 
 // A scenario's figures in print order, and the checks that decide PASS.
@@ -219,7 +221,8 @@ class Probe {
                                         .items = config_.items.value_or(scenario.items),
                                         .deadline = start_ + config_.timeout,
                                         .timeout = config_.timeout,
-                                        .combine = config_.combine}));
+                                        .combine = config_.combine,
+                                        .durability = config_.durability}));
       report.print(config_.json, config_.scenario, config_.store);
       return report.pass() ? 0 : 1;
     }
@@ -348,6 +351,17 @@ class Main {
                           "<on|off>",
                           "key-race: SQLite's group commit in every process of the run "
                           "(default on; off: one transaction per command)")
+        .addOptionWithArg({"durability"}, [this](kj::StringPtr s) -> V {
+                            try {
+                              config_.durability = worker_.durability = parse_durability(s.cStr());
+                            } catch (const InvalidArgument&) {
+                              return "--durability takes full, fenced or normal";
+                            }
+                            return true;
+                          },
+                          "<full|fenced|normal>",
+                          "the drain workers' stores (concurrent-queue, kill-and-reclaim, "
+                          "lease-storm, crash-writes, combiner-kill; default fenced)")
         // Internal: how the probe starts its workers.
         .addOptionWithArg({"worker"}, [this](kj::StringPtr s) -> V {
                             if (s != "drain" && s != "hold" && s != "assign" && s != "allocate" &&
@@ -500,7 +514,8 @@ class Main {
                                   .stall_probability = worker_.stall_probability,
                                   .stall = worker_.stall,
                                   .flags = worker_.flags,
-                                  .slot = worker_.slot});
+                                  .slot = worker_.slot,
+                                  .durability = worker_.durability});
       }
       Probe probe(config_);
       return probe.run();

@@ -8,6 +8,8 @@
 #include <variant>
 #include <vector>
 
+#include <cplane/store.hpp>
+
 namespace cplane::probe {
 
 struct Figure {
@@ -49,6 +51,7 @@ struct RunConfig {
   double deadline = 0;   // fleet::seconds_now() after which the run gives up (FAIL)
   double timeout = 600;  // --timeout, seconds (allocate-race: how long a session may ask)
   bool combine = true;   // --combine: SQLite's group commit (key-race)
+  Durability durability = Durability::fenced;  // --durability: the drain workers' stores
 };
 
 }  // namespace cplane::probe

@@ -13,7 +13,8 @@ pid_t Workers::spawn(const std::string& role, int id, fleet::StartGate* gate, do
       "cplane-probe", "--worker", role, "--store", run_.store, "--project", run_.project,
       "--owner", fmt::format("probe-worker-{}", id), "--record", record_path(id),
       "--lease", fmt::format("{}", lease), "--stall-probability",
-      fmt::format("{}", stall_probability), "--stall", fmt::format("{}", stall)};
+      fmt::format("{}", stall_probability), "--stall", fmt::format("{}", stall),
+      "--durability", std::string(to_string(run_.durability))};
   if (slot >= 0) {
     args.insert(args.end(), {"--flags", flags_path(), "--slot", std::to_string(slot)});
   }
