@@ -297,7 +297,8 @@ void produce(const Settings& s, const std::string& project, const Shared& shared
     // Counted as the call starts: a worker may claim and finish the item
     // between its commit and the call's return (a combiner's caller
     // returns after the batch it served, and its checkpoint), and
-    // queue_depth must never go below zero. A call that fails is taken back.
+    // queue_depth must never go below zero. A call that fails is taken
+    // back, unless its outcome is unknown.
     shared->enqueued.fetch_add(n, std::memory_order_relaxed);
     try {
       if (n == 1) {
@@ -306,8 +307,12 @@ void produce(const Settings& s, const std::string& project, const Shared& shared
         store.enqueue_batch(project, payloads);
       }
       produced += static_cast<std::int64_t>(n);
-    } catch (const StorageError&) {
-      shared->enqueued.fetch_sub(n, std::memory_order_relaxed);
+    } catch (const StorageError& e) {
+      // commit_unknown: the items may be there; counting them keeps the
+      // depth from going below zero.
+      if (e.category() != StorageError::Category::commit_unknown) {
+        shared->enqueued.fetch_sub(n, std::memory_order_relaxed);
+      }
       shared->producer_errors.fetch_add(1, std::memory_order_relaxed);
       fleet::sleep_for(0.01);
     }

@@ -214,9 +214,11 @@ class SqliteBackend final : public Backend {
   static constexpr int kCheckpointFrames = 1000;  // SQLite's own autocheckpoint default
   // Deferred checkpoints leave the WAL growing (it restarts only after a
   // checkpoint that nobody wrote beside): at this many frames a checkpoint
-  // runs under the lock again, and the next write restarts the WAL.
+  // runs under the lock again (checkpoint_waiting), and the next write
+  // restarts the WAL.
   static constexpr int kDeferredCheckpointFrames = 4 * kCheckpointFrames;
-  void checkpoint(int mode) noexcept;
+  int checkpoint(int mode) noexcept;  // SQLite's result code
+  void checkpoint_waiting() noexcept;
   void check_usable();
   void release_writer() noexcept;
   void set_busy_timeout(std::chrono::milliseconds timeout);
