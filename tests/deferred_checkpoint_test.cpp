@@ -69,6 +69,27 @@ std::int64_t file_size(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? static_cast<std::int64_t>(st.st_size) : 0;
 }
 
+// Waits for every enqueuer (each must exit 0) and reads back the ids they
+// were given.
+std::set<std::string> reap_enqueuers(const std::vector<pid_t>& pids,
+                                     const std::vector<std::string>& outs) {
+  for (std::size_t i = 0; i < pids.size(); ++i) {
+    int status = 0;
+    REQUIRE(reap(pids[i], 60, &status));
+    INFO(cplane::test::read_file(outs[i] + ".error"));
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  std::set<std::string> acknowledged;
+  for (const auto& out : outs) {
+    std::ifstream in(out);
+    for (std::string id; std::getline(in, id);) {
+      if (!id.empty()) acknowledged.insert(id);
+    }
+  }
+  return acknowledged;
+}
+
 }  // namespace
 
 TEST_CASE("under normal durability a combiner checkpoints after it lets go: the WAL stays "
@@ -108,20 +129,7 @@ TEST_CASE("under normal durability a combiner checkpoints after it lets go: the 
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  for (std::size_t i = 0; i < pids.size(); ++i) {
-    int status = 0;
-    REQUIRE(reap(pids[i], 60, &status));
-    INFO(cplane::test::read_file(outs[i] + ".error"));
-    REQUIRE(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 0);
-  }
-  std::set<std::string> acknowledged;
-  for (const auto& out : outs) {
-    std::ifstream in(out);
-    for (std::string id; std::getline(in, id);) {
-      if (!id.empty()) acknowledged.insert(id);
-    }
-  }
+  const std::set<std::string> acknowledged = reap_enqueuers(pids, outs);
   INFO("acknowledged " << acknowledged.size() << ", killed " << killed << ", largest WAL "
                        << largest_wal << " bytes");
   REQUIRE(acknowledged.size() > 1000);  // the queue was kept busy
@@ -208,20 +216,7 @@ TEST_CASE("a checkpoint that does not end holds writers at the WAL's bound inste
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  for (std::size_t i = 0; i < pids.size(); ++i) {
-    int status = 0;
-    REQUIRE(reap(pids[i], 60, &status));
-    INFO(cplane::test::read_file(outs[i] + ".error"));
-    REQUIRE(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 0);
-  }
-  std::set<std::string> acknowledged;
-  for (const auto& out : outs) {
-    std::ifstream in(out);
-    for (std::string id; std::getline(in, id);) {
-      if (!id.empty()) acknowledged.insert(id);
-    }
-  }
+  const std::set<std::string> acknowledged = reap_enqueuers(pids, outs);
   INFO("acknowledged " << acknowledged.size() << ", largest WAL while held " << largest_held
                        << ", after " << largest_after << "; items when let go "
                        << ready_at_release);
