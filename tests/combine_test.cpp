@@ -483,7 +483,7 @@ TEST_CASE("a shared area left over from a crash or another build is recognised a
     CHECK(store.claim("w"));
   }
   SECTION("a lock held by a process that died, nobody else there: rewritten") {
-    const pid_t pid = die_holding_the_lock(db);
+    die_holding_the_lock(db);
     ControlStore store{db};
     CHECK(area_of(store) != nullptr);
     store.enqueue("alpha", "{}");

@@ -199,8 +199,10 @@ int SqliteBackend::checkpoint(int mode) noexcept {
 // grew for as long as that one ran: to 80 MB behind one descheduled for
 // 227 ms, and until the disk was full behind one stopped (found by an
 // adversarial run). So every writer waits here, for up to the lock
-// timeout, as it would wait for a stopped combiner; then this checkpoint
-// copies what is left, and the next write restarts the WAL.
+// timeout, as it would wait for a stopped combiner; once the other ends,
+// this checkpoint copies what is left, and the next write restarts the
+// WAL. If the other outlasts the lock timeout (stopped), the writer goes
+// on: the WAL then grows by a batch per lock timeout until it ends.
 void SqliteBackend::checkpoint_waiting() noexcept {
   const auto deadline = Clock::now() + lock_timeout_;
   while (checkpoint(SQLITE_CHECKPOINT_PASSIVE) == SQLITE_BUSY && Clock::now() < deadline) {
