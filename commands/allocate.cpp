@@ -183,7 +183,7 @@ Allocation ControlStore::Impl::allocate_next(const std::string& session, Allocat
       return out;  // the read transaction ends: nothing written
     }
     const StoredEvent stored{backend_->append(*decision.event), *decision.event};
-    backend_->put_item(cplane::apply(*chosen, stored));
+    backend_->update_item(cplane::apply(*chosen, stored));
     gate.claimed(chosen->concurrency_key, stored);
     tx.commit();
     out.outcome = AllocateOutcome::assigned;

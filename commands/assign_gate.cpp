@@ -71,7 +71,7 @@ Assignment CommandRunner::exec(ControlStore::Impl& s, const cmd::AssignAndLease&
   decision.answer.item_id = item_id;
   if (decision.event) {
     const StoredEvent stored{s.backend_->append(*decision.event), *decision.event};
-    s.backend_->put_item(apply(std::move(*row), stored));
+    s.backend_->update_item(apply(std::move(*row), stored));
     if (std::holds_alternative<ItemAssigned>(stored.event.body)) {
       gate.claimed(std::get<ItemAssigned>(stored.event.body).concurrency_key, stored);
     }
@@ -157,7 +157,7 @@ GateVerdict CommandRunner::exec(ControlStore::Impl& s, const cmd::RecordMutation
   const Event event{at, acting_for(*holder), row->project_id, row->item_id,
                     MutationRecorded{session, fence, action, head.value_or("")}};
   const Seq seq = s.backend_->append(event);
-  s.backend_->put_item(apply(std::move(*row), StoredEvent{seq, event}));
+  s.backend_->update_item(apply(std::move(*row), StoredEvent{seq, event}));
   return verdict;
 }
 
@@ -219,7 +219,7 @@ void CommandRunner::exec(ControlStore::Impl& s, const cmd::FinishBatch& c) {
     const auto seqs = backend_->append_batch(events);
     for (std::size_t i = 0; i < reports.size(); ++i) {
       const ItemRow next = apply(*rows[i], StoredEvent{seqs[i], events[i]});
-      backend_->put_item(next);
+      backend_->update_item(next);
       s.sync_terminal_lock(*rows[i], next);
     }
   }

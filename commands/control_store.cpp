@@ -507,7 +507,7 @@ std::optional<ClaimedItem> ControlStore::Impl::claim_in_tx(const std::string& ow
   const StoredEvent stored{backend_->append(event), event};
   chooser.claimed(*choice, stored);  // the key's state and the project's pass
   const ItemRow row = apply(std::move(choice->row), stored);
-  backend_->put_item(row);
+  backend_->update_item(row);
   return ClaimedItem{row.item_id, row.project_id, row.payload, row.fence, row.attempts,
                      row.lease_expires_at};
 }
@@ -584,7 +584,7 @@ std::vector<ClaimedItem> CommandRunner::exec(ControlStore::Impl& s, const cmd::C
     const auto seqs = s.backend_->append_batch(events);
     for (std::size_t i = 0; i < events.size(); ++i) {
       const ItemRow row = apply(std::move(pending[i].row), StoredEvent{seqs[i], events[i]});
-      s.backend_->put_item(row);
+      s.backend_->update_item(row);
       out.push_back(ClaimedItem{row.item_id, row.project_id, row.payload, row.fence, row.attempts,
                                 row.lease_expires_at});
     }
@@ -616,7 +616,7 @@ ItemRow ControlStore::Impl::report_in_tx(const std::string& item_id,
   const Event event = decide(row);  // refuses (FenceRejected) unless row holds the fence
   const Seq seq = backend_->append(event);
   ItemRow next = apply(*row, StoredEvent{seq, event});
-  backend_->put_item(next);
+  backend_->update_item(next);
   sync_terminal_lock(*row, next);
   return next;
 }
@@ -633,7 +633,7 @@ void ControlStore::Impl::exhaust_in_tx(const ItemRow& row, Micros at) {
   const Event event = decide_exhaust(row, at);
   const Seq seq = backend_->append(event);
   const ItemRow next = apply(row, StoredEvent{seq, event});
-  backend_->put_item(next);
+  backend_->update_item(next);
   sync_terminal_lock(row, next);
 }
 
@@ -719,7 +719,7 @@ Micros CommandRunner::exec(ControlStore::Impl& s, const cmd::ExpireLeases& c) {
       if (!event) continue;  // this claim's expiry is recorded already
       const Seq seq = s.backend_->append(*event);
       const ItemRow next = apply(row, StoredEvent{seq, *event});
-      s.backend_->put_item(next);
+      s.backend_->update_item(next);
       s.sync_terminal_lock(row, next);  // an exhausted item leaves the terminal path
       ++expired;
     }

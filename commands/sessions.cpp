@@ -96,7 +96,7 @@ std::vector<std::pair<std::string, Micros>> CommandRunner::exec(ControlStore::Im
   std::vector<std::pair<std::string, Micros>> extended;
   for (auto& [before, event] : decision.extended) {
     const Seq seq = s.backend_->append(event);
-    s.backend_->put_item(apply(std::move(before), StoredEvent{seq, event}));
+    s.backend_->update_item(apply(std::move(before), StoredEvent{seq, event}));
     extended.emplace_back(event.item_id, std::get<LeaseExtended>(event.body).lease_expires_at);
   }
   const Seq seq = s.backend_->append(decision.seen);
@@ -126,7 +126,7 @@ std::vector<std::string> CommandRunner::exec(ControlStore::Impl& s, const cmd::C
   std::vector<std::string> released;
   for (auto& [before, event] : decision.released) {
     const Seq seq = s.backend_->append(event);
-    s.backend_->put_item(apply(std::move(before), StoredEvent{seq, event}));
+    s.backend_->update_item(apply(std::move(before), StoredEvent{seq, event}));
     released.push_back(event.item_id);
   }
   const Seq seq = s.backend_->append(*decision.closed);
@@ -163,7 +163,7 @@ bool ControlStore::Impl::observe_in_tx(const std::string& item_id, Micros at, Ob
   if (!event) return false;
   const Seq seq = backend_->append(*event);
   const ItemRow next = apply(*row, StoredEvent{seq, *event});
-  backend_->put_item(next);
+  backend_->update_item(next);
   sync_terminal_lock(*row, next);
   return true;
 }

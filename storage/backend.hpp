@@ -181,6 +181,9 @@ class Backend : public LogSource, public RowSource {
   // Inserts a new item; StorageError if the id is taken (never overwrites).
   virtual void insert_item(const ItemRow& row) = 0;
   virtual void put_item(const ItemRow& row) = 0;  // insert or replace
+  // Writes back an item this transaction read and holds (a command's
+  // change to its row): put_item, where a backend has nothing cheaper.
+  virtual void update_item(const ItemRow& row) { put_item(row); }
   virtual void delete_item(std::string_view item_id) = 0;
   // The ready item of a project a claim takes first (higher priority, then
   // queued first): an index seek.

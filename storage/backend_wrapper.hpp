@@ -56,6 +56,7 @@ class BackendWrapper : public Backend {
   }
   void insert_item(const ItemRow& row) override { inner_->insert_item(row); }
   void put_item(const ItemRow& row) override { inner_->put_item(row); }
+  void update_item(const ItemRow& row) override { inner_->update_item(row); }
   void delete_item(std::string_view item_id) override { inner_->delete_item(item_id); }
   std::unique_ptr<Cursor<StreamAnchor>> scan_anchors(StreamKind kind) override {
     return inner_->scan_anchors(kind);

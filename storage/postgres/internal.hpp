@@ -104,7 +104,7 @@ class PostgresBackend final : public Backend {
   ~PostgresBackend() override;
   void begin_write(Sync sync) override;
   void begin_read() override;
-  Result begin(const char* sql);
+  Result begin(const char* begin_sql, const char* clock_sql);
   void commit() override;
   void rollback() noexcept override;
   Micros now() override;
@@ -271,6 +271,7 @@ class PostgresBackend final : public Backend {
 
   // Deferred, as an upsert (rebuild may put a row that does not exist).
   void put_item(const ItemRow& r) override;
+  void update_item(const ItemRow& r) override;
   void delete_item(std::string_view item_id) override;
 
   // A claim's candidates: locked, skipping rows another claim holds.

@@ -64,6 +64,13 @@ void PostgresBackend::put_item(const ItemRow& r) {
         item_params(r));
 }
 
+void PostgresBackend::update_item(const ItemRow& r) {
+  // The row is held (FOR UPDATE) since the command read it, so it is
+  // there: a plain UPDATE, without the upsert's speculative insertion and
+  // its probe of the primary key.
+  defer(fmt::format("UPDATE items SET {} WHERE item_id = $1", kItemSet), item_params(r));
+}
+
 void PostgresBackend::delete_item(std::string_view item_id) {
   // Sent with the next statement (every read flushes what waits first).
   defer("DELETE FROM items WHERE item_id = $1", Params().text(item_id));

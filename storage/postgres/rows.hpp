@@ -35,6 +35,15 @@ inline constexpr const char* kItemUpdate =
     "idem_key = EXCLUDED.idem_key, max_attempts = EXCLUDED.max_attempts, "
     "backoff = EXCLUDED.backoff, attempt_limit = EXCLUDED.attempt_limit, run_at = EXCLUDED.run_at, "
     "ended_fence = EXCLUDED.ended_fence, concurrency_key = EXCLUDED.concurrency_key";
+// kItemColumns but the id, each set to its placeholder: a row's UPDATE.
+inline constexpr const char* kItemSet =
+    "project_id = $2, payload = $3, status = $4, owner = $5, fence = $6, attempts = $7, "
+    "lease_expires_at = $8, detail = $9, queued_seq = $10, queued_at = $11, updated_at = $12, "
+    "last_seq = $13, kind = $14, ref = $15, head = $16, review = $17, author = $18, "
+    "session = $19, actions = $20, expected_head = $21, close_reason = $22, head_moved = $23, "
+    "priority = $24, terminal_since = $25, terminal_reason = $26, idem_key = $27, "
+    "max_attempts = $28, backoff = $29, attempt_limit = $30, run_at = $31, ended_fence = $32, "
+    "concurrency_key = $33";
 inline constexpr const char* kIncidentColumns =
     "provider, fingerprint, org, repo, environment, target, status, event_count, permalink, "
     "first_seen, last_seen, linked_prs, incident_id, linked_at, updated_at, last_seq";
