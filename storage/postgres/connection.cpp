@@ -92,6 +92,7 @@ const std::string& PostgresBackend::prepared(const std::string& sql) {
 }
 
 Result PostgresBackend::run(const std::string& sql, Params params) {
+  defer_updates();
   if (!deferred_.empty()) {
     // The writes waiting to be sent, and this statement after them, in one
     // pipeline: one round trip, not two.
@@ -108,6 +109,7 @@ Result PostgresBackend::run(const std::string& sql, Params params) {
 }
 
 void PostgresBackend::defer(const std::string& sql, Params params) {
+  defer_updates();  // in the order they were made
   deferred_.push_back(Deferred{prepared(sql), std::move(params)});
   // A long run of writes (a restore's anchors) goes in pipelines of a
   // bounded size, not all at the commit.
@@ -115,6 +117,7 @@ void PostgresBackend::defer(const std::string& sql, Params params) {
 }
 
 Result PostgresBackend::pipeline(const std::vector<std::string>& tail) {
+  defer_updates();
   std::vector<Deferred> sending;
   sending.swap(deferred_);
   if (PQenterPipelineMode(conn_) == 0) fail(nullptr, "cannot enter pipeline mode");
@@ -182,7 +185,7 @@ Result PostgresBackend::pipeline(const std::vector<std::string>& tail) {
 }
 
 void PostgresBackend::flush_deferred() {
-  if (!deferred_.empty()) pipeline({});
+  if (!deferred_.empty() || !updates_.empty()) pipeline({});
 }
 
 Result PostgresBackend::fetch(const std::string& name, int rows) {

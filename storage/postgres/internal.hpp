@@ -145,6 +145,9 @@ class PostgresBackend final : public Backend {
     Params params;
   };
   void defer(const std::string& sql, Params params);
+  // The item rows update_item holds back, sent as one UPDATE before the
+  // next statement (a batch's claims or finishes come in a run).
+  void defer_updates();
 
   // Sends what was deferred, then `tail` (statements without parameters,
   // such as the digest's update and COMMIT), in one pipeline; reads every
@@ -206,12 +209,16 @@ class PostgresBackend final : public Backend {
   Seq append(const Event& event) override;
 
   // Several events of distinct streams: every head locked and every seq
-  // drawn in one round trip.
+  // drawn in one round trip, and every event written with its head in one
+  // statement.
   std::vector<Seq> append_batch(const std::vector<Event>& events) override;
 
   // Chains `event` to its locked head and defers its insert (with the new
   // head) to the commit's pipeline.
   Seq chain(const Event& event, const LockedHead& head);
+  // The event's hash and the digest's share of it; the parameters of its
+  // row (seq, item_id, project_id, type, at, body, kind, id, revision, hash).
+  Params link(const Event& event, const LockedHead& head);
   void import_event(const RawEvent& e) override;
   void put_head(const StreamHead& h) override;
   void put_log_digest(const LogDigest& d) override;
@@ -397,6 +404,7 @@ class PostgresBackend final : public Backend {
   std::optional<EarliestSchedule> earliest_schedule_;
   std::optional<Delta> delta_;
   std::vector<Deferred> deferred_;
+  std::vector<Params> updates_;  // update_item's rows not yet deferred
   static constexpr std::size_t kMaxDeferred = 512;
   bool announce_ = false;  // work became claimable: NOTIFY with the commit
   std::chrono::steady_clock::duration begin_round_trip_{};

@@ -67,8 +67,43 @@ void PostgresBackend::put_item(const ItemRow& r) {
 void PostgresBackend::update_item(const ItemRow& r) {
   // The row is held (FOR UPDATE) since the command read it, so it is
   // there: a plain UPDATE, without the upsert's speculative insertion and
-  // its probe of the primary key.
-  defer(fmt::format("UPDATE items SET {} WHERE item_id = $1", kItemSet), item_params(r));
+  // its probe of the primary key. Held back until the next statement, so
+  // that a run of them is one statement.
+  updates_.push_back(item_params(r));
+}
+
+void PostgresBackend::defer_updates() {
+  if (updates_.empty()) return;
+  std::vector<Params> rows;
+  rows.swap(updates_);
+  if (rows.size() == 1) {
+    defer(fmt::format("UPDATE items SET {} WHERE item_id = $1", kItemSet), std::move(rows[0]));
+    return;
+  }
+  // kItemColumns' types, in order.
+  static const std::string kBatch = fmt::format(
+      "UPDATE items AS i SET ({0}) = ({1}) FROM unnest($1::text[], $2::text[], $3::text[], "
+      "$4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[], $9::text[], "
+      "$10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::text[], $15::text[], "
+      "$16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::text[], "
+      "$22::text[], $23::bigint[], $24::integer[], $25::bigint[], $26::text[], $27::text[], "
+      "$28::bigint[], $29::text[], $30::bigint[], $31::bigint[], $32::bigint[], $33::text[]) "
+      "AS u({2}) WHERE i.item_id = u.item_id COLLATE \"C\"",
+      kItemColumns + std::string_view("item_id, ").size(), [] {
+        std::string out;  // u.project_id, ..., u.concurrency_key: all but the id
+        std::string_view rest = kItemColumns + std::string_view("item_id, ").size();
+        while (!rest.empty()) {
+          const auto comma = rest.find(", ");
+          out += out.empty() ? "u." : ", u.";
+          out += rest.substr(0, comma);
+          rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 2);
+        }
+        return out;
+      }(),
+      kItemColumns);
+  Params batch;
+  for (int c = 0; c < kItemColumnCount; ++c) batch.text(column_array(rows, c));
+  defer(kBatch, std::move(batch));
 }
 
 void PostgresBackend::delete_item(std::string_view item_id) {

@@ -69,6 +69,7 @@ Result PostgresBackend::begin(const char* begin_sql, const char* clock_sql) {
   const auto start = std::chrono::steady_clock::now();
   const auto attempt = [&] {
     deferred_.clear();
+    updates_.clear();
     defer(begin_sql, {});
     return run(clock_sql, {});
   };
@@ -76,15 +77,18 @@ Result PostgresBackend::begin(const char* begin_sql, const char* clock_sql) {
   try {
     try {
       r = attempt();
-    } catch (const StorageError&) {
-      // A connection that broke while idle (the server restarted): one
-      // reconnect, then the transaction once more.
-      if (PQstatus(conn_) == CONNECTION_OK) throw;
+    } catch (const StorageError& e) {
+      // A connection that broke while idle (the server restarted, or
+      // crashed: then libpq still says CONNECTION_OK until a read fails,
+      // and only the send's failure tells): one reconnect, then the
+      // transaction once more.
+      if (PQstatus(conn_) == CONNECTION_OK && e.category() != Category::unavailable) throw;
       connect();
       r = attempt();
     }
   } catch (const std::exception&) {
     deferred_.clear();
+    updates_.clear();
     if (PQstatus(conn_) == CONNECTION_OK) PQclear(PQexec(conn_, "ROLLBACK"));
     throw;
   }
@@ -181,6 +185,7 @@ void PostgresBackend::rollback() noexcept {
   delta_.reset();
   earliest_schedule_.reset();
   deferred_.clear();
+  updates_.clear();
   announce_ = false;
   writing_ = false;
   if (PQstatus(conn_) != CONNECTION_OK) return;

@@ -52,6 +52,30 @@ class Params {
       lengths_.push_back(static_cast<int>(values_[i].size()));
     }
   }
+  // Parameter i as an element of an array literal: NULL, a bytea in hex
+  // ("\\x..."), or the text quoted with " and \ escaped.
+  void append_element(std::string& out, int i) const {
+    const auto k = static_cast<std::size_t>(i);
+    if (nulls_[k]) {
+      out += "NULL";
+      return;
+    }
+    out += '"';
+    if (binary_[k] != 0) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\\\x";
+      for (const unsigned char c : values_[k]) {
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+      }
+    } else {
+      for (const char c : values_[k]) {
+        if (c == '"' || c == '\\') out += '\\';
+        out += c;
+      }
+    }
+    out += '"';
+  }
   const char* const* pointers() const { return pointers_.data(); }
   const int* lengths() const { return lengths_.data(); }
   const int* formats() const { return binary_.data(); }
@@ -121,6 +145,17 @@ inline std::string sqlstate(const PGresult* r) {
 inline std::string trimmed(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
+}
+
+// Parameter `column` of each of `rows` (the same statement's) as one array
+// literal, for a statement that takes many rows through unnest().
+inline std::string column_array(const std::vector<Params>& rows, int column) {
+  std::string out = "{";
+  for (const auto& row : rows) {
+    if (out.size() > 1) out += ',';
+    row.append_element(out, column);
+  }
+  return out + "}";
 }
 
 // A text[] literal: {"a","b"}, with " and \ escaped.

@@ -1,0 +1,102 @@
+// Batches on every engine: what a batch claim and a batch finish write is
+// what the same commands one by one write. On PostgreSQL a batch's events
+// (with their heads) and its item rows each go as one statement, their
+// values packed into arrays (storage/postgres/statement.hpp column_array):
+// every character must come back as it went in.
+#include <catch2/catch.hpp>
+
+#include <cplane/cplane.hpp>
+
+#include "tests/support.hpp"
+
+namespace {
+
+using namespace cplane;
+using cplane::test::TempDir;
+using cplane::test::test_context;
+
+// Characters an array literal or a bytea in one must not bend: quotes,
+// backslashes, commas, braces, the word NULL, a "\x" that is text, tabs and
+// newlines, non-ASCII.
+const std::vector<std::string> kPayloads = {
+    R"({"q":"a\"b","b":"c\\d","c":"{x,y}","n":null})",
+    R"(["NULL",null,"",{}])",
+    R"("\\x41 is not bytea")",
+    R"({"u":"é ✓ 日本","t":"tab\there\nnewline"})",
+    R"({})",
+    R"("")",
+};
+const std::vector<std::string> kDetails = {
+    "",
+    "a \"quoted\" \\ back,slash {brace}",
+    "NULL",
+    "\\x41",
+    "line\nbreak\ttab",
+    "é ✓ {\"json\": [1, 2]}",
+};
+
+}  // namespace
+
+TEST_CASE("a batch claim and a batch finish keep every character of payloads and details",
+          "[commands][batch]") {
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "b.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  const auto ids = store.enqueue_batch("alpha", kPayloads);
+  REQUIRE(ids.size() == kPayloads.size());
+
+  const auto claimed = store.claim_batch("w1", kPayloads.size());
+  REQUIRE(claimed.size() == kPayloads.size());
+  std::vector<ControlStore::Report> reports;
+  for (std::size_t i = 0; i < claimed.size(); ++i) {
+    CHECK(claimed[i].item_id == ids[i]);
+    CHECK(claimed[i].payload == kPayloads[i]);
+    CHECK(store.item(ids[i]).status == ItemStatus::claimed);
+    CHECK(store.item(ids[i]).owner == "w1");
+    reports.push_back({claimed[i].item_id, claimed[i].fence,
+                       i % 2 == 0 ? Outcome::done : Outcome::failed, kDetails[i]});
+  }
+  store.finish_batch(reports);
+
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const ItemRow row = store.item(ids[i]);
+    CHECK(row.payload == kPayloads[i]);
+    CHECK(row.status == (i % 2 == 0 ? ItemStatus::done : ItemStatus::failed));
+    CHECK(row.detail == kDetails[i]);
+    CHECK(row.fence == 1);
+    const auto events = store.events(ids[i]);
+    REQUIRE(events.size() == 3);
+    const auto* finished = std::get_if<ItemFinished>(&events.back().event.body);
+    REQUIRE(finished != nullptr);
+    CHECK(finished->detail == kDetails[i]);
+  }
+  // The hashes and bodies went in as bytea inside arrays: the chain holds.
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("a batch finish refused for one stale fence writes nothing, then goes through whole",
+          "[commands][batch][fence]") {
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "b.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  store.enqueue_batch("alpha", {"{}", "{}", "{}", "{}"});
+  const auto claimed = store.claim_batch("w1", 4);
+  REQUIRE(claimed.size() == 4);
+  std::vector<ControlStore::Report> reports;
+  for (const auto& c : claimed) reports.push_back({c.item_id, c.fence, Outcome::done, "ok"});
+  reports[3].fence = claimed[3].fence + 1;  // the last one is stale
+  const auto before = store.events(claimed[0].item_id).size();
+  CHECK_THROWS_AS(store.finish_batch(reports), FenceRejected);
+  for (const auto& c : claimed) {
+    CHECK(store.item(c.item_id).status == ItemStatus::claimed);
+    CHECK(store.item(c.item_id).detail.empty());
+  }
+  CHECK(store.events(claimed[0].item_id).size() == before);
+  // The connection is clean after the refusal: the next batch commits whole.
+  reports[3].fence = claimed[3].fence;
+  store.finish_batch(reports);
+  for (const auto& c : claimed) CHECK(store.item(c.item_id).status == ItemStatus::done);
+  CHECK(verify_ledger(store).empty());
+}
