@@ -77,6 +77,7 @@ case "$DURABILITY" in full | fenced | normal) ;; *) echo "FAIL: PGKILL_DURABILIT
 WORK=
 PG_STARTED=0
 worker_pids=()
+serve_pid=
 failures=()
 
 postmaster_pid() {  # this cluster's postmaster, or nothing
@@ -92,8 +93,8 @@ cleanup() {
   set +e
   trap - EXIT INT TERM
   local pid
-  for pid in "${worker_pids[@]}"; do kill "$pid" 2>/dev/null; done
-  for pid in "${worker_pids[@]}"; do wait "$pid" 2>/dev/null; done
+  for pid in "${worker_pids[@]}" $serve_pid; do kill "$pid" 2>/dev/null; done
+  for pid in "${worker_pids[@]}" $serve_pid; do wait "$pid" 2>/dev/null; done
   if [ "$PG_STARTED" = 1 ]; then
     runuser -u postgres -- "$PGBIN/pg_ctl" -D "$WORK/data" -m immediate -w -t 20 stop >/dev/null 2>&1
     pid=$(postmaster_pid)
@@ -256,6 +257,33 @@ done_count() {
   [[ $s =~ \"done\":([0-9]+) ]] && echo "${BASH_REMATCH[1]}"
 }
 
+# ---- a long-lived process across the crash --------------------------------------------------
+# A console (one connection, kept open) must answer its first request after
+# the server comes back: the connection broke while idle, and the next
+# transaction reconnects once and runs, instead of failing `unavailable`.
+"$CPLANE" --db "$URL" serve --read-only --listen 127.0.0.1:0 >"$WORK/serve.out" 2>"$WORK/serve.err" &
+serve_pid=$!
+serve_url=
+for _ in $(seq 1 100); do
+  serve_url=$(grep -oE 'http://[0-9.]+:[0-9]+' "$WORK/serve.out" 2>/dev/null || true)
+  [ -n "$serve_url" ] && break
+  sleep 0.1
+done
+http_status() {  # the status of one GET, or 000
+  python3 -c 'import sys, urllib.request, urllib.error
+try:
+    print(urllib.request.urlopen(sys.argv[1], timeout=20).status)
+except urllib.error.HTTPError as e:
+    print(e.code)
+except Exception:
+    print("000")' "$1/api/projects"
+}
+if [ -z "$serve_url" ]; then
+  fail "the console did not start: $(head -c 300 "$WORK/serve.err")"
+else
+  [ "$(http_status "$serve_url")" = 200 ] || fail "the console did not answer before the kill"
+fi
+
 # ---- the kill -----------------------------------------------------------------------------
 target=$((N / 3))
 killed=0
@@ -298,6 +326,18 @@ else
   else
     fail "the server did not start again: $(tail -n 5 "$WORK/pg_ctl.log")"
   fi
+fi
+
+if [ -n "$serve_url" ]; then
+  code=$(http_status "$serve_url")
+  [ "$code" = 200 ] || fail "the console's first request after the crash answered $code: $(tail -c 300 "$WORK/serve.err")"
+  # An immediate shutdown: each backend sends its FATAL before it closes,
+  # and libpq still calls the idle connection good until a send fails.
+  runuser -u postgres -- "$PGBIN/pg_ctl" -D "$WORK/data" -m immediate -w -t 30 restart \
+    -l "$WORK/run/server.log" >>"$WORK/pg_ctl.log" 2>&1 || fail "pg_ctl restart -m immediate failed"
+  code=$(http_status "$serve_url")
+  [ "$code" = 200 ] || fail "the console's first request after an immediate restart answered $code: $(tail -c 300 "$WORK/serve.err")"
+  say "the console answered its first request after the crash and after an immediate restart"
 fi
 
 # ---- the drain completes ----------------------------------------------------------------------
