@@ -107,6 +107,12 @@ AllocationPlan plan_allocation(std::vector<Candidate> candidates, std::size_t ma
   return plan;
 }
 
+namespace {
+// How many walks an allocation makes in one transaction when its choice is
+// taken meanwhile (PostgreSQL), before the command runs again.
+constexpr int kAllocatorWalks = 8;
+}  // namespace
+
 Allocation ControlStore::Impl::allocate_next(const std::string& session, AllocateMode mode,
                                              const std::vector<std::string>& actions,
                                              std::optional<Seconds> lease,
@@ -129,32 +135,58 @@ Allocation ControlStore::Impl::allocate_next(const std::string& session, Allocat
     // Per project in scope, an index walk in the allocator's order that stops
     // at the first item the session may take: the cost grows with the
     // candidates skipped before it, never with the depth of the queue.
-    std::vector<Candidate> candidates;
     KeyGate gate(*backend_, at);
-    for (const auto& project :
-         backend_->project_ids(holder.actor.empty() ? nullptr : &holder.actor)) {
-      const auto project_row = backend_->find_project(project);
-      const bool paused = project_row && project_row->paused;
-      auto cursor = backend_->scan_allocatable(project);
-      ItemRow row;
-      while (cursor->next(row)) {
-        CandidateFate fate = judge_candidate(row, session, at);
-        if (fate == CandidateFate::own || fate == CandidateFate::unavailable) continue;
-        // A paused project offers nothing, and nothing to wait for: its
-        // first candidate is listed as skipped, once.
-        if (paused) fate = CandidateFate::project_paused;
-        // A full or rate-limited key: listed, and the walk goes on past it.
-        if (fate == CandidateFate::take) {
-          if (const auto block = gate.block(row.concurrency_key)) {
-            fate = block->kind == KeyBlock::Kind::key_full ? CandidateFate::key_full
-                                                           : CandidateFate::rate_limited;
+    const auto walk = [&] {
+      std::vector<Candidate> candidates;
+      for (const auto& project :
+           backend_->project_ids(holder.actor.empty() ? nullptr : &holder.actor)) {
+        const auto project_row = backend_->find_project(project);
+        const bool paused = project_row && project_row->paused;
+        auto cursor = backend_->scan_allocatable(project);
+        ItemRow row;
+        while (cursor->next(row)) {
+          CandidateFate fate = judge_candidate(row, session, at);
+          if (fate == CandidateFate::own || fate == CandidateFate::unavailable) continue;
+          // A paused project offers nothing, and nothing to wait for: its
+          // first candidate is listed as skipped, once.
+          if (paused) fate = CandidateFate::project_paused;
+          // A full or rate-limited key: listed, and the walk goes on past it.
+          if (fate == CandidateFate::take) {
+            if (const auto block = gate.block(row.concurrency_key)) {
+              fate = block->kind == KeyBlock::Kind::key_full ? CandidateFate::key_full
+                                                             : CandidateFate::rate_limited;
+            }
           }
+          candidates.push_back(candidate_of(row, fate));
+          if (fate == CandidateFate::take || fate == CandidateFate::project_paused) break;
         }
-        candidates.push_back(candidate_of(row, fate));
-        if (fate == CandidateFate::take || fate == CandidateFate::project_paused) break;
+      }
+      return plan_allocation(std::move(candidates), kMaxSkippedListed);
+    };
+    // On PostgreSQL a walk reads an earlier snapshot than the lock on its
+    // choice sees (READ COMMITTED): a choice another session took or ended
+    // meanwhile (the walk reads only live statuses, so the judge does not
+    // look for an end) is a race lost. The lock waited for that session's
+    // commit, so a new walk sees it: walk again, a few times, then let the
+    // command run again (Conflict). Under one writer (SQLite) the walk and
+    // the lock agree, and a refusal below is a bug.
+    AllocationPlan plan;
+    std::optional<ItemRow> chosen;
+    for (int walks = 1;; ++walks) {
+      plan = walk();
+      if (!plan.chosen) break;
+      // The walk read what ranks and judges; the choice is read whole.
+      chosen = backend_->find_item(plan.chosen->item_id);
+      if (!chosen) throw InternalError("the allocator's choice vanished inside its transaction");
+      if (!apply || (!is_terminal(chosen->status) &&
+                     judge_candidate(*chosen, session, at) == CandidateFate::take)) {
+        break;
+      }
+      if (walks == kAllocatorWalks) {
+        throw storage::Conflict(fmt::format("item {} was taken by another session meanwhile",
+                                            quote_id(chosen->item_id)));
       }
     }
-    AllocationPlan plan = plan_allocation(std::move(candidates), kMaxSkippedListed);
     Allocation out;
     out.skipped = std::move(plan.skipped);
     out.skipped_total = plan.skipped_total;
@@ -163,9 +195,6 @@ Allocation ControlStore::Impl::allocate_next(const std::string& session, Allocat
       out.until = plan.until;
       return out;
     }
-    // The walk read what ranks and judges; the choice is read whole.
-    const std::optional<ItemRow> chosen = backend_->find_item(plan.chosen->item_id);
-    if (!chosen) throw InternalError("the allocator's choice vanished inside its transaction");
     AssignDecision decision =
         decide_assign(chosen, true, session, allowed, lease_us, acting_for(holder), at);
     if (!decision.answer.is_assigned() || !decision.event ||
