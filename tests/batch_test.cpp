@@ -100,3 +100,34 @@ TEST_CASE("a batch finish refused for one stale fence writes nothing, then goes 
   for (const auto& c : claimed) CHECK(store.item(c.item_id).status == ItemStatus::done);
   CHECK(verify_ledger(store).empty());
 }
+
+TEST_CASE("a detail that is not valid UTF-8 is accepted or refused as input, never a storage "
+          "error, and a refusal writes nothing",
+          "[commands][utf8]") {
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "u.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  const auto ids = store.enqueue_batch("alpha", {"{}", "{}"});
+  const auto claimed = store.claim_batch("w1", 2);
+  REQUIRE(claimed.size() == 2);
+  const std::string bad = "bad\xff detail";
+  const auto events_before = store.events(claimed[0].item_id).size();
+  // SQLite keeps the bytes; PostgreSQL's text refuses them. Either is an
+  // answer a caller can act on; `io` (retry, and fail again) is not.
+  bool refused = false;
+  try {
+    store.finish(claimed[0].item_id, claimed[0].fence, Outcome::failed, bad);
+  } catch (const InvalidArgument&) {
+    refused = true;
+  }
+  if (refused) {
+    CHECK(store.events(claimed[0].item_id).size() == events_before);
+    CHECK(store.item(claimed[0].item_id).status == ItemStatus::claimed);
+    // The connection is usable, and the same item finishes with a good detail.
+    store.finish(claimed[0].item_id, claimed[0].fence, Outcome::failed, "good");
+  }
+  CHECK(store.item(claimed[0].item_id).status == ItemStatus::failed);
+  CHECK_NOTHROW(store.finish(claimed[1].item_id, claimed[1].fence, Outcome::done, "fine"));
+  CHECK(verify_ledger(store).empty());
+}

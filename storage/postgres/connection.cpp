@@ -230,6 +230,9 @@ void throw_for_sqlstate(std::string_view state, const std::string& text, const s
     throw InternalError(text + fmt::format(" (PostgreSQL reported an internal error, SQLSTATE {})",
                                            state));
   }
+  if (state == "22021") {  // a byte sequence not valid in UTF-8, in text the caller gave
+    throw InvalidArgument(text + " (a text field is not valid UTF-8: nothing was written)");
+  }
   if (state == "25006") {
     throw InvalidArgument(InvalidArgument::Reason::read_only,
                           fmt::format("{} was opened for reading: it cannot write",

@@ -157,6 +157,9 @@ void PostgresBackend::commit() {
   } catch (const InternalError&) {  // the server's own bug (class XX)
     PQclear(PQexec(conn_, "ROLLBACK"));
     throw;
+  } catch (const InvalidArgument&) {  // text the server's encoding refuses
+    PQclear(PQexec(conn_, "ROLLBACK"));
+    throw;
   } catch (const StorageError& e) {
     if (PQstatus(conn_) != CONNECTION_OK || e.category() == Category::unavailable) {
       throw StorageError(Category::commit_unknown,
