@@ -131,3 +131,33 @@ TEST_CASE("a detail that is not valid UTF-8 is accepted or refused as input, nev
   CHECK_NOTHROW(store.finish(claimed[1].item_id, claimed[1].fence, Outcome::done, "fine"));
   CHECK(verify_ledger(store).empty());
 }
+
+TEST_CASE("a batch claim of payloads near the 1 MiB limit goes through, its rows sent in runs",
+          "[commands][batch]") {
+  // 12 payloads of about 1 MB, a third of them escapes: about 12 MB of
+  // values, twice that as array literals. PostgreSQL refuses a message of
+  // 1 GB; the rows go in runs of at most 8 MB of values each.
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "big.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  std::vector<std::string> payloads;
+  for (int i = 0; i < 12; ++i) {
+    std::string p = "\"" + std::to_string(i);
+    while (p.size() < 1'000'000) p += "a\\\"";
+    payloads.push_back(p + "\"");
+  }
+  const auto ids = store.enqueue_batch("alpha", payloads);
+  const auto claimed = store.claim_batch("w1", payloads.size());
+  REQUIRE(claimed.size() == payloads.size());
+  for (std::size_t i = 0; i < claimed.size(); ++i) {
+    CHECK(claimed[i].item_id == ids[i]);
+    CHECK(claimed[i].payload == payloads[i]);
+    const ItemRow row = store.item(ids[i]);
+    CHECK(row.status == ItemStatus::claimed);
+    CHECK(row.payload == payloads[i]);
+    store.finish(claimed[i].item_id, claimed[i].fence, Outcome::done);
+  }
+  CHECK(store.status_counts("alpha").done == 12);
+  CHECK(verify_ledger(store).empty());
+}

@@ -148,6 +148,7 @@ class PostgresBackend final : public Backend {
   // The item rows update_item holds back, sent as one UPDATE before the
   // next statement (a batch's claims or finishes come in a run).
   void defer_updates();
+  void defer_update_run(std::vector<Params> rows);  // one statement
 
   // Sends what was deferred, then `tail` (statements without parameters,
   // such as the digest's update and COMMIT), in one pipeline; reads every

@@ -76,6 +76,10 @@ void PostgresBackend::defer_updates() {
   if (updates_.empty()) return;
   std::vector<Params> rows;
   rows.swap(updates_);
+  for (auto& run : runs_of(std::move(rows), kRunBytes)) defer_update_run(std::move(run));
+}
+
+void PostgresBackend::defer_update_run(std::vector<Params> rows) {
   if (rows.size() == 1) {
     defer(fmt::format("UPDATE items SET {} WHERE item_id = $1", kItemSet), std::move(rows[0]));
     return;

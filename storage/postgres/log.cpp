@@ -116,22 +116,24 @@ std::vector<Seq> PostgresBackend::append_batch(const std::vector<Event>& events)
     out.push_back(head.seq);
     rows.push_back(link(events[i], head));
   }
-  Params batch;
-  for (int c = 0; c < rows.front().size(); ++c) batch.text(column_array(rows, c));
-  batch.i64(static_cast<std::int64_t>(rows.size()));
-  defer(
-      "WITH v AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], "
-      "$5::bigint[], $6::bytea[], $7::text[], $8::text[], $9::bigint[], $10::bytea[]) AS "
-      "v(seq, item_id, project_id, type, at, body, kind, id, rev, hash)), "
-      "e AS (INSERT INTO events (seq, item_id, project_id, type, at, body, stream_kind, "
-      "stream_id, stream_rev, hash) SELECT seq, item_id, project_id, type, at, body, kind, id, "
-      "rev, hash FROM v), "
-      "h AS (INSERT INTO stream_heads AS s (stream_kind, stream_id, revision, last_seq, hash) "
-      "SELECT kind, id, rev, seq, hash FROM v ON CONFLICT (stream_kind, stream_id) DO UPDATE SET "
-      "revision = EXCLUDED.revision, last_seq = EXCLUDED.last_seq, hash = EXCLUDED.hash "
-      "WHERE s.revision = EXCLUDED.revision - 1 RETURNING 1) "
-      "SELECT 1 / ((SELECT count(*) FROM h) = $11)::integer",
-      std::move(batch));
+  for (auto& run : runs_of(std::move(rows), kRunBytes)) {
+    Params batch;
+    for (int c = 0; c < run.front().size(); ++c) batch.text(column_array(run, c));
+    batch.i64(static_cast<std::int64_t>(run.size()));
+    defer(
+        "WITH v AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], "
+        "$5::bigint[], $6::bytea[], $7::text[], $8::text[], $9::bigint[], $10::bytea[]) AS "
+        "v(seq, item_id, project_id, type, at, body, kind, id, rev, hash)), "
+        "e AS (INSERT INTO events (seq, item_id, project_id, type, at, body, stream_kind, "
+        "stream_id, stream_rev, hash) SELECT seq, item_id, project_id, type, at, body, kind, id, "
+        "rev, hash FROM v), "
+        "h AS (INSERT INTO stream_heads AS s (stream_kind, stream_id, revision, last_seq, hash) "
+        "SELECT kind, id, rev, seq, hash FROM v ON CONFLICT (stream_kind, stream_id) DO UPDATE SET "
+        "revision = EXCLUDED.revision, last_seq = EXCLUDED.last_seq, hash = EXCLUDED.hash "
+        "WHERE s.revision = EXCLUDED.revision - 1 RETURNING 1) "
+        "SELECT 1 / ((SELECT count(*) FROM h) = $11)::integer",
+        std::move(batch));
+  }
   return out;
 }
 

@@ -44,6 +44,12 @@ class Params {
   Params& opt(const std::optional<std::int64_t>& v) { return v ? i64(*v) : null(); }
 
   int size() const { return static_cast<int>(values_.size()); }
+  // The bytes of every value, as sent (a statement's message grows with them).
+  std::size_t bytes() const {
+    std::size_t n = 0;
+    for (const auto& v : values_) n += v.size();
+    return n;
+  }
   void finish() {
     pointers_.clear();
     lengths_.clear();
@@ -157,6 +163,28 @@ inline std::string column_array(const std::vector<Params>& rows, int column) {
   }
   return out + "}";
 }
+
+// `rows` cut into runs of at most `limit` bytes of values each (a row
+// larger than that is a run of its own), so that a statement that takes a
+// run through arrays stays far below the server's 1 GB message limit,
+// whatever the payloads.
+inline std::vector<std::vector<Params>> runs_of(std::vector<Params> rows, std::size_t limit) {
+  std::vector<std::vector<Params>> out;
+  std::size_t bytes = 0;
+  for (auto& row : rows) {
+    const std::size_t b = row.bytes();
+    if (out.empty() || (bytes + b > limit && !out.back().empty())) {
+      out.emplace_back();
+      bytes = 0;
+    }
+    bytes += b;
+    out.back().push_back(std::move(row));
+  }
+  return out;
+}
+// The values per statement of a batch: an array literal can be twice the
+// values (escapes, bytea in hex).
+inline constexpr std::size_t kRunBytes = 8 << 20;
 
 // A text[] literal: {"a","b"}, with " and \ escaped.
 inline std::string array_literal(const std::vector<std::string>& values) {
