@@ -161,3 +161,34 @@ TEST_CASE("a batch claim of payloads near the 1 MiB limit goes through, its rows
   CHECK(store.status_counts("alpha").done == 12);
   CHECK(verify_ledger(store).empty());
 }
+
+// PostgreSQL only: a role or database whose transactions default to read
+// only (as on a hot standby), and a statement timeout set for the role.
+TEST_CASE("a server that refuses writes is a storage error that says so, and nothing is written; "
+          "a role's statement timeout does not apply",
+          "[commands][postgres-settings]") {
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "ro.db");
+  if (db.rfind("postgresql://", 0) != 0) return;  // SQLite has no such settings
+  {
+    ControlStore store{db};
+    store.create_project("alpha", "A");
+  }
+  {
+    ControlStore store{db + "%20-cdefault_transaction_read_only%3Don"};
+    try {
+      store.enqueue("alpha", "{}");
+      FAIL("a write went through on a connection whose transactions default to read only");
+    } catch (const StorageError& e) {
+      CHECK(e.category() == StorageError::Category::io);
+      CHECK(std::string(e.what()).find("the server refuses writes") != std::string::npos);
+    }
+  }
+  ControlStore store{db + "%20-cstatement_timeout%3D1"};
+  CHECK(store.status_counts("alpha").ready == 0);  // the refused enqueue wrote nothing
+  // With a 1 ms statement timeout of its own, cplane's writes would fail;
+  // cplane's connection sets none.
+  std::vector<std::string> payloads(200, "{}");
+  CHECK(store.enqueue_batch("alpha", payloads).size() == 200);
+  CHECK(verify_ledger(store).empty());
+}

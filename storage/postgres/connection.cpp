@@ -32,7 +32,8 @@ void PostgresBackend::connect() {
   PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
   // What cplane reads and promises does not bend to the role's, the
   // database's or the environment's settings: bytea in hex, UTF-8 text,
-  // every commit flushed. Every statement is prepared once per connection
+  // every commit flushed, no statement timeout (a wait is bounded by
+  // --lock-timeout, and a timeout would read as a lock's). Every statement is prepared once per connection
   // and its plan kept: the server's custom plans for each execution were
   // about a fifth of its time per item (docs/benchmarks.md). No JIT: a
   // kept plan's estimate grows with the table (the claim's LIMIT is a
@@ -45,7 +46,7 @@ void PostgresBackend::connect() {
       "SET client_min_messages = warning; SET bytea_output = hex; "
       "SET client_encoding = 'UTF8'; SET synchronous_commit = on; "
       "SET default_transaction_isolation = 'read committed'; "
-      "SET plan_cache_mode = force_generic_plan; SET jit = off",
+      "SET plan_cache_mode = force_generic_plan; SET jit = off; SET statement_timeout = 0",
       std::max<std::int64_t>(options_.lock_timeout.count(), 1));
   if (options_.read_only) setup += "; SET default_transaction_read_only = on";
   simple(setup.c_str(), "cannot set up the connection");
@@ -69,6 +70,14 @@ void PostgresBackend::ensure_connected() {
   if (message.empty()) message = PQerrorMessage(conn_);
   while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
   const std::string text = fmt::format("{}: {}", what, message);
+  if (state == "25006" && !options_.read_only) {
+    // A store opened to write, on a server that refuses writes: not the
+    // caller's input (read_only would say it opened the store to read).
+    throw StorageError(Category::io,
+                       text + " (the server refuses writes: a hot standby, or "
+                              "default_transaction_read_only set for this role or database; "
+                              "nothing was written)");
+  }
   // A connection that is gone says so even where the SQLSTATE does not.
   throw_for_sqlstate(PQstatus(conn_) != CONNECTION_OK ? "08006" : state, text, url_);
 }

@@ -162,11 +162,18 @@ void PostgresBackend::commit() {
     throw;
   } catch (const StorageError& e) {
     if (PQstatus(conn_) != CONNECTION_OK || e.category() == Category::unavailable) {
+      // Without the hint an unavailable error carries ("did not commit:
+      // retry"), which is what cannot be known here.
+      std::string cause = e.what();
+      if (const auto hint = cause.find(" (the connection to PostgreSQL was lost;");
+          hint != std::string::npos) {
+        cause.resize(hint);
+      }
       throw StorageError(Category::commit_unknown,
                          fmt::format("commit outcome unknown: the connection to PostgreSQL was "
                                      "lost during COMMIT ({}); do not retry blindly: read the "
                                      "item's events to see whether it happened",
-                                     e.what()));
+                                     cause));
     }
     const bool no_digest = last_error_state_ == "2201F";
     PQclear(PQexec(conn_, "ROLLBACK"));
