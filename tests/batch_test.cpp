@@ -164,8 +164,8 @@ TEST_CASE("a batch claim of payloads near the 1 MiB limit goes through, its rows
 
 // PostgreSQL only: a role or database whose transactions default to read
 // only (as on a hot standby), and a statement timeout set for the role.
-TEST_CASE("a server that refuses writes is a storage error that says so, and nothing is written; "
-          "a role's statement timeout does not apply",
+TEST_CASE("a server that refuses writes is a storage error that says so, and nothing is written, "
+          "and a role's statement timeout does not apply",
           "[commands][postgres-settings]") {
   TempDir dir;
   const auto db = test_context().fresh_store(dir, "ro.db");
