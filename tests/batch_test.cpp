@@ -5,6 +5,9 @@
 // every character must come back as it went in.
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <thread>
+
 #include <cplane/cplane.hpp>
 
 #include "tests/support.hpp"
@@ -34,6 +37,29 @@ const std::vector<std::string> kDetails = {
     "line\nbreak\ttab",
     "é ✓ {\"json\": [1, 2]}",
 };
+
+// `count` JSON strings of about 1 MB (the limit is 1 MiB), each its index
+// then `unit` repeated.
+std::vector<std::string> near_limit(int count, const std::string& unit) {
+  std::vector<std::string> out;
+  for (int i = 0; i < count; ++i) {
+    std::string p = "\"" + std::to_string(i);
+    while (p.size() < 1'000'000) p += unit;
+    out.push_back(p + "\"");
+  }
+  return out;
+}
+
+// Queues `payloads` in project alpha (made here) and claims them all in one
+// batch, in queue order; their ids in `ids`.
+std::vector<ClaimedItem> claim_all(ControlStore& store, const std::vector<std::string>& payloads,
+                                   std::vector<std::string>& ids) {
+  store.create_project("alpha", "A");
+  ids = store.enqueue_batch("alpha", payloads);
+  auto claimed = store.claim_batch("w1", payloads.size());
+  REQUIRE(claimed.size() == payloads.size());
+  return claimed;
+}
 
 }  // namespace
 
@@ -140,16 +166,9 @@ TEST_CASE("a batch claim of payloads near the 1 MiB limit goes through, its rows
   TempDir dir;
   const auto db = test_context().fresh_store(dir, "big.db");
   ControlStore store{db};
-  store.create_project("alpha", "A");
-  std::vector<std::string> payloads;
-  for (int i = 0; i < 12; ++i) {
-    std::string p = "\"" + std::to_string(i);
-    while (p.size() < 1'000'000) p += "a\\\"";
-    payloads.push_back(p + "\"");
-  }
-  const auto ids = store.enqueue_batch("alpha", payloads);
-  const auto claimed = store.claim_batch("w1", payloads.size());
-  REQUIRE(claimed.size() == payloads.size());
+  const auto payloads = near_limit(12, "a\\\"");
+  std::vector<std::string> ids;
+  const auto claimed = claim_all(store, payloads, ids);
   for (std::size_t i = 0; i < claimed.size(); ++i) {
     CHECK(claimed[i].item_id == ids[i]);
     CHECK(claimed[i].payload == payloads[i]);
@@ -159,6 +178,27 @@ TEST_CASE("a batch claim of payloads near the 1 MiB limit goes through, its rows
     store.finish(claimed[i].item_id, claimed[i].fence, Outcome::done);
   }
   CHECK(store.status_counts("alpha").done == 12);
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("a batch finish of many payloads near the 1 MiB limit is not taken for a lock wait",
+          "[commands][batch]") {
+  // 110 rows of about 1 MB: on PostgreSQL the finish locks them and reads
+  // them back, about 110 MB. A locked read that takes longer than the
+  // BEGIN's round trip and 50 ms is taken for a wait on another's lock,
+  // and the command decides again (at most 10 times, then busy): the
+  // transfer of the rows must not count, only the locks.
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "big.db");
+  ControlStore store{db};
+  const auto payloads = near_limit(110, "xxxxxxxx");
+  std::vector<std::string> ids;
+  const auto claimed = claim_all(store, payloads, ids);
+  std::vector<ControlStore::Report> reports;
+  for (const auto& c : claimed) reports.push_back({c.item_id, c.fence, Outcome::done, ""});
+  store.finish_batch(reports);
+  CHECK(store.status_counts("alpha").done == 110);
+  CHECK(store.item(ids.back()).payload == payloads.back());
   CHECK(verify_ledger(store).empty());
 }
 
@@ -191,4 +231,42 @@ TEST_CASE("a server that refuses writes is a storage error that says so, and not
   std::vector<std::string> payloads(200, "{}");
   CHECK(store.enqueue_batch("alpha", payloads).size() == 200);
   CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("a role's idle session timeout does not end a claim that waits for work",
+          "[commands][postgres-settings]") {
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "idle.db");
+  if (db.rfind("postgresql://", 0) != 0) return;  // SQLite has no such settings
+  {
+    ControlStore store{db};
+    store.create_project("alpha", "A");
+  }
+  // A role with idle_session_timeout (PostgreSQL 14 and later) would end
+  // the connection of a claim that waits on LISTEN; cplane's connection
+  // sets none, as it sets no statement timeout.
+  ControlStore waiter{db + "%20-cidle_session_timeout%3D200"};
+  std::string producer_error;
+  std::thread producer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    try {
+      ControlStore store{db};
+      store.enqueue("alpha", R"({"late":true})");
+    } catch (const std::exception& e) {
+      producer_error = e.what();
+    }
+  });
+  std::optional<ClaimedItem> got;
+  std::string waiter_error;
+  try {
+    got = waiter.claim("w1", {.wait = Seconds{10}});
+  } catch (const std::exception& e) {
+    waiter_error = e.what();
+  }
+  producer.join();
+  CHECK(producer_error.empty());
+  CHECK(waiter_error.empty());
+  REQUIRE(got);
+  CHECK(got->payload == R"({"late":true})");
+  CHECK(verify_ledger(waiter).empty());
 }

@@ -33,8 +33,8 @@ void PostgresBackend::connect() {
   // What cplane reads and promises does not bend to the role's, the
   // database's or the environment's settings: bytea in hex, UTF-8 text,
   // every commit flushed, no statement timeout (a wait is bounded by
-  // --lock-timeout, and a timeout would read as a lock's). Every statement is prepared once per connection
-  // and its plan kept: the server's custom plans for each execution were
+  // --lock-timeout, and a timeout would read as a lock's). Every statement
+  // is prepared once per connection and its plan kept: the server's custom plans for each execution were
   // about a fifth of its time per item (docs/benchmarks.md). No JIT: a
   // kept plan's estimate grows with the table (the claim's LIMIT is a
   // parameter), and past jit_above_cost every execution compiled its
@@ -48,6 +48,9 @@ void PostgresBackend::connect() {
       "SET default_transaction_isolation = 'read committed'; "
       "SET plan_cache_mode = force_generic_plan; SET jit = off; SET statement_timeout = 0",
       std::max<std::int64_t>(options_.lock_timeout.count(), 1));
+  // Nor does an idle session end (PostgreSQL 14 and later): a claim that
+  // waits for work is idle on LISTEN for as long as its --wait.
+  if (PQserverVersion(conn_) >= 140000) setup += "; SET idle_session_timeout = 0";
   if (options_.read_only) setup += "; SET default_transaction_read_only = on";
   simple(setup.c_str(), "cannot set up the connection");
   shard_ = PQbackendPID(conn_) % kDigestShards;

@@ -30,12 +30,22 @@ std::optional<ItemRow> PostgresBackend::find_item(std::string_view item_id) {
 
 std::vector<std::optional<ItemRow>> PostgresBackend::find_items(
     const std::vector<std::string>& item_ids) {
-  Result r = locking([&] {
-    return run(fmt::format("SELECT {} FROM items WHERE item_id = ANY($1::text[]) ORDER BY "
-                           "item_id{}",
-                           kItemColumns, lock()),
-               Params().text(array_literal(item_ids)));
-  });
+  if (writing_) {
+    // The rows are locked first by a read of their ids alone, the read that
+    // locking() times; then read. A batch of payloads near the 1 MiB limit
+    // is a read of many megabytes, whose transfer is not a wait on
+    // another's lock (160 rows of 1 MB took longer than the 50 ms allowed,
+    // and a finish of them failed busy with nothing else running).
+    locking([&] {
+      return run("SELECT item_id FROM items WHERE item_id = ANY($1::text[]) ORDER BY item_id "
+                 "FOR UPDATE",
+                 Params().text(array_literal(item_ids)));
+    });
+  }
+  Result r = run(fmt::format("SELECT {} FROM items WHERE item_id = ANY($1::text[]) ORDER BY "
+                             "item_id",
+                             kItemColumns),
+                 Params().text(array_literal(item_ids)));
   std::vector<std::optional<ItemRow>> out(item_ids.size());
   for (int i = 0; i < r.rows(); ++i) {
     ItemRow row = read_item(r, i);

@@ -110,11 +110,16 @@ void PostgresBackend::commit() {
     // deleted behind cplane's back stops every writer that would use it,
     // as on SQLite (sqrt(-1) when the UPDATE finds no row). When every
     // shard is held, the commit waits for its own (never "missing").
-    // Prepared once per connection and sent with the commit's pipeline.
+    // Its own shard first, by its key: the walk over every shard in ring
+    // order visits each row's dead versions too (the table is updated at
+    // every commit), and cost about three times as much (21 against 7 us
+    // per commit in pg_stat_statements). Prepared once per connection and
+    // sent with the commit's pipeline.
     const auto w = hash_words(delta_->digest);
     defer("WITH u AS (UPDATE log_digest SET events = events + $2, "
           "last_seq = greatest(last_seq, $3), d0 = d0 # $4, d1 = d1 # $5, d2 = d2 # $6, "
-          "d3 = d3 # $7 WHERE shard = coalesce((SELECT shard FROM log_digest ORDER BY "
+          "d3 = d3 # $7 WHERE shard = coalesce((SELECT shard FROM log_digest WHERE shard = $1 "
+          "FOR UPDATE SKIP LOCKED), (SELECT shard FROM log_digest ORDER BY "
           "(shard + 64 - $1) % 64 LIMIT 1 FOR UPDATE SKIP LOCKED), $1) RETURNING 1) "
           "SELECT sqrt((SELECT count(*) FROM u) - 1)",
           Params()
