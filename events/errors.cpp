@@ -201,6 +201,14 @@ std::string redacted_message(std::string message, std::string_view url) {
   return message;
 }
 
+StorageError headless_stream(std::string_view kind, std::string_view id) {
+  return StorageError(StorageError::Category::corruption,
+                      fmt::format("the head of stream {} {} is missing while the stream has "
+                                  "events (edited outside cplane): nothing was written; run "
+                                  "cplane verify",
+                                  kind, quote_id(id)));
+}
+
 std::string quote_id(std::string_view id) {
   // Shown to a person, on a terminal: control and bidi characters are
   // escaped (never sent raw), bytes that are not UTF-8 too; at most 80

@@ -18,4 +18,9 @@ std::string quote_id(std::string_view id);
 // C1, zero-width and bidi controls, the BOM. Never allowed in a name.
 bool is_invisible_control(std::uint32_t code_point);
 
+// An append to a stream whose head row is gone while its events are there
+// (the row deleted behind cplane's back): corruption. Appending would fork
+// the stream's chain (a second event of revision 1), so nothing is written.
+StorageError headless_stream(std::string_view kind, std::string_view id);
+
 }  // namespace cplane

@@ -308,6 +308,44 @@ TEST_CASE("a writer refuses to extend a log whose digest is gone", "[chain]") {
   CHECK(sql_column(log.db, "SELECT count(*) FROM events") == before);
 }
 
+TEST_CASE("a writer refuses to extend a stream whose head was deleted (alone or in a batch)",
+          "[chain]") {
+  // Without its head the stream looked new: the next event was chained to
+  // nothing as revision 1, a fork of the chain that only verify named.
+  TempDir dir;
+  const Log log = seed(dir);
+  sql(log.db, "DELETE FROM stream_heads WHERE stream_id = '" + log.held + "'");
+  const auto row = sql_column(log.db, "SELECT status || ' ' || fence || ' ' || last_seq FROM "
+                                      "items WHERE item_id = '" + log.held + "'");
+  ControlStore store{log.db};
+  const auto refused = [&](auto&& write) {
+    try {
+      write();
+      FAIL("appended to a stream whose head is gone");
+    } catch (const StorageError& e) {
+      CHECK(e.category() == StorageError::Category::corruption);
+      CHECK_THAT(e.what(), Catch::Contains("is missing while the stream has events"));
+      CHECK_THAT(e.what(), Catch::Contains(log.held));
+    }
+  };
+  // The other streams go on.
+  REQUIRE(store.claim("c", {.lease = Seconds{100}, .now = T0 + 3 * kSecond})->item_id == log.ready);
+  const auto events = sql_column(log.db, "SELECT count(*) FROM events");
+  refused([&] { store.heartbeat(log.held, 2, {.lease = Seconds{100}, .now = T0 + 4 * kSecond}); });
+  // A batch with a sound stream in it: all of it refused.
+  refused([&] {
+    store.finish_batch({{log.ready, 1, Outcome::done, ""}, {log.held, 2, Outcome::done, ""}},
+                       std::nullopt, T0 + 4 * kSecond);
+  });
+  CHECK(sql_column(log.db, "SELECT count(*) FROM events") == events);
+  CHECK(sql_column(log.db, "SELECT status || ' ' || fence || ' ' || last_seq FROM items WHERE "
+                           "item_id = '" + log.held + "'") == row);
+  CHECK(store.item(log.ready).status == ItemStatus::claimed);
+  store.finish(log.ready, 1, Outcome::done, "", T0 + 5 * kSecond);
+  const auto fresh = store.enqueue("alpha", "{}", {}, T0 + 5 * kSecond);
+  CHECK(store.item(fresh).status == ItemStatus::ready);
+}
+
 TEST_CASE("a version-3 database is chained once by its migration", "[chain][migration][sqlite]") {
   TempDir dir;
   const Log log = seed(dir);

@@ -204,7 +204,8 @@ class PostgresBackend final : public Backend {
     Hash prev = kNoHash;
     std::int64_t revision = 0;
   };
-  // The head in columns column (the seq), column + 1 and + 2 of row.
+  // The head in columns column (the seq), column + 1 and + 2 of row; column
+  // + 3 says whether the stream has events though it has no head (refused).
   LockedHead locked_head(const Result& r, int row, std::string_view kind, std::string_view id,
                          int column = 0);
   Seq append(const Event& event) override;

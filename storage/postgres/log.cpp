@@ -57,6 +57,8 @@ PostgresBackend::LockedHead PostgresBackend::locked_head(const Result& r, int ro
                                                          std::string_view kind,
                                                          std::string_view id, int column) {
   LockedHead h{r.i64(row, column), kNoHash, 0};
+  // Column + 3: no head, yet the stream has events (its row deleted).
+  if (r.null(row, column + 1) && r.text(row, column + 3) == "t") throw headless_stream(kind, id);
   if (!r.null(row, column + 1)) {
     h.revision = r.i64(row, column + 1);
     if (!hash_from_bytes(r.bytes(row, column + 2), h.prev)) {
@@ -75,9 +77,10 @@ Seq PostgresBackend::append(const Event& event) {
   // The head is locked before the seq is drawn: within a stream, seqs
   // rise in the order the appends commit.
   Result head = run(
-      "SELECT nextval('events_seq'), h.revision, h.hash FROM (SELECT 1) x LEFT JOIN LATERAL "
-      "(SELECT revision, hash FROM stream_heads WHERE stream_kind = $1 AND stream_id = $2 "
-      "FOR UPDATE) h ON true",
+      "SELECT nextval('events_seq'), h.revision, h.hash, h.revision IS NULL AND EXISTS (SELECT 1 "
+      "FROM events WHERE stream_kind = $1 AND stream_id = $2) FROM (SELECT 1) x LEFT JOIN "
+      "LATERAL (SELECT revision, hash FROM stream_heads WHERE stream_kind = $1 AND "
+      "stream_id = $2 FOR UPDATE) h ON true",
       Params().text(kind).text(stream.id));
   return chain(event, locked_head(head, 0, kind, stream.id));
 }
@@ -97,9 +100,10 @@ std::vector<Seq> PostgresBackend::append_batch(const std::vector<Event>& events)
     return Backend::append_batch(events);  // one stream twice: one at a time
   }
   Result heads = run(
-      "SELECT nextval('events_seq'), h.revision, h.hash FROM unnest($1::text[], $2::text[]) "
-      "WITH ORDINALITY AS s(kind, id, n) LEFT JOIN LATERAL (SELECT revision, hash FROM "
-      "stream_heads WHERE stream_kind = s.kind AND stream_id = s.id FOR UPDATE) h ON true "
+      "SELECT nextval('events_seq'), h.revision, h.hash, h.revision IS NULL AND EXISTS (SELECT 1 "
+      "FROM events WHERE stream_kind = s.kind AND stream_id = s.id) FROM unnest($1::text[], "
+      "$2::text[]) WITH ORDINALITY AS s(kind, id, n) LEFT JOIN LATERAL (SELECT revision, hash "
+      "FROM stream_heads WHERE stream_kind = s.kind AND stream_id = s.id FOR UPDATE) h ON true "
       "ORDER BY s.n",
       Params().text(array_literal(kinds)).text(array_literal(ids)));
   if (heads.rows() != static_cast<int>(events.size())) {

@@ -102,6 +102,15 @@ Seq SqliteBackend::append(const Event& untagged) {
                                      "cplane): run cplane verify",
                                      kind, quote_id(stream.id)));
     }
+  } else {
+    head.reset();
+    // No head: a new stream, unless its head row was deleted behind
+    // cplane's back. Appending then would fork its chain (a second event
+    // of revision 1): refused, as a head without a hash is.
+    auto& started = stmts_.stream_started.bind(kind, stream.id);
+    const bool has_events = started.step();
+    started.reset();
+    if (has_events) throw headless_stream(kind, stream.id);
   }
   head.reset();
   const Seq seq = digest.last_seq + 1;

@@ -169,6 +169,8 @@ void SqliteBackend::prepare() {
       "stream_rev, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
   stmts_.find_head = p(
       "SELECT revision, hash FROM stream_heads WHERE stream_kind = ?1 AND stream_id = ?2");
+  stmts_.stream_started = p(
+      "SELECT 1 FROM events WHERE stream_kind = ?1 AND stream_id = ?2 LIMIT 1");
   stmts_.put_head = p(
       "INSERT OR REPLACE INTO stream_heads (stream_kind, stream_id, revision, last_seq, hash) "
       "VALUES (?1, ?2, ?3, ?4, ?5)");
