@@ -187,9 +187,11 @@ TEST_CASE("a batch finish of many payloads near the 1 MiB limit is not taken for
   // them back, about 110 MB. A locked read that takes longer than the
   // BEGIN's round trip and 50 ms is taken for a wait on another's lock,
   // and the command decides again (at most 10 times, then busy): the
-  // transfer of the rows must not count, only the locks.
+  // transfer of the rows must not count, only the locks. (SQLite reads the
+  // clock once it holds the write lock, and times no read.)
   TempDir dir;
   const auto db = test_context().fresh_store(dir, "big.db");
+  if (db.rfind("postgresql://", 0) != 0) return;
   ControlStore store{db};
   const auto payloads = near_limit(110, "xxxxxxxx");
   std::vector<std::string> ids;
