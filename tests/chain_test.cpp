@@ -346,6 +346,35 @@ TEST_CASE("a writer refuses to extend a stream whose head was deleted (alone or 
   CHECK(store.item(fresh).status == ItemStatus::ready);
 }
 
+TEST_CASE("on PostgreSQL a writer whose digest shard was deleted is refused (not sent to another)",
+          "[chain]") {
+  TempDir dir;
+  const Log log = seed(dir);
+  if (log.db.rfind("postgresql://", 0) != 0) return;  // SQLite keeps one digest row
+  ControlStore store{log.db};
+  const std::string shards = "SELECT shard || ':' || events FROM log_digest ORDER BY shard";
+  const auto before = sql_column(log.db, shards);
+  store.enqueue("alpha", "{}", {}, T0 + 3 * kSecond);
+  const auto after = sql_column(log.db, shards);
+  // With no other writer, the commit went to this connection's own shard.
+  REQUIRE(before.size() == after.size());
+  std::string own;
+  for (std::size_t i = 0; i < before.size(); ++i) {
+    if (before[i] != after[i]) own = before[i].substr(0, before[i].find(':'));
+  }
+  REQUIRE(!own.empty());
+  sql(log.db, "DELETE FROM log_digest WHERE shard = " + own);
+  const auto events = sql_column(log.db, "SELECT count(*) FROM events");
+  try {
+    store.enqueue("alpha", "{}", {}, T0 + 4 * kSecond);
+    FAIL("the commit went to another shard past the deleted one");
+  } catch (const StorageError& e) {
+    CHECK(e.category() == StorageError::Category::corruption);
+    CHECK_THAT(e.what(), Catch::Contains("log_digest"));
+  }
+  CHECK(sql_column(log.db, "SELECT count(*) FROM events") == events);
+}
+
 TEST_CASE("a version-3 database is chained once by its migration", "[chain][migration][sqlite]") {
   TempDir dir;
   const Log log = seed(dir);
