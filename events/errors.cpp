@@ -205,7 +205,8 @@ StorageError headless_stream(std::string_view kind, std::string_view id) {
   return StorageError(StorageError::Category::corruption,
                       fmt::format("the head of stream {} {} is missing while the stream has "
                                   "events (edited outside cplane): nothing was written; run "
-                                  "cplane verify",
+                                  "cplane verify (on SQLite, cplane recover puts back the head "
+                                  "from the stream's last event)",
                                   kind, quote_id(id)));
 }
 

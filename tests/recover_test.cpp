@@ -214,6 +214,31 @@ TEST_CASE("recover of a sound database loses nothing", "[recover]") {
   CHECK_EXIT(run_cli({"--db", fresh, "verify"}), 0);
 }
 
+TEST_CASE("recover rebuilds a stream head that was deleted, and the stream takes writes again",
+          "[recover]") {
+  // A writer refuses a stream whose head row is gone while its events are
+  // there; recover puts back its head from the stream's last event.
+  TempDir dir;
+  const auto good = seed(dir);
+  const auto item = sql_column(good, "SELECT item_id FROM items WHERE status = 'claimed' "
+                                     "ORDER BY item_id LIMIT 1").at(0);
+  test::sql(good, "DELETE FROM stream_heads WHERE stream_id = '" + item + "'");
+  {
+    ControlStore store{good};
+    CHECK_THROWS_AS(store.release(item, 1, "", {.now = T0 + 20'000'000}), StorageError);
+  }
+  const auto fresh = dir.file("new.db");
+  auto r = run_cli({"--db", good, "recover", "--to", fresh});
+  CHECK_EXIT(r, 0);
+  CHECK_EXIT(run_cli({"--db", fresh, "verify"}), 0);
+  CHECK(sql_column(fresh, "SELECT revision FROM stream_heads WHERE stream_id = '" + item + "'") ==
+        std::vector<std::string>{"2"});
+  ControlStore store{fresh};
+  store.release(item, 1, "", {.now = T0 + 20'000'000});
+  CHECK(store.item(item).status == ItemStatus::ready);
+  CHECK(verify_ledger(store).empty());
+}
+
 TEST_CASE("recover bounds the fences of histories that lost events when the rows are gone too",
           "[recover]") {
   TempDir dir;

@@ -315,11 +315,12 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
     }
     report.absent = std::move(kept);
   }
-  if (!report.heads_readable) {
-    // Some heads are gone: for a stream whose head was not read, the
-    // chain's tip as salvaged stands in (a cut tail can then no longer be
-    // seen; the report says so). A head that was read is kept: it bounds
-    // the stream's fences. Heads and events are merged on the stream id.
+  {
+    // For a stream with events and no head read (the table unreadable, or
+    // the row deleted: a writer then refuses the stream), the chain's tip
+    // as salvaged stands in (a cut tail can then no longer be seen; the
+    // report says so). A head that was read is kept: it bounds the
+    // stream's fences. Heads and events are merged on the stream id.
     for (const StreamKind kind : kStreamKinds) {
       std::vector<StreamHead> tips;  // written after the scans end
       {
