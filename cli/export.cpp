@@ -781,8 +781,9 @@ Validity Cli::run_recover() {
         print("lost, missing from the log: seq " + ranges_text(report.absent));
       }
       if (!report.heads_readable) {
-        print("the stream heads could not be read: the newest events of a stream may have been "
-              "lost unseen");
+        print("the stream heads could not all be read (unreadable, or rows missing: each put back "
+              "from its stream's last event): the newest events of a stream may have been lost "
+              "unseen");
       }
       if (!report.rows_readable) print("the item rows could not be read: all were rebuilt from the log");
       if (!report.problems.empty()) {

@@ -316,7 +316,9 @@ struct RecoverReport {
   std::int64_t heads = 0;        // stream heads copied
   std::int64_t rows = 0;         // item rows copied (kept where ahead of the log)
   Seq newest_seq = 0;            // how far the damaged log reached
-  bool heads_readable = false;   // false: the salvaged tips stand in (a cut tail is unseen)
+  // false: some heads were unreadable or missing, and the salvaged tips
+  // stand in (a tail cut with them is unseen)
+  bool heads_readable = false;
   bool rows_readable = false;
   bool digest_readable = false;
   // Seq ranges [first, last] lost: on pages that could not be read, and

@@ -185,6 +185,11 @@ Result PostgresBackend::pipeline(const std::vector<std::string>& tail) {
     if (state == "22012") {
       throw Conflict("a stream was appended to by another transaction meanwhile");
     }
+    if (state == "2201F") {  // sqrt(-1): the commit's digest UPDATE found no shard row
+      throw StorageError(Category::corruption,
+                         "the log's digest (table log_digest) is missing: the log was edited "
+                         "outside cplane. Nothing was written; run cplane verify");
+    }
     if (state == "23505" && constraint != nullptr && std::string(constraint) == "items_by_key") {
       throw Conflict("an idempotency key was taken meanwhile");
     }

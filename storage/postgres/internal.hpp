@@ -117,6 +117,9 @@ class PostgresBackend final : public Backend {
   // ---- the connection, statements, deferred writes, cursors (connection.cpp) ----------
 
   void connect();
+  // Ends what an earlier failure left on the connection (pipeline mode, an
+  // open or aborted transaction) before a new transaction begins.
+  void end_left_transaction() noexcept;
 
   // The connection broke (the server restarted, the network went away):
   // reconnect before the next transaction; unavailable if it cannot.

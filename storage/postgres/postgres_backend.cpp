@@ -67,6 +67,7 @@ Result PostgresBackend::begin(const char* begin_sql, const char* clock_sql) {
   // one pipeline: one round trip, and no parse or plan of the clock's
   // subquery at every transaction (a simple query is planned each time).
   const auto start = std::chrono::steady_clock::now();
+  end_left_transaction();
   const auto attempt = [&] {
     deferred_.clear();
     updates_.clear();
@@ -99,6 +100,27 @@ Result PostgresBackend::begin(const char* begin_sql, const char* clock_sql) {
   announce_ = false;
   earliest_schedule_.reset();
   return r;
+}
+
+void PostgresBackend::end_left_transaction() noexcept {
+  // A failure can leave the connection in pipeline mode or inside an
+  // aborted transaction (an adversarial run: after a commit that failed on
+  // a lock timeout with 40 writers, the next BEGIN met "current transaction
+  // is aborted", and the worker died). Both are ended before a new
+  // transaction: ROLLBACK, and a connection still in pipeline mode or that
+  // cannot roll back is replaced by a new one.
+  if (conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK) return;
+  bool sound = PQpipelineStatus(conn_) == PQ_PIPELINE_OFF;
+  if (sound && PQtransactionStatus(conn_) != PQTRANS_IDLE) {
+    PQclear(PQexec(conn_, "ROLLBACK"));
+    sound = PQtransactionStatus(conn_) == PQTRANS_IDLE;
+  }
+  if (sound) return;
+  try {
+    connect();
+  } catch (const std::exception&) {
+    // The BEGIN that follows fails unavailable, and reconnects once.
+  }
 }
 
 void PostgresBackend::commit() {
@@ -186,13 +208,7 @@ void PostgresBackend::commit() {
                                      "item's events to see whether it happened",
                                      cause));
     }
-    const bool no_digest = last_error_state_ == "2201F";
-    PQclear(PQexec(conn_, "ROLLBACK"));
-    if (no_digest) {
-      throw StorageError(Category::corruption,
-                         "the log's digest (table log_digest) is missing: the log was "
-                         "edited outside cplane. Nothing was written; run cplane verify");
-    }
+    PQclear(PQexec(conn_, "ROLLBACK"));  // a digest shard missing is corruption (pipeline)
     throw;
   }
   if (r.get() == nullptr || std::strcmp(PQcmdStatus(r.get()), "COMMIT") != 0) {

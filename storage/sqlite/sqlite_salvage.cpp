@@ -345,6 +345,9 @@ SalvageReport salvage_sqlite(const std::string& damaged, const std::string& scra
         close();
       }
       for (const auto& t : tips) fresh.put_head(t);
+      // A head put back from its stream's tip cannot show a tail cut with
+      // it: the report says the heads were not all read (recover exits 6).
+      if (!tips.empty()) report.heads_readable = false;
     }
   }
   if (!report.digest) {
