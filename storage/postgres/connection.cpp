@@ -34,8 +34,9 @@ void PostgresBackend::connect() {
   // database's or the environment's settings: bytea in hex, UTF-8 text,
   // every commit flushed, no statement timeout (a wait is bounded by
   // --lock-timeout, and a timeout would read as a lock's). Every statement
-  // is prepared once per connection and its plan kept: the server's custom plans for each execution were
-  // about a fifth of its time per item (docs/benchmarks.md). No JIT: a
+  // is prepared once per connection and its plan kept: the server's custom
+  // plans for each execution were about a fifth of its time per item
+  // (docs/benchmarks.md). No JIT: a
   // kept plan's estimate grows with the table (the claim's LIMIT is a
   // parameter), and past jit_above_cost every execution compiled its
   // expressions anew, about 0.4 s of server CPU per claim once a store held

@@ -181,7 +181,8 @@ class SqliteBackend final : public Backend {
   // The statements prepared once per connection (prepare()).
   struct Statements {
     Statement begin_immediate, begin_deferred, commit, savepoint, release_savepoint, last_seq;
-    Statement append, stream_events, find_head, stream_started, put_head, update_head, put_digest, load_digest;
+    Statement append, stream_events, find_head, stream_started, put_head, update_head, put_digest,
+        load_digest;
     Statement find_item, find_item_by_key, insert_item, put_item, delete_item;
     Statement find_session, put_session, delete_session, session_items;
     Statement put_terminal_lock, delete_terminal_lock, allocation;
