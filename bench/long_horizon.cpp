@@ -56,6 +56,7 @@ struct Settings {
   Durability durability = Durability::fenced;
   bool combine = true;
   double claim_wait_ms = 100;
+  int sticky_ms = SqliteOptions{}.sticky_ms;
 };
 
 std::optional<std::string> env(const char* name) {
@@ -109,6 +110,7 @@ Settings read_settings() {
     s.combine = *c == "on";
   }
   s.claim_wait_ms = env_number("CLAIM_WAIT_MS", s.claim_wait_ms, 1, 60'000);
+  s.sticky_ms = static_cast<int>(env_number("STICKY_MS", s.sticky_ms, 0, 10'000));
   return s;
 }
 
@@ -439,6 +441,7 @@ std::string descriptor_json(const Settings& s, std::string_view backend,
       .fixed("duration_s", s.duration_s, 3)
       .boolean("combine", s.combine && backend == "sqlite")
       .fixed("claim_wait_ms", s.claim_wait_ms, 1)
+      .num("sticky_ms", s.combine && backend == "sqlite" ? s.sticky_ms : 0)
       .str("claim_latency", "from the producer's enqueue call to the claim's answer")
       .str("histogram", "log-linear: 64 exact microsecond buckets, then 32 per power of two")
       .done();
@@ -460,8 +463,9 @@ pid_t spawn_child(const Settings& s, const int (&ready)[2], fleet::StartGate& ga
   ::close(ready[0]);
   int code = 0;
   try {
-    ControlStore store{s.url, StoreOptions{.durability = s.durability,
-                                           .sqlite = {.combine = s.combine}}};
+    ControlStore store{s.url,
+                       StoreOptions{.durability = s.durability,
+                                    .sqlite = {.combine = s.combine, .sticky_ms = s.sticky_ms}}};
     if (::write(ready[1], "r", 1) != 1) throw std::runtime_error("ready pipe");
     ::close(ready[1]);
     gate.wait();
@@ -492,8 +496,9 @@ void long_horizon_scenario(const Options& o, const Emit& emit) {
                                             .count(),
                   ::getpid());
   {
-    ControlStore store{s.url, StoreOptions{.durability = s.durability,
-                                           .sqlite = {.combine = s.combine}}};
+    ControlStore store{s.url,
+                       StoreOptions{.durability = s.durability,
+                                    .sqlite = {.combine = s.combine, .sticky_ms = s.sticky_ms}}};
     store.create_project(project, "cplane-bench long-horizon");
     store.grant(project, project);
   }

@@ -86,7 +86,7 @@ def samples_mode():
     expected = {"system": "cplane", "backend": "sqlite", "durability": "normal",
                 "producer_rate": 300.0, "producer_mode": "fixed", "worker_count": workers,
                 "job_payload_bytes": 100, "job_work_ms": 1.0, "sample_every_s": 1.0,
-                "duration_s": 3.0, "combine": True}
+                "duration_s": 3.0, "combine": True, "sticky_ms": 10}
     for key, value in expected.items():
         check(descriptor.get(key) == value, f"descriptor {key}={descriptor.get(key)!r}, "
               f"expected {value!r}: {descriptor}")
@@ -108,10 +108,11 @@ def samples_mode():
     # Burst: a second's items owed at each second's start, sampled each 0.5 s.
     rc, lines, err = run(60, DURATION_S=2, SAMPLE_EVERY_S=0.5, PRODUCER_RATE=200,
                          PRODUCER_MODE="burst", BURST_EVERY_S=1, WORKER_COUNT=2,
-                         DURABILITY="normal")
+                         DURABILITY="normal", STICKY_MS=0)
     check(rc == 0, f"burst: exit {rc}: {err}")
     descriptor, samples = parse(lines)
     check(descriptor["producer_mode"] == "burst", f"burst: {descriptor}")
+    check(descriptor["sticky_ms"] == 0, f"burst: STICKY_MS=0 not taken: {descriptor}")
     check_ticks(samples, 0.5, 2)
     first = samples[0]
     check(first["enqueued"] >= 190, f"burst: the first period's items not all owed at 0: {first}")
@@ -123,7 +124,8 @@ def samples_mode():
 
     # A malformed variable: refused with a sentence, nothing printed or run.
     for name, value in (("PRODUCER_MODE", "sometimes"), ("PRODUCER_RATE", "-5"),
-                        ("WORKER_COUNT", "many"), ("DURABILITY", "maybe")):
+                        ("WORKER_COUNT", "many"), ("DURABILITY", "maybe"),
+                        ("STICKY_MS", "-1")):
         rc, lines, err = run(30, **{name: value, "DURATION_S": 1})
         check(rc == 1 and not lines and name in err,
               f"{name}={value}: exit {rc}, stdout {lines}, stderr {err!r}")
