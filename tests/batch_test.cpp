@@ -10,6 +10,8 @@
 
 #include <cplane/cplane.hpp>
 
+#include "commands/testing.hpp"
+#include "storage/backend.hpp"
 #include "tests/support.hpp"
 
 namespace {
@@ -271,4 +273,38 @@ TEST_CASE("a role's idle session timeout does not end a claim that waits for wor
   REQUIRE(got);
   CHECK(got->payload == R"({"late":true})");
   CHECK(verify_ledger(waiter).empty());
+}
+
+TEST_CASE("a transaction left open or aborted on a PostgreSQL connection is ended before the next",
+          "[commands][postgres-settings]") {
+  // An adversarial run: after commits failed on a lock timeout, a worker's
+  // next BEGIN met "current transaction is aborted" and the worker died.
+  // Whatever leaves a connection so, the next command ends that transaction
+  // first, and nothing of it is committed.
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "left.db");
+  if (db.rfind("postgresql://", 0) != 0) return;  // SQLite's connection has no such state
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  const auto first = store.enqueue("alpha", R"({"n":1})");
+  auto& backend = testing::backend(store);
+  const auto events = test::sql_column(db, "SELECT count(*) FROM events").at(0);
+  SECTION("aborted: a statement failed and nobody rolled back") {
+    backend.begin_write(storage::Sync::normal);
+    // Not UTF-8: the server refuses the statement, and the transaction
+    // it was in is aborted.
+    CHECK_THROWS(backend.find_item("\xff\xfe"));
+  }
+  SECTION("open: begun and never ended, with a write in it") {
+    backend.begin_write(storage::Sync::normal);
+    auto row = backend.find_item(first);
+    REQUIRE(row);
+    backend.delete_item(first);
+  }
+  const auto second = store.enqueue("alpha", R"({"n":2})");
+  CHECK(store.item(second).status == ItemStatus::ready);
+  CHECK(store.item(first).status == ItemStatus::ready);  // the left write was not committed
+  CHECK(std::stoll(test::sql_column(db, "SELECT count(*) FROM events").at(0)) ==
+        std::stoll(events) + 1);
+  CHECK(verify_ledger(store).empty());
 }
