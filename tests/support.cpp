@@ -328,6 +328,45 @@ class PostgresContext final : public TestContext {
 
 #endif  // CPLANE_WITH_POSTGRES
 
+#if CPLANE_WITH_POSTGRES
+struct HeldTransaction::Connection {
+  explicit Connection(const std::string& url) : pg(url) {}
+  Pg pg;
+};
+
+HeldTransaction::HeldTransaction(const std::string& db, const std::string& statements)
+    : connection_(std::make_unique<Connection>(db)) {
+  connection_->pg.exec("BEGIN");
+  connection_->pg.exec(statements);
+}
+
+void HeldTransaction::commit() {
+  if (connection_) connection_->pg.exec("COMMIT");
+  connection_.reset();
+}
+
+void HeldTransaction::release() {
+  if (connection_) connection_->pg.exec("ROLLBACK");
+  connection_.reset();
+}
+#else
+struct HeldTransaction::Connection {};
+
+HeldTransaction::HeldTransaction(const std::string&, const std::string&) {
+  throw std::runtime_error("HeldTransaction needs PostgreSQL");
+}
+
+void HeldTransaction::commit() {}
+void HeldTransaction::release() {}
+#endif
+
+HeldTransaction::~HeldTransaction() {
+  try {
+    release();
+  } catch (const std::exception&) {
+  }
+}
+
 const TestContext& test_context() {
   static const SqliteContext sqlite;
   const char* wanted = std::getenv("CPLANE_TEST_BACKEND");

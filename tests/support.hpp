@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <set>
@@ -80,6 +81,24 @@ void sql(const std::string& db, const std::string& statements);
 // that must catch it anyway.
 void forged_sql(const std::string& db, const std::string& statements);
 std::vector<std::string> sql_column(const std::string& db, const std::string& query);
+
+// PostgreSQL only: a connection of the test's own that runs `statements`
+// in a transaction it leaves open, holding the row locks they took, until
+// commit(), or release() or the destructor, which roll it back. Throws on
+// SQLite.
+class HeldTransaction {
+ public:
+  HeldTransaction(const std::string& db, const std::string& statements);
+  ~HeldTransaction();
+  HeldTransaction(const HeldTransaction&) = delete;
+  HeldTransaction& operator=(const HeldTransaction&) = delete;
+  void commit();
+  void release();
+
+ private:
+  struct Connection;
+  std::unique_ptr<Connection> connection_;
+};
 
 // SQL that takes a database of the current schema back to what version 7
 // was (before flow control), 6 (before the job lifecycle), 4
