@@ -66,6 +66,24 @@ fleet::WorkerRecord drain(ControlStore& store, const std::string& owner, Mode mo
     r.longest_wait = std::max(r.longest_wait, dt);
     return std::pair{std::move(result), dt};
   };
+  // A finish refused busy did nothing: the items are still this worker's,
+  // so it reports them again (abandoned, they stayed claimed until their
+  // leases lapsed and the drain came up short). A claim refused busy took
+  // nothing: the loop claims again.
+  auto finish = [&](auto&& report) {
+    for (;;) {
+      try {
+        timed([&] {
+          report();
+          return 0;
+        });
+        return;
+      } catch (const StorageError& e) {
+        if (e.category() != StorageError::Category::busy) throw;
+        ++r.busy_errors;
+      }
+    }
+  };
   std::optional<ClaimedItem> current;
   while (limit < 0 || r.finishes < limit) {
     try {
@@ -76,10 +94,7 @@ fleet::WorkerRecord drain(ControlStore& store, const std::string& owner, Mode mo
         r.claims += static_cast<std::int64_t>(batch.size());
         std::vector<ControlStore::Report> reports;
         for (const auto& c : batch) reports.push_back({c.item_id, c.fence, Outcome::done, ""});
-        timed([&] {
-          store.finish_batch(reports);
-          return 0;
-        });
+        finish([&] { store.finish_batch(reports); });
         r.finishes += static_cast<std::int64_t>(reports.size());
       } else if (mode == Mode::next && current) {
         auto [next, dt] = timed([&] {
@@ -99,10 +114,7 @@ fleet::WorkerRecord drain(ControlStore& store, const std::string& owner, Mode mo
           current = std::move(claimed);
           continue;
         }
-        timed([&] {
-          store.finish(claimed->item_id, claimed->fence, Outcome::done);
-          return 0;
-        });
+        finish([&] { store.finish(claimed->item_id, claimed->fence, Outcome::done); });
         ++r.finishes;
       }
     } catch (const StorageError& e) {

@@ -22,6 +22,7 @@
 #include <limits>
 #include <new>
 #include <optional>
+#include <regex>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -65,14 +66,36 @@ std::optional<std::string> env(const char* name) {
   return std::string(v);
 }
 
+// A number as people write one: digits, an optional point and fraction,
+// an optional exponent, a leading '-' at most. strtod alone also takes
+// " 5", "+7", "0x10" and "0x1p3".
+bool plain_number(const std::string& s) {
+  static const std::regex number(R"(-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?)");
+  return std::regex_match(s, number);
+}
+
 double env_number(const char* name, double fallback, double low, double high) {
   const auto text = env(name);
   if (!text) return fallback;
   char* end = nullptr;
-  const double v = std::strtod(text->c_str(), &end);
-  if (end == text->c_str() || *end != '\0' || !std::isfinite(v) || v < low || v > high) {
+  const double v = plain_number(*text) ? std::strtod(text->c_str(), &end) : 0;
+  if (end == nullptr || *end != '\0' || !std::isfinite(v) || v < low || v > high) {
     throw InvalidArgument(fmt::format("{}={}: expected a number from {} to {}", name, *text, low,
                                       high));
+  }
+  return v;
+}
+
+// A count: digits only (1.5 or 1e3 refused, not cut to 1 or read as 1000).
+std::int64_t env_count(const char* name, std::int64_t fallback, std::int64_t low,
+                       std::int64_t high) {
+  const auto text = env(name);
+  if (!text) return fallback;
+  static const std::regex digits("[0-9]{1,18}");
+  const std::int64_t v = std::regex_match(*text, digits) ? std::stoll(*text) : -1;
+  if (v < low || v > high) {
+    throw InvalidArgument(
+        fmt::format("{}={}: expected a whole number from {} to {}", name, *text, low, high));
   }
   return v;
 }
@@ -91,9 +114,9 @@ Settings read_settings() {
     }
   }
   s.burst_every_s = env_number("BURST_EVERY_S", s.burst_every_s, 0.001, 86'400);
-  s.batch_max = static_cast<std::int64_t>(env_number("PRODUCER_BATCH_MAX", 100, 1, 10'000));
-  s.workers = static_cast<int>(env_number("WORKER_COUNT", s.workers, 1, 1024));
-  s.payload_bytes = static_cast<std::int64_t>(env_number("JOB_PAYLOAD_BYTES", 256, 0, 1 << 19));
+  s.batch_max = env_count("PRODUCER_BATCH_MAX", 100, 1, 10'000);
+  s.workers = static_cast<int>(env_count("WORKER_COUNT", s.workers, 1, 1024));
+  s.payload_bytes = env_count("JOB_PAYLOAD_BYTES", 256, 0, 1 << 19);
   s.work_ms = env_number("JOB_WORK_MS", s.work_ms, 0, 3'600'000);
   s.sample_every_s = env_number("SAMPLE_EVERY_S", s.sample_every_s, 0.01, 86'400);
   s.duration_s = env_number("DURATION_S", s.duration_s, 0, 1e9);
@@ -110,7 +133,7 @@ Settings read_settings() {
     s.combine = *c == "on";
   }
   s.claim_wait_ms = env_number("CLAIM_WAIT_MS", s.claim_wait_ms, 1, 60'000);
-  s.sticky_ms = static_cast<int>(env_number("STICKY_MS", s.sticky_ms, 0, 10'000));
+  s.sticky_ms = static_cast<int>(env_count("STICKY_MS", s.sticky_ms, 0, 60'000));  // as --sticky-ms
   return s;
 }
 

@@ -125,7 +125,9 @@ def samples_mode():
     # A malformed variable: refused with a sentence, nothing printed or run.
     for name, value in (("PRODUCER_MODE", "sometimes"), ("PRODUCER_RATE", "-5"),
                         ("WORKER_COUNT", "many"), ("DURABILITY", "maybe"),
-                        ("STICKY_MS", "-1")):
+                        ("STICKY_MS", "-1"), ("STICKY_MS", "1.5"), ("WORKER_COUNT", "0x10"),
+                        ("JOB_PAYLOAD_BYTES", "1e3"), ("PRODUCER_RATE", " 5"),
+                        ("PRODUCER_RATE", "0x1p3")):
         rc, lines, err = run(30, **{name: value, "DURATION_S": 1})
         check(rc == 1 and not lines and name in err,
               f"{name}={value}: exit {rc}, stdout {lines}, stderr {err!r}")
