@@ -100,6 +100,9 @@ class Bench {
                           "drains on SQLite with group commit: how long a combiner goes on "
                           "serving others after its own command (default 10; 0: hand over "
                           "after each batch)")
+        .addOptionWithArg({"idle-waiters"}, KJ_BIND_METHOD(*this, set_idle), "<n>",
+                          "drain: this many more processes wait in a claim (--wait) on a "
+                          "project with no items while the fleet drains (default 0)")
         .addOptionWithArg({"lock"}, KJ_BIND_METHOD(*this, set_lock), "<flock|busy>",
                           "how writers wait: a fair flock queue (default) or SQLite's "
                           "busy_timeout alone")
@@ -163,13 +166,16 @@ class Bench {
     else return "expected on or off";
     return true;
   }
-  Validity set_sticky(kj::StringPtr s) {
+  // A whole number in [0, max], digits only, into `out`.
+  static Validity set_int(kj::StringPtr s, long max, const char* expected, int& out) {
     char* end = nullptr;
     const long v = std::strtol(s.cStr(), &end, 10);
-    if (s.size() == 0 || *end != '\0' || v < 0 || v > 60000) return "expected 0..60000 ms";
-    o_.sticky_ms = static_cast<int>(v);
+    if (s.size() == 0 || *end != '\0' || v < 0 || v > max) return expected;
+    out = static_cast<int>(v);
     return true;
   }
+  Validity set_sticky(kj::StringPtr s) { return set_int(s, 60000, "expected 0..60000 ms", o_.sticky_ms); }
+  Validity set_idle(kj::StringPtr s) { return set_int(s, 1000, "expected 0..1000", o_.idle_waiters); }
   Validity set_combine(kj::StringPtr s) {
     if (s == "on") o_.combine = true;
     else if (s == "off") o_.combine = false;

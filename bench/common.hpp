@@ -47,6 +47,7 @@ struct Options {
   bool combine = true;   // SQLite's group commit
   bool coalesce = true;  // the coalescing WAL writer
   int sticky_ms = 10;    // SqliteOptions::sticky_ms: how long a combiner goes on serving
+  int idle_waiters = 0;  // drains: claims waiting on an empty project beside the fleet
   std::optional<std::string> db;
   std::optional<RawClaim> claim;
   std::optional<std::string> plot;

@@ -1,9 +1,15 @@
 #include "bench/drain_bench.hpp"
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -32,11 +38,60 @@ std::string drain_json(const Options& o, const char* scenario, Mode mode, Durabi
       .str("lock", lock)
       .boolean("combine", o.combine && store == "sqlite")
       .boolean("coalesce", o.coalesce && store == "sqlite")
-      .num("sticky_ms", store == "sqlite" && o.combine ? o.sticky_ms : 0);
+      .num("sticky_ms", store == "sqlite" && o.combine ? o.sticky_ms : 0)
+      .num("idle_waiters", o.idle_waiters);
   if (mode == Mode::batch) out.num("claim_batch", o.claim_batch);
   drain_figures(out, r);
   return out.done();
 }
+
+// Processes that wait in a claim on project "idle", which gets no items,
+// for as long as they live (what a fleet of idle agents does beside a busy
+// one): each commit they are woken by costs the fleet. Killed when this
+// goes.
+class IdleWaiters {
+ public:
+  IdleWaiters(const Options& o, const std::string& db, Durability durability) {
+    if (o.idle_waiters == 0) return;
+    {
+      ControlStore store{db};
+      store.create_project("idle", "Waits for work that never comes");
+      store.grant("idle", "idle");
+    }
+    for (int i = 0; i < o.idle_waiters; ++i) {
+      const pid_t pid = ::fork();
+      if (pid < 0) throw std::runtime_error("fork failed");
+      if (pid == 0) {
+        try {
+          ControlStore store{db, StoreOptions{.durability = durability,
+                                              .sqlite = {.writer_flock = o.lock == "flock",
+                                                         .combine = o.combine,
+                                                         .sticky_ms = o.sticky_ms,
+                                                         .coalesce_wal_writes = o.coalesce}}};
+          for (;;) store.claim(fmt::format("idle-{}", i), {.actor = "idle", .wait = Seconds{600}});
+        } catch (...) {
+          ::_exit(1);
+        }
+      }
+      pids_.push_back(pid);
+    }
+    // Each has opened the store and begun its wait (its first look and
+    // its watch) before the fleet starts.
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    for (const pid_t pid : pids_) {
+      if (::waitpid(pid, nullptr, WNOHANG) != 0) throw std::runtime_error("an idle waiter died");
+    }
+  }
+  ~IdleWaiters() {
+    for (const pid_t pid : pids_) ::kill(pid, SIGKILL);
+    for (const pid_t pid : pids_) ::waitpid(pid, nullptr, 0);
+  }
+  IdleWaiters(const IdleWaiters&) = delete;
+  IdleWaiters& operator=(const IdleWaiters&) = delete;
+
+ private:
+  std::vector<pid_t> pids_;
+};
 
 }  // namespace
 
@@ -54,6 +109,7 @@ std::string drain_once(const Options& o, const char* scenario, int workers, Mode
     }
   }
   fill(db, o.items);
+  const IdleWaiters idle(o, db, durability);
   auto result = drain_fleet(o, db, workers, mode, durability, o.lock == "flock", dir.file("worker"));
   if (result.items != o.items) {
     throw std::runtime_error(

@@ -221,6 +221,7 @@ void CommandRunner::exec(ControlStore::Impl& s, const cmd::FinishBatch& c) {
       const ItemRow next = apply(*rows[i], StoredEvent{seqs[i], events[i]});
       backend_->update_item(next);
       s.sync_terminal_lock(*rows[i], next);
+      s.announce_if_freed(*rows[i], next, at);
     }
   }
 }

@@ -618,7 +618,14 @@ ItemRow ControlStore::Impl::report_in_tx(const std::string& item_id,
   ItemRow next = apply(*row, StoredEvent{seq, event});
   backend_->update_item(next);
   sync_terminal_lock(*row, next);
+  announce_if_freed(*row, next, event.at);
   return next;
+}
+
+void ControlStore::Impl::announce_if_freed(const ItemRow& before, const ItemRow& after, Micros at) {
+  const bool slot_freed = before.status == ItemStatus::claimed &&
+                          after.status != ItemStatus::claimed && !before.concurrency_key.empty();
+  if (slot_freed || claimable(after, at)) backend_->announce_work();
 }
 
 void ControlStore::Impl::finish_in_tx(const std::string& item_id, Fence fence, Outcome outcome,

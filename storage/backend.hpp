@@ -372,7 +372,8 @@ class Backend : public LogSource, public RowSource {
   virtual void set_patient_reads(bool on) { (void)on; }
 
   // Waiting for work (claim --wait). A write transaction that makes an item
-  // claimable calls announce_work() before it commits; wait_for_work()
+  // claimable, or gives back a slot of a concurrency key, calls
+  // announce_work() before it commits; wait_for_work()
   // returns when such a commit may have happened since the previous call,
   // or at `deadline`, whichever comes first. It may return early (a wake-up
   // that finds nothing): the caller claims again and waits again. The first

@@ -15,6 +15,7 @@
 
 #include "events/names.hpp"
 #include "storage/sqlite/sqlite_backend.hpp"
+#include "storage/sqlite/wal_watch.hpp"
 #include "commands/testing.hpp"
 #include "tests/support.hpp"
 
@@ -527,4 +528,37 @@ TEST_CASE("docs/sqlite.md names every index a new store has with the query it se
   }
   std::sort(documented.begin(), documented.end());
   CHECK(documented == indexes);
+}
+
+TEST_CASE("a commit that made work sets the lock file's times and leaves it empty: a notice's "
+          "watch sees that and no other commit",
+          "[storage][wait]") {
+  using storage::sqlite::WalWatch;
+  TempDir dir;
+  const auto db = dir.file("n.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  WalWatch notices(db, WalWatch::Mode::notices);
+  WalWatch commits(db, WalWatch::Mode::commits);
+  const auto now = [] { return std::chrono::steady_clock::now(); };
+  CHECK_FALSE(notices.wait(now()));
+  CHECK_FALSE(commits.wait(now()));
+  // A commit that made no work: the commits' watch sees it, the notices' not.
+  store.create_project("beta", "B");
+  CHECK(commits.wait(now()));
+  CHECK_FALSE(notices.wait(now()));
+  // An enqueue made work: both see it, by the time it returned.
+  store.enqueue("alpha", "{}");
+  CHECK(notices.wait(now()));
+  CHECK(commits.wait(now()));
+  CHECK_FALSE(notices.wait(now()));  // seen once
+  // A claim and a finish make none; a release does.
+  const auto c = store.claim("w");
+  REQUIRE(c);
+  CHECK_FALSE(notices.wait(now()));
+  store.release(c->item_id, c->fence, "again");
+  CHECK(notices.wait(now()));
+  // The lock file is still empty: a file with bytes in it could pass for a
+  // database.
+  CHECK(std::filesystem::file_size(db + "-lock") == 0);
 }

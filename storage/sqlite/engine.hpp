@@ -75,6 +75,7 @@ class SqliteBackend final : public Backend {
   Micros now() override;
   void announce_work() override;
   void wait_for_work(std::chrono::steady_clock::time_point deadline) override;
+  std::int64_t data_version();  // SQLite's: moves when another connection commits
 
   // log.cpp
   std::unique_ptr<Cursor<RawEvent>> scan_after(Seq after) override;
@@ -249,6 +250,9 @@ class SqliteBackend final : public Backend {
   std::string scratch_;
   pid_t pid_ = ::getpid();
   std::optional<WalWatch> work_watch_;  // armed by the first wait_for_work
+  bool announce_ = false;  // announce_work: this transaction made work
+  bool notices_ = false;  // work_watch_ watches PATH-lock's notices, not every commit
+  std::int64_t data_version_ = 0;  // PRAGMA data_version when wait_for_work last returned
   std::optional<WalWatch> log_watch_;   // armed by the first wait_for_commit
 };
 

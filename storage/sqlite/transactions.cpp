@@ -16,6 +16,14 @@
 
 namespace cplane::storage::sqlite {
 
+namespace {
+
+// How soon a waiting claim looks again after a commit that announced no
+// work (wait_for_work).
+constexpr std::chrono::milliseconds kUnannouncedRecheck{100};
+
+}  // namespace
+
 void SqliteBackend::begin_write(Sync sync) {
   check_usable();
   if (read_only_) {
@@ -88,11 +96,14 @@ void SqliteBackend::commit() {
   wrote_ = true;
   request_id_ = 0;
   release_writer();
+  if (announce_) writer_lock_.announce_work();  // after the commit: a waiter's claim sees it
+  announce_ = false;
 }
 
 void SqliteBackend::rollback() noexcept {
   digest_.reset();
   request_id_ = 0;
+  announce_ = false;
   if (!sqlite3_get_autocommit(db_) &&
       sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr) != SQLITE_OK &&
       !sqlite3_get_autocommit(db_)) {
@@ -230,19 +241,55 @@ void SqliteBackend::truncate_wal() noexcept { checkpoint(SQLITE_CHECKPOINT_TRUNC
 
 Micros SqliteBackend::now() { return now_micros(); }
 
-// Waiting for work: every commit writes PATH-wal, so an inotify watch on
-// the folder, filtered to the database's own files, wakes a waiter on
-// each commit of any process (no polling; a wake-up that finds nothing
-// waits again). Nothing to announce.
-void SqliteBackend::announce_work() {}
+// Waiting for work. A commit that made work (an enqueue, a release, a
+// resume: whatever calls announce_work, as for PostgreSQL's NOTIFY) sets
+// PATH-lock's times once it has committed; a waiter watches that
+// file alone (inotify), and looks again at once. Work can also come
+// unannounced (a writer killed between its commit and the notice, one that
+// runs without the lock file, a key's slot freed by a lapse), and a new
+// lease changes when the next one lapses: so a waiter also asks SQLite every
+// kUnannouncedRecheck whether anyone committed since it last looked (PRAGMA
+// data_version, no transaction), and looks again if so. Before, every
+// commit of any process woke every waiter and sent its claim through the
+// writer: 16 idle waiters halved a 16-worker drain of another project
+// (docs/benchmarks.md, "Waiting claims"). Without a lock file of our own
+// (the flock off), nothing tells which commits made work: every commit is
+// looked at, as before.
+void SqliteBackend::announce_work() { announce_ = true; }
+
+std::int64_t SqliteBackend::data_version() {
+  Statement s(db_, "PRAGMA data_version");
+  return s.step() ? s.i64(0) : 0;
+}
 
 void SqliteBackend::wait_for_work(std::chrono::steady_clock::time_point deadline) {
+  using std::chrono::steady_clock;
   check_usable();
   if (!work_watch_) {
-    work_watch_.emplace(path_);
+    notices_ = false;
+    if (writer_lock_.active()) {
+      try {
+        work_watch_.emplace(path_, WalWatch::Mode::notices);
+        notices_ = true;
+      } catch (const StorageError&) {
+        // The lock file gone from under us (removed by hand): every commit.
+      }
+    }
+    if (!notices_) work_watch_.emplace(path_, WalWatch::Mode::commits);
+    data_version_ = data_version();
     return;  // the caller looks once more: work may have come before the watch
   }
-  work_watch_->wait(deadline);
+  if (!notices_) {
+    work_watch_->wait(deadline);
+    return;
+  }
+  for (;;) {
+    const auto recheck = steady_clock::now() + kUnannouncedRecheck;
+    if (work_watch_->wait(std::min(deadline, recheck))) break;
+    if (steady_clock::now() >= deadline) break;
+    if (data_version() != data_version_) break;
+  }
+  data_version_ = data_version();
 }
 
 }  // namespace cplane::storage::sqlite

@@ -17,27 +17,31 @@
 
 namespace cplane::storage::sqlite {
 
-WalWatch::WalWatch(const std::string& path) {
+WalWatch::WalWatch(const std::string& path, Mode mode) : mode_(mode) {
   const std::filesystem::path p = std::filesystem::absolute(path);
   name_ = p.filename().string();
   fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (fd_ < 0 || ::inotify_add_watch(fd_, p.parent_path().c_str(),
-                                     IN_MODIFY | IN_CREATE | IN_MOVED_TO) < 0) {
+  // Notices: the lock file itself, so that no other write wakes the waiter.
+  const std::string watched =
+      mode == Mode::notices ? p.string() + "-lock" : p.parent_path().string();
+  const std::uint32_t events =
+      mode == Mode::notices ? IN_ATTRIB : (IN_MODIFY | IN_CREATE | IN_MOVED_TO);
+  if (fd_ < 0 || ::inotify_add_watch(fd_, watched.c_str(), events) < 0) {
     const int e = errno;
     if (fd_ >= 0) ::close(fd_);
     throw StorageError(StorageError::Category::io,
-                       fmt::format("cannot watch {} for new work: {}", path, std::strerror(e)));
+                       fmt::format("cannot watch {} for new work: {}", watched, std::strerror(e)));
   }
 }
 
 WalWatch::~WalWatch() { ::close(fd_); }
 
-void WalWatch::wait(std::chrono::steady_clock::time_point deadline) {
+bool WalWatch::wait(std::chrono::steady_clock::time_point deadline) {
   for (;;) {
-    if (drain()) return;
+    if (drain()) return true;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return;
+    if (left.count() <= 0) return false;
     pollfd p{fd_, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 1 << 30))) < 0 &&
         errno != EINTR) {
@@ -47,7 +51,8 @@ void WalWatch::wait(std::chrono::steady_clock::time_point deadline) {
   }
 }
 
-// Reads what is queued: true if any of it touched the database's files.
+// Reads what is queued: true if any of it is what the watch is for (a
+// notice's watch sees only its file: every event is one).
 bool WalWatch::drain() {
   alignas(inotify_event) char buffer[4096];
   bool touched = false;
@@ -56,7 +61,9 @@ bool WalWatch::drain() {
     if (n <= 0) return touched;
     for (ssize_t at = 0; at < n;) {
       const auto* e = reinterpret_cast<const inotify_event*>(buffer + at);
-      if (e->len > 0) {
+      if (mode_ == Mode::notices) {
+        touched = touched || (e->mask & IN_ATTRIB) != 0;
+      } else if (e->len > 0) {
         const std::string_view file(e->name);
         touched = touched || file == name_ || file == name_ + "-wal";
       }

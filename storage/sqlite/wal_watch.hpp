@@ -1,6 +1,9 @@
-// Waiting for work on an SQLite store: every commit writes PATH-wal, so an
-// inotify watch on the database's folder, filtered to the database's own
-// files, wakes a waiter on each commit of any process, without polling.
+// Waiting on an SQLite store without polling, by inotify. Every commit
+// writes PATH-wal, so a watch on the database's folder, filtered to the
+// database's own files, wakes on each commit of any process (commits). A
+// commit that made work also sets PATH-lock's times after it committed
+// (WriterLock::announce_work), so a watch on that one file wakes only for
+// those (notices): what claims waiting for work use.
 #pragma once
 
 #include <chrono>
@@ -8,24 +11,28 @@
 
 namespace cplane::storage::sqlite {
 
-// An inotify watch on the folder of a database, woken by writes to the
-// database or its WAL (a commit of any process). Not thread-safe.
+// An inotify watch for one database's commits, or for its notices of work.
+// Not thread-safe.
 class WalWatch {
  public:
-  // Throws StorageError(io) when the folder cannot be watched.
-  explicit WalWatch(const std::string& path);
+  enum class Mode { commits, notices };
+
+  // Throws StorageError(io) when the folder or the lock file cannot be
+  // watched.
+  explicit WalWatch(const std::string& path, Mode mode = Mode::commits);
   WalWatch(const WalWatch&) = delete;
   WalWatch& operator=(const WalWatch&) = delete;
   ~WalWatch();
 
-  // Returns once a write to the database's files was seen since the last
-  // call (or since the watch was armed), or at `deadline`.
-  void wait(std::chrono::steady_clock::time_point deadline);
+  // True once what the watch is for was seen since the last call (or since
+  // the watch was armed); false at `deadline`.
+  bool wait(std::chrono::steady_clock::time_point deadline);
 
  private:
   bool drain();
 
   int fd_ = -1;
+  Mode mode_;
   std::string name_;
 };
 

@@ -6,10 +6,12 @@
 // leave it blocked. If the application owns that signal or blocks it, the
 // wait polls instead. A waiter that gives up names the holder (and says
 // whether it is stopped) from the kernel's /proc/locks: holders write
-// nothing.
+// no pid, nor anything else. Its times are set after each commit that made
+// work (announce_work): what waiting claims watch for.
 #pragma once
 
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -52,6 +54,21 @@ class WriterLock {
 
   // Takes the lock only if nobody holds it. True without a lock file.
   bool try_lock() noexcept { return fd_ < 0 || ::flock(fd_, LOCK_EX | LOCK_NB) == 0; }
+
+  // Whether there is a lock file (the flock is on).
+  bool active() const noexcept { return fd_ >= 0; }
+
+  // Tells claims waiting for work that a commit made some (see
+  // SqliteBackend::wait_for_work): the file's times set to now, which an
+  // inotify watch on it sees (IN_ATTRIB). Not a write: the file stays
+  // empty, and an empty file is what a lock file is (one with bytes in it
+  // would pass for an SQLite database). Best effort: a failure only leaves
+  // waiters to their recheck.
+  void announce_work() const noexcept {
+    if (fd_ >= 0 && ::futimens(fd_, nullptr) != 0) {
+      // nothing to do: the waiters' recheck finds the work
+    }
+  }
 
   // "5 s" or "250 ms", as the messages of a wait that gave up say it.
   static std::string describe_timeout(std::chrono::milliseconds timeout);

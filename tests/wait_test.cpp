@@ -1,0 +1,127 @@
+// Claims that wait for work: woken by commits that made some, not by every
+// commit (SQLite: the lock file's notice; PostgreSQL: NOTIFY).
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include <cplane/cplane.hpp>
+
+#include "commands/testing.hpp"
+#include "storage/backend_wrapper.hpp"
+#include "storage/open.hpp"
+#include "tests/support.hpp"
+
+using namespace cplane;
+using cplane::test::TempDir;
+using cplane::test::test_context;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Counts the waits of a claim: each one ends in another look (a claim
+// through the writer).
+class CountedWaits final : public storage::BackendWrapper {
+ public:
+  CountedWaits(std::unique_ptr<storage::Backend> inner, std::atomic<int>& waits)
+      : BackendWrapper(std::move(inner)), waits_(waits) {}
+  void wait_for_work(Clock::time_point deadline) override {
+    BackendWrapper::wait_for_work(deadline);
+    ++waits_;
+  }
+
+ private:
+  std::atomic<int>& waits_;
+};
+
+}  // namespace
+
+TEST_CASE("a waiting claim looks again for a commit that made work and not for every commit",
+          "[commands][wait]") {
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "w.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  store.enqueue("alpha", R"({"held":true})");
+  const auto held = store.claim("holder");
+  REQUIRE(held);
+  std::atomic<int> waits{0};
+  auto waiter = std::async(std::launch::async, [&] {
+    auto s = testing::store_over(
+        std::make_unique<CountedWaits>(storage::open_store(db), waits), {});
+    return s.claim("waiter", ClaimOptions{.wait = Seconds{60}});
+  });
+  while (waits.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // Fifty commits that make no work (heartbeats): before, each one woke the
+  // waiter and sent its claim through the writer.
+  const auto start = Clock::now();
+  const int before = waits.load();
+  for (int i = 0; i < 50; ++i) {
+    store.heartbeat(held->item_id, held->fence);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const int looks = waits.load() - before;
+  const auto elapsed = Clock::now() - start;
+  // SQLite looks again at most every 100 ms when a commit came unannounced;
+  // PostgreSQL only on NOTIFY. Either way far fewer than 50.
+  const auto rechecks = static_cast<int>(elapsed / std::chrono::milliseconds(100));
+  CHECK(looks <= rechecks + 2);
+  CHECK(looks < 50);
+  // A commit that made work wakes it: it takes the item.
+  const auto enqueued = store.enqueue("alpha", R"({"late":true})");
+  const auto claimed = waiter.get();
+  REQUIRE(claimed);
+  CHECK(claimed->item_id == enqueued);
+  CHECK(Clock::now() - start < std::chrono::seconds(30));  // woken, not timed out
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("a waiting claim finds work that came without a notice", "[commands][wait][sqlite]") {
+  // A writer without the lock file (the flock off) writes no notice, as a
+  // writer killed between its commit and its notice: the waiter's recheck
+  // (PRAGMA data_version every 100 ms) finds the item all the same.
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "w.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  auto waiter = std::async(std::launch::async, [&] {
+    return ControlStore{db}.claim("waiter", ClaimOptions{.wait = Seconds{60}});
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto start = Clock::now();
+  ControlStore quiet{db, StoreOptions{.sqlite = {.writer_flock = false}}};
+  const auto enqueued = quiet.enqueue("alpha", R"({"unannounced":true})");
+  const auto claimed = waiter.get();
+  REQUIRE(claimed);
+  CHECK(claimed->item_id == enqueued);
+  CHECK(Clock::now() - start < std::chrono::seconds(30));  // found, not timed out
+}
+
+TEST_CASE("a finish that gives back a full key's slot wakes a claim waiting behind that key",
+          "[commands][wait][flow]") {
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "w.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  store.set_limit("k", ControlStore::LimitSpec{.concurrency = 1});
+  store.enqueue("alpha", R"({"n":1})", ControlStore::EnqueueOptions{.concurrency_key = "k"});
+  const auto second = store.enqueue("alpha", R"({"n":2})", ControlStore::EnqueueOptions{.concurrency_key = "k"});
+  const auto first = store.claim("w1");
+  REQUIRE(first);
+  CHECK_FALSE(store.claim("w2"));  // the key is full
+  auto waiter = std::async(std::launch::async, [&] {
+    return ControlStore{db}.claim("w2", ClaimOptions{.wait = Seconds{60}});
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto start = Clock::now();
+  store.finish(first->item_id, first->fence, Outcome::done);
+  const auto claimed = waiter.get();
+  REQUIRE(claimed);
+  CHECK(claimed->item_id == second);
+  // Woken by the finish: the first lease runs 900 s, so the claim would
+  // otherwise have waited out its 60 s.
+  CHECK(Clock::now() - start < std::chrono::seconds(30));
+}
