@@ -19,8 +19,11 @@ using fleet::seconds_now;
 
 void enqueue_scenario(const Options& o, const Emit& emit) {
   ScratchDir dir;
-  ControlStore store{dir.file("bench.db"), {.durability = o.durability}};
-  store.create_project("bench", "Benchmark");
+  // A fresh SQLite file, or the store --db names (PostgreSQL: an empty
+  // schema), where the project is made when there is none.
+  const auto db = o.db ? *o.db : dir.file("bench.db");
+  ControlStore store{db, {.durability = o.durability}};
+  if (store.visible_projects().empty()) store.create_project("bench", "Benchmark");
   const std::string payload = R"({"task":"benchmark item"})";
   const double t0 = seconds_now();
   if (o.batch <= 1) {
@@ -37,6 +40,7 @@ void enqueue_scenario(const Options& o, const Emit& emit) {
   const double dt = seconds_now() - t0;
   emit(JsonObject()
            .str("scenario", "enqueue")
+           .str("store", store_kind(db))
            .num("batch", o.batch)
            .str("durability", cplane::to_string(o.durability))
            .num("items", o.items)

@@ -324,24 +324,20 @@ ProjectRow ControlStore::Impl::visible_project(const std::string& project_id,
   return std::move(*project);
 }
 
-std::string ControlStore::Impl::enqueue_in_tx(const ProjectRow& project, const std::string& payload_json,
-                                              const std::optional<std::string>& actor, Micros at,
-                                              const EnqueueOptions* forge) {
-  std::string id = new_item_id(at);
-  while (backend_->find_item(id)) id = new_item_id(at);  // never reuse an id, however unlikely
+Event ControlStore::Impl::queued_event(const ProjectRow& project, const std::string& id,
+                                       const std::string& payload_json,
+                                       const std::optional<std::string>& actor, Micros at,
+                                       const EnqueueOptions* forge) {
   Event event = decide_enqueue(project, id, payload_json, actor.value_or(kControlPlane), at);
-  {
-    auto& queued = std::get<ItemQueued>(event.body);
-    std::optional<RetryPolicy> own;
-    if (forge != nullptr) own = RetryPolicy{forge->max_attempts, forge->backoff};
-    const RetryPolicy policy = resolve_policy(project, own);
-    queued.max_attempts = policy.max_attempts;
-    queued.backoff = policy.max_attempts > 0 ? policy.backoff : "";
-    if (forge != nullptr && forge->run_at) queued.run_at = *forge->run_at;
-    if (forge != nullptr && forge->delay) queued.run_at = std::min(at + *forge->delay, kMaxNow);
-  }
+  auto& queued = std::get<ItemQueued>(event.body);
+  std::optional<RetryPolicy> own;
+  if (forge != nullptr) own = RetryPolicy{forge->max_attempts, forge->backoff};
+  const RetryPolicy policy = resolve_policy(project, own);
+  queued.max_attempts = policy.max_attempts;
+  queued.backoff = policy.max_attempts > 0 ? policy.backoff : "";
   if (forge != nullptr) {
-    auto& queued = std::get<ItemQueued>(event.body);
+    if (forge->run_at) queued.run_at = *forge->run_at;
+    if (forge->delay) queued.run_at = std::min(at + *forge->delay, kMaxNow);
     queued.kind = forge->kind;
     queued.ref = forge->ref;
     queued.head = forge->head;
@@ -350,10 +346,55 @@ std::string ControlStore::Impl::enqueue_in_tx(const ProjectRow& project, const s
     queued.key = forge->key;
     queued.concurrency_key = forge->concurrency_key;
   }
+  return event;
+}
+
+std::string ControlStore::Impl::enqueue_in_tx(const ProjectRow& project, const std::string& payload_json,
+                                              const std::optional<std::string>& actor, Micros at,
+                                              const EnqueueOptions* forge) {
+  std::string id = new_item_id(at);
+  while (backend_->find_item(id)) id = new_item_id(at);  // never reuse an id, however unlikely
+  const Event event = queued_event(project, id, payload_json, actor, at, forge);
   const Seq seq = backend_->append(event);
   backend_->insert_item(apply(ItemRow{}, StoredEvent{seq, event}));
   backend_->announce_work();  // wakes claims waiting for work when this commits
   return event.item_id;
+}
+
+std::vector<std::string> ControlStore::Impl::enqueue_batch_in_tx(
+    const ProjectRow& project, const std::vector<std::string>& payloads,
+    const std::optional<std::string>& actor, Micros at) {
+  // Fresh ids, none in use, checked in one read, and the events appended
+  // together: on PostgreSQL a few round trips for the batch, where one item
+  // after another took two each (1,000 items, 2,000 round trips).
+  std::vector<std::string> ids(payloads.size());
+  std::set<std::string> taken;
+  for (auto& id : ids) {
+    do id = new_item_id(at);
+    while (!taken.insert(id).second);
+  }
+  for (;;) {
+    const auto found = backend_->find_items(ids);
+    bool clash = false;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      if (!found[i]) continue;
+      clash = true;  // never reuse an id, however unlikely
+      do ids[i] = new_item_id(at);
+      while (!taken.insert(ids[i]).second);
+    }
+    if (!clash) break;
+  }
+  std::vector<Event> events;
+  events.reserve(ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    events.push_back(queued_event(project, ids[i], payloads[i], actor, at, nullptr));
+  }
+  const auto seqs = backend_->append_batch(events);
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    backend_->insert_item(apply(ItemRow{}, StoredEvent{seqs[i], events[i]}));
+  }
+  backend_->announce_work();  // wakes claims waiting for work when this commits
+  return ids;
 }
 
 std::string ControlStore::Impl::enqueue(const std::string& project_id, const std::string& payload_json,
@@ -484,10 +525,7 @@ std::vector<std::string> CommandRunner::exec(ControlStore::Impl& s, const cmd::E
   // Read once the write lock is held: the decision is made at this time.
   const Micros at = s.clock(c.now);
   const ProjectRow project = s.visible_project(c.project_id, c.actor);
-  std::vector<std::string> ids;
-  ids.reserve(c.payloads.size());
-  for (const auto& payload : c.payloads) ids.push_back(s.enqueue_in_tx(project, payload, c.actor, at));
-  return ids;
+  return s.enqueue_batch_in_tx(project, c.payloads, c.actor, at);
 }
 
 std::optional<ClaimedItem> ControlStore::Impl::claim_in_tx(const std::string& owner,

@@ -182,6 +182,14 @@ class ControlStore::Impl {
   std::string enqueue_in_tx(const ProjectRow& project, const std::string& payload_json,
                             const std::optional<std::string>& actor, Micros at,
                             const EnqueueOptions* forge = nullptr);
+  std::vector<std::string> enqueue_batch_in_tx(const ProjectRow& project,
+                                               const std::vector<std::string>& payloads,
+                                               const std::optional<std::string>& actor, Micros at);
+  // The queued event of a new item `id`: decide_enqueue, with the retry
+  // policy resolved and what `forge` (if any) sets.
+  Event queued_event(const ProjectRow& project, const std::string& id,
+                     const std::string& payload_json, const std::optional<std::string>& actor,
+                     Micros at, const EnqueueOptions* forge);
   SessionRow open_session_row(const std::string& session);
   GateVerdict gate_in_tx(const std::string& session, const std::string& item_id, Fence fence,
                          const std::string& action, const std::optional<std::string>& head,

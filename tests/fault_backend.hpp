@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "events/errors.hpp"
 #include "storage/backend_wrapper.hpp"
@@ -28,6 +29,20 @@ class FaultBackend : public storage::BackendWrapper {
   Seq append(const Event& event) override {
     maybe_fail(Call::append);
     return BackendWrapper::append(event);
+  }
+  // Each event of a batch counts as an append: the batch fails at its n-th
+  // event overall, after those before it went in.
+  std::vector<Seq> append_batch(const std::vector<Event>& events) override {
+    if (call_ != Call::append || calls_ > nth_ ||
+        calls_ + static_cast<int>(events.size()) <= nth_) {
+      if (call_ == Call::append) calls_ += static_cast<int>(events.size());
+      return BackendWrapper::append_batch(events);
+    }
+    const std::vector<Event> before(events.begin(), events.begin() + (nth_ - calls_));
+    if (!before.empty()) BackendWrapper::append_batch(before);
+    calls_ = nth_;
+    maybe_fail(Call::append);
+    return {};  // not reached: maybe_fail threw
   }
   // A commit that fails after the real one ran (commit_unknown: it did
   // happen) or instead of it (any other category: it did not).
