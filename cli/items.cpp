@@ -168,7 +168,7 @@ kj::MainFunc Cli::claim_command() {
                         "claim up to n items in one transaction")
       .addOptionWithArg({"wait"}, KJ_BIND_METHOD(*this, set_wait), "<seconds>",
                         "when nothing is claimable, wait up to this long for an item "
-                        "(PostgreSQL: LISTEN/NOTIFY; SQLite: a watch on the WAL), then exit 3")
+                        "(PostgreSQL: LISTEN/NOTIFY; SQLite: a watch on its lock file), then exit 3")
       .callAfterParsing(KJ_BIND_METHOD(*this, run_claim))
       .build();
 }

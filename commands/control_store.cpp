@@ -566,7 +566,11 @@ std::optional<ClaimedItem> ControlStore::Impl::claim(const std::string& owner,
   for (;;) {
     auto claimed = CommandRunner::run(*this, command);
     if (claimed || std::chrono::steady_clock::now() >= deadline) return claimed;
-    backend_->wait_for_work(std::min(deadline, next_lapse_deadline(options)));
+    // A lapse or a due time already past that this claim could not take (a
+    // paused project, a full key): not a reason to look again at once, which
+    // spun a core for the whole wait.
+    const auto soonest = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    backend_->wait_for_work(std::min(deadline, std::max(soonest, next_lapse_deadline(options))));
   }
 }
 
@@ -663,7 +667,11 @@ ItemRow ControlStore::Impl::report_in_tx(const std::string& item_id,
 void ControlStore::Impl::announce_if_freed(const ItemRow& before, const ItemRow& after, Micros at) {
   const bool slot_freed = before.status == ItemStatus::claimed &&
                           after.status != ItemStatus::claimed && !before.concurrency_key.empty();
-  if (slot_freed || claimable(after, at)) backend_->announce_work();
+  // A new due time (a retry after its backoff, a reschedule): a waiting
+  // claim's deadline counts it, so it looks again and waits until then.
+  const bool new_due = after.status == ItemStatus::scheduled &&
+                       (before.status != ItemStatus::scheduled || before.run_at != after.run_at);
+  if (slot_freed || new_due || claimable(after, at)) backend_->announce_work();
 }
 
 void ControlStore::Impl::finish_in_tx(const std::string& item_id, Fence fence, Outcome outcome,
@@ -680,6 +688,7 @@ void ControlStore::Impl::exhaust_in_tx(const ItemRow& row, Micros at) {
   const ItemRow next = apply(row, StoredEvent{seq, event});
   backend_->update_item(next);
   sync_terminal_lock(row, next);
+  announce_if_freed(row, next, at);
 }
 
 void detail::check_report(const std::string& item_id, Outcome outcome, const std::string& detail) {

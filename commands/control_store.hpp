@@ -200,9 +200,10 @@ class ControlStore::Impl {
   // Keeps terminal_locks with the item row: a row put when it goes on the
   // terminal path, deleted when it goes off (finished, closed, taken off).
   void sync_terminal_lock(const ItemRow& before, const ItemRow& after);
-  // Wakes claims waiting for work when a report left something to take:
-  // the item is claimable again (a retry without delay), or it gave back a
-  // slot of its concurrency key.
+  // Wakes claims waiting for work when a change left something to take, or
+  // to wait for: the item is claimable (a retry without delay, a release), it
+  // gave back a slot of its concurrency key (a finish, a cancel, a close),
+  // or it has a new due time (a retry after its backoff, a reschedule).
   void announce_if_freed(const ItemRow& before, const ItemRow& after, Micros at);
   ProjectRow visible_project(const std::string& project_id, const std::optional<std::string>& actor);
   Micros clock(std::optional<Micros> now) const;

@@ -243,7 +243,7 @@ void change_in_tx(ControlStore::Impl& s, const std::optional<ItemRow>& row,
   const ItemRow next = apply(*row, StoredEvent{seq, event});
   s.backend_->put_item(next);
   s.sync_terminal_lock(*row, next);
-  if (claimable(next, at)) s.backend_->announce_work();
+  s.announce_if_freed(*row, next, at);
 }
 
 }  // namespace

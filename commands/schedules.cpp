@@ -206,6 +206,8 @@ bool CommandRunner::exec(ControlStore::Impl& s, const cmd::ScheduleChange& c) {
   }
   const Seq seq = backend.append(*event);
   backend.put_schedule(apply(before, StoredEvent{seq, *event}));
+  // A waiting claim's deadline counts the next occurrence: it looks again.
+  backend.announce_work();
   return true;
 }
 

@@ -165,6 +165,7 @@ bool ControlStore::Impl::observe_in_tx(const std::string& item_id, Micros at, Ob
   const ItemRow next = apply(*row, StoredEvent{seq, *event});
   backend_->update_item(next);
   sync_terminal_lock(*row, next);
+  announce_if_freed(*row, next, at);  // a close ends a lease, and frees its key's slot
   return true;
 }
 

@@ -538,7 +538,7 @@ TEST_CASE("a commit that made work sets the lock file's times and leaves it empt
   const auto db = dir.file("n.db");
   ControlStore store{db};
   store.create_project("alpha", "A");
-  WalWatch notices(db, WalWatch::Mode::notices);
+  WalWatch notices(db + "-lock", WalWatch::Mode::notices);
   WalWatch commits(db, WalWatch::Mode::commits);
   const auto now = [] { return std::chrono::steady_clock::now(); };
   CHECK_FALSE(notices.wait(now()));

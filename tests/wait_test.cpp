@@ -2,8 +2,13 @@
 // commit (SQLite: the lock file's notice; PostgreSQL: NOTIFY).
 #include <catch2/catch.hpp>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <future>
 #include <thread>
 
@@ -100,15 +105,17 @@ TEST_CASE("a waiting claim finds work that came without a notice", "[commands][w
   CHECK(Clock::now() - start < std::chrono::seconds(30));  // found, not timed out
 }
 
-TEST_CASE("a finish that gives back a full key's slot wakes a claim waiting behind that key",
+TEST_CASE("a finish or a cancel that gives back a full key's slot wakes a claim waiting behind "
+          "that key",
           "[commands][wait][flow]") {
   TempDir dir;
   const auto db = test_context().fresh_store(dir, "w.db");
   ControlStore store{db};
   store.create_project("alpha", "A");
   store.set_limit("k", ControlStore::LimitSpec{.concurrency = 1});
-  store.enqueue("alpha", R"({"n":1})", ControlStore::EnqueueOptions{.concurrency_key = "k"});
-  const auto second = store.enqueue("alpha", R"({"n":2})", ControlStore::EnqueueOptions{.concurrency_key = "k"});
+  const ControlStore::EnqueueOptions keyed{.concurrency_key = "k"};
+  store.enqueue("alpha", R"({"n":1})", keyed);
+  const auto second = store.enqueue("alpha", R"({"n":2})", keyed);
   const auto first = store.claim("w1");
   REQUIRE(first);
   CHECK_FALSE(store.claim("w2"));  // the key is full
@@ -117,11 +124,68 @@ TEST_CASE("a finish that gives back a full key's slot wakes a claim waiting behi
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const auto start = Clock::now();
-  store.finish(first->item_id, first->fence, Outcome::done);
+  SECTION("a finish") { store.finish(first->item_id, first->fence, Outcome::done); }
+  SECTION("a cancel") { store.cancel(first->item_id, "not needed"); }
   const auto claimed = waiter.get();
   REQUIRE(claimed);
   CHECK(claimed->item_id == second);
-  // Woken by the finish: the first lease runs 900 s, so the claim would
-  // otherwise have waited out its 60 s.
+  // Woken by the finish or the cancel: the first lease runs 900 s, so the
+  // claim would otherwise have waited out its 60 s (it did on PostgreSQL).
   CHECK(Clock::now() - start < std::chrono::seconds(30));
+}
+
+TEST_CASE("a claim waiting on a database reached through a symbolic link in another folder "
+          "is woken by work",
+          "[commands][wait][sqlite]") {
+  // The writers name the lock file beside the file the link leads to; the
+  // waiter watched the link's name, saw nothing, and waited out its wait.
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("real"));
+  std::filesystem::create_directories(dir.file("link"));
+  const auto db = dir.file("real/r.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  std::filesystem::create_symlink(db, dir.file("link/l.db"));
+  auto waiter = std::async(std::launch::async, [&] {
+    return ControlStore{dir.file("link/l.db")}.claim("w", ClaimOptions{.wait = Seconds{60}});
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto start = Clock::now();
+  const auto enqueued = store.enqueue("alpha", "{}");
+  const auto claimed = waiter.get();
+  REQUIRE(claimed);
+  CHECK(claimed->item_id == enqueued);
+  CHECK(Clock::now() - start < std::chrono::seconds(30));
+}
+
+TEST_CASE("a claim waiting beside a lapsed lease it may not take does not spin", "[commands][wait]") {
+  // The lapse is past, so the next one to wait for was "now": the claim
+  // looked again at once, a core busy for the whole wait.
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "w.db");
+  {
+    ControlStore store{db};
+    store.create_project("alpha", "A");
+    store.enqueue("alpha", "{}");
+    REQUIRE(store.claim("holder", ClaimOptions{.lease = Seconds{0.2}}));
+    store.pause_project("alpha", "held");
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    try {
+      ControlStore store{db};
+      ::_exit(store.claim("w", ClaimOptions{.wait = Seconds{2}}) ? 1 : 0);
+    } catch (...) {
+      ::_exit(2);
+    }
+  }
+  int status = 0;
+  rusage usage{};
+  REQUIRE(::wait4(pid, &status, 0, &usage) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);  // nothing taken: the project is paused
+  const double cpu = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                     static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+  CHECK(cpu < 1.0);  // spinning took about 2 s of CPU in its 2 s
 }

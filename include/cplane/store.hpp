@@ -261,8 +261,10 @@ struct ClaimOptions {
   std::optional<Micros> now;          // else the wall clock
   // claim only: when nothing is claimable, block up to this long until an
   // item is (enqueued, released, or a lease lapses), then claim it; nullopt
-  // when it comes to nothing. PostgreSQL wakes by LISTEN/NOTIFY, SQLite by
-  // an inotify watch on the database's WAL: neither polls.
+  // when it comes to nothing. PostgreSQL wakes by LISTEN/NOTIFY; SQLite by
+  // an inotify watch on PATH-lock, whose times a commit that made work
+  // sets, and by asking every 100 ms whether anything else committed
+  // (docs/benchmarks.md, "Waiting claims").
   std::optional<Seconds> wait;
   // Take projects in weighted round-robin (ProjectRow::weight) when several
   // have work; false: the item available earliest of any project (the

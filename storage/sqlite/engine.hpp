@@ -251,6 +251,7 @@ class SqliteBackend final : public Backend {
   pid_t pid_ = ::getpid();
   std::optional<WalWatch> work_watch_;  // armed by the first wait_for_work
   bool announce_ = false;  // announce_work: this transaction made work
+  bool waiting_ = false;  // wait_for_work armed its watch (if it could make one)
   bool notices_ = false;  // work_watch_ watches PATH-lock's notices, not every commit
   std::int64_t data_version_ = 0;  // PRAGMA data_version when wait_for_work last returned
   std::optional<WalWatch> log_watch_;   // armed by the first wait_for_commit

@@ -254,7 +254,10 @@ Micros SqliteBackend::now() { return now_micros(); }
 // writer: 16 idle waiters halved a 16-worker drain of another project
 // (docs/benchmarks.md, "Waiting claims"). Without a lock file of our own
 // (the flock off), nothing tells which commits made work: every commit is
-// looked at, as before.
+// looked at, as before; without inotify (a user's instances used up) the
+// recheck alone finds work. The recheck runs in every mode: a watch that
+// sees nothing (a database reached through a symbolic link whose folder
+// is not the file's) costs 100 ms, not the whole wait.
 void SqliteBackend::announce_work() { announce_ = true; }
 
 std::int64_t SqliteBackend::data_version() {
@@ -265,28 +268,33 @@ std::int64_t SqliteBackend::data_version() {
 void SqliteBackend::wait_for_work(std::chrono::steady_clock::time_point deadline) {
   using std::chrono::steady_clock;
   check_usable();
-  if (!work_watch_) {
+  if (!waiting_) {
+    // The lock file the writers name (beside the file a symbolic link
+    // leads to); else every commit; else, without inotify (its limits
+    // reached), the recheck alone.
+    waiting_ = true;
     notices_ = false;
-    if (writer_lock_.active()) {
-      try {
-        work_watch_.emplace(path_, WalWatch::Mode::notices);
-        notices_ = true;
-      } catch (const StorageError&) {
-        // The lock file gone from under us (removed by hand): every commit.
+    try {
+      if (writer_lock_.active()) {
+        try {
+          work_watch_.emplace(writer_lock_.path(), WalWatch::Mode::notices);
+          notices_ = true;
+        } catch (const StorageError&) {
+          // The lock file gone from under us (removed by hand): every commit.
+        }
       }
+      if (!notices_) work_watch_.emplace(path_, WalWatch::Mode::commits);
+    } catch (const StorageError&) {
+      work_watch_.reset();
     }
-    if (!notices_) work_watch_.emplace(path_, WalWatch::Mode::commits);
     data_version_ = data_version();
     return;  // the caller looks once more: work may have come before the watch
   }
-  if (!notices_) {
-    work_watch_->wait(deadline);
-    return;
-  }
   for (;;) {
-    const auto recheck = steady_clock::now() + kUnannouncedRecheck;
-    if (work_watch_->wait(std::min(deadline, recheck))) break;
-    if (steady_clock::now() >= deadline) break;
+    const auto recheck = std::min(deadline, steady_clock::now() + kUnannouncedRecheck);
+    const bool seen = work_watch_ ? work_watch_->wait(recheck)
+                                  : (std::this_thread::sleep_until(recheck), false);
+    if (seen || steady_clock::now() >= deadline) break;
     if (data_version() != data_version_) break;
   }
   data_version_ = data_version();

@@ -22,8 +22,7 @@ WalWatch::WalWatch(const std::string& path, Mode mode) : mode_(mode) {
   name_ = p.filename().string();
   fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   // Notices: the lock file itself, so that no other write wakes the waiter.
-  const std::string watched =
-      mode == Mode::notices ? p.string() + "-lock" : p.parent_path().string();
+  const std::string watched = mode == Mode::notices ? p.string() : p.parent_path().string();
   const std::uint32_t events =
       mode == Mode::notices ? IN_ATTRIB : (IN_MODIFY | IN_CREATE | IN_MOVED_TO);
   if (fd_ < 0 || ::inotify_add_watch(fd_, watched.c_str(), events) < 0) {

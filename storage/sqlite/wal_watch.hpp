@@ -17,8 +17,8 @@ class WalWatch {
  public:
   enum class Mode { commits, notices };
 
-  // Throws StorageError(io) when the folder or the lock file cannot be
-  // watched.
+  // commits: `path` is the database; notices: its lock file. Throws
+  // StorageError(io) when the folder or the lock file cannot be watched.
   explicit WalWatch(const std::string& path, Mode mode = Mode::commits);
   WalWatch(const WalWatch&) = delete;
   WalWatch& operator=(const WalWatch&) = delete;

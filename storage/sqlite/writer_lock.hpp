@@ -55,8 +55,10 @@ class WriterLock {
   // Takes the lock only if nobody holds it. True without a lock file.
   bool try_lock() noexcept { return fd_ < 0 || ::flock(fd_, LOCK_EX | LOCK_NB) == 0; }
 
-  // Whether there is a lock file (the flock is on).
+  // Whether there is a lock file (the flock is on), and its name (beside
+  // the file a symbolic link to the database leads to).
   bool active() const noexcept { return fd_ >= 0; }
+  const std::string& path() const noexcept { return path_; }
 
   // Tells claims waiting for work that a commit made some (see
   // SqliteBackend::wait_for_work): the file's times set to now, which an
