@@ -24,13 +24,15 @@ namespace cplane::storage {
 namespace {
 
 constexpr char kMagic[8] = {'C', 'P', 'L', 'C', 'M', 'B', '0', '1'};
-constexpr std::uint32_t kVersion = 2;
+constexpr std::uint32_t kVersion = 3;
 constexpr std::size_t kHeaderBytes = 4096;
 constexpr std::size_t kResultOffset = CombineArea::kSlotHeaderBytes + CombineArea::kMaxRequestBytes;
 // How long a waiter sleeps before it looks again for itself: only a lost
 // wake-up (a standby that died while blocked, a waker killed between its
 // store and its wake) needs it; every hand-off wakes by futex.
 constexpr auto kWatchdog = std::chrono::milliseconds{50};
+std::atomic<std::int64_t> g_watchdog_ms{kWatchdog.count()};  // set_watchdog_for_tests
+std::chrono::milliseconds watchdog() { return std::chrono::milliseconds{g_watchdog_ms.load()}; }
 
 using Clock = std::chrono::steady_clock;
 
@@ -52,25 +54,40 @@ std::uint64_t new_generation() {
 
 bool alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno != ESRCH); }
 
-// False when it slept its whole timeout.
-bool futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t expected, Clock::duration timeout) {
+// Every slot's owner sleeps on one of the header's doorbells, the one of
+// its group of 32 slots, with its slot's bit: a batch of answers is then
+// woken with one system call per group it touches, not one per slot. On
+// this VM a futex wake-up costs the waker about 12 us each when issued one
+// by one and about 3-4 us each when a dozen go in one call (the same
+// processes, the same shared mapping); a combiner spent a fifth of its
+// time waking its batch's callers (docs/benchmarks.md, "Batch wake-ups").
+constexpr std::uint32_t kDoorbells = (CombineArea::kSlots + 31) / 32;
+constexpr std::uint32_t bit_of(std::uint32_t slot) { return 1u << (slot % 32); }
+
+// False when it slept its whole timeout. Only `bit`'s rings end it.
+bool futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t expected, std::uint32_t bit,
+                Clock::duration timeout) {
   const auto ns = std::max<std::int64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(timeout).count(), 1);
-  struct timespec ts {static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  // FUTEX_WAIT_BITSET's timeout is a moment of CLOCK_MONOTONIC.
+  struct timespec now {};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  const std::int64_t total = static_cast<std::int64_t>(now.tv_nsec) + ns;
+  struct timespec until {now.tv_sec + static_cast<time_t>(total / 1'000'000'000),
+                         static_cast<long>(total % 1'000'000'000)};
   // Shared (not FUTEX_PRIVATE): the word lives in a file other processes map.
-  return ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT, expected, &ts,
-                   nullptr, 0) == 0 ||
+  return ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT_BITSET, expected,
+                   &until, nullptr, bit) == 0 ||
          errno != ETIMEDOUT;
 }
 
-void futex_wake(std::atomic<std::uint32_t>& word) {
-  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE, 1, nullptr, nullptr, 0);
-}
-
-template <class Slot>
-void ring(Slot& slot) {
-  slot.bell.fetch_add(1, std::memory_order_seq_cst);
-  futex_wake(slot.bell);
+// Rings a doorbell (incremented, then woken) for the slots of `bits`: each
+// owner sleeps on the value it read before it looked at its slot, so a ring
+// between its look and its sleep is never lost.
+void ring(std::atomic<std::uint32_t>& word, std::uint32_t bits) {
+  word.fetch_add(1, std::memory_order_seq_cst);
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE_BITSET, INT32_MAX,
+            nullptr, nullptr, bits);
 }
 
 }  // namespace
@@ -91,14 +108,13 @@ struct CombineArea::Header {
   std::uint64_t layout;               // layout_fingerprint() of the build that made it
   std::atomic<std::uint64_t> codec;   // the messages' fingerprint (accepts_codec), 0 until set
   std::uint64_t generation;           // drawn at each reset: who mapped this one, and no other
+  // Rung whenever the owner of a slot of its group should look again (see
+  // ring()); slot i sleeps on doorbells[i / 32] with bit i % 32.
+  std::atomic<std::uint32_t> doorbells[kDoorbells];
 };
 
 struct CombineArea::Slot {
   std::atomic<std::uint32_t> state;
-  // Rung (incremented, then woken) whenever its owner should look again:
-  // the owner sleeps on the value it read before it looked, so a ring
-  // between its look and its sleep is never lost.
-  std::atomic<std::uint32_t> bell;
   std::atomic<std::int32_t> owner;  // a pid, for people: liveness is owner_lock
   // Held by the slot's owner from before it takes the slot until it frees
   // it: robust, so that a reaper learns for certain, in any PID namespace
@@ -124,7 +140,8 @@ std::uint64_t CombineArea::compute_layout_fingerprint() {
   const std::uint64_t parts[] = {
       kVersion, sizeof(H), offsetof(H, mutex), offsetof(H, standby), offsetof(H, next_ticket),
       offsetof(H, batch_open), offsetof(H, watermark), offsetof(H, holder), offsetof(H, layout),
-      offsetof(H, codec), offsetof(H, generation), sizeof(S), offsetof(S, state), offsetof(S, bell), offsetof(S, owner),
+      offsetof(H, codec), offsetof(H, generation), offsetof(H, doorbells), kDoorbells, sizeof(S),
+      offsetof(S, state), offsetof(S, owner),
       offsetof(S, owner_lock), offsetof(S, ticket), offsetof(S, request_id),
       offsetof(S, request_length), offsetof(S, result_length), sizeof(pthread_mutex_t),
       CombineArea::kSlots, CombineArea::kSlotBytes, CombineArea::kSlotHeaderBytes,
@@ -243,6 +260,14 @@ CombineArea::Header& CombineArea::header() const {
   static_assert(sizeof(Header) <= kHeaderBytes);
   static_assert(sizeof(Slot) <= kSlotHeaderBytes);
   return *static_cast<Header*>(base_);
+}
+
+void CombineArea::set_watchdog_for_tests(std::chrono::milliseconds watchdog) {
+  g_watchdog_ms.store(watchdog.count());
+}
+
+std::atomic<std::uint32_t>& CombineArea::doorbell(std::uint32_t i) const {
+  return header().doorbells[i / 32];
 }
 
 CombineArea::Slot& CombineArea::slot(std::uint32_t i) const {
@@ -477,7 +502,7 @@ void CombineArea::unlock() {
   std::int32_t standby = header().standby.load(std::memory_order_seq_cst);
   if (standby != 0 && alive(standby)) return;
   if (standby != 0) header().standby.compare_exchange_strong(standby, 0);
-  ring(slot(*oldest));
+  ring(doorbell(*oldest), bit_of(*oldest));
 }
 
 CombineArea::Turn CombineArea::wait(std::uint32_t i, Clock::time_point deadline) {
@@ -489,7 +514,7 @@ CombineArea::Turn CombineArea::wait(std::uint32_t i, Clock::time_point deadline)
     // describes no lock we could wait on, nor will anyone wake us by it.
     if (!(slept_through ? looked() : mapped())) return Turn::lost;
     if (!header_ok()) return wait_unusable(i, deadline);
-    const std::uint32_t bell = s.bell.load(std::memory_order_seq_cst);
+    const std::uint32_t bell = doorbell(i).load(std::memory_order_seq_cst);
     const std::uint32_t st = s.state.load(std::memory_order_acquire);
     if (st == kDone) return Turn::done;
     // Taken or staged and the lock free: its combiner died (the batch is
@@ -520,14 +545,15 @@ CombineArea::Turn CombineArea::wait(std::uint32_t i, Clock::time_point deadline)
       // The standby: blocked on the lock itself, so that the kernel wakes
       // it when the combiner lets go, or dies.
       // In slices, so that it notices a header overwritten meanwhile.
-      const bool locked = lock_until(std::min(deadline, Clock::now() + kWatchdog));
+      const bool locked = lock_until(std::min(deadline, Clock::now() + watchdog()));
       if (!(locked ? mapped() : looked())) return Turn::lost;
       std::int32_t me = pid_;
       header().standby.compare_exchange_strong(me, 0);
       if (locked) return Turn::combine;
       continue;
     }
-    slept_through = !futex_wait(s.bell, bell, std::min<Clock::duration>(kWatchdog, deadline - now));
+    slept_through = !futex_wait(doorbell(i), bell, bit_of(i),
+                                std::min<Clock::duration>(watchdog(), deadline - now));
   }
 }
 
@@ -536,14 +562,14 @@ CombineArea::Turn CombineArea::wait_unusable(std::uint32_t i, Clock::time_point 
   for (;;) {
     if (!mapped()) return Turn::lost;
     if (cancel(i)) return Turn::alone;  // nobody took it: the caller runs it itself
-    const std::uint32_t bell = s.bell.load(std::memory_order_seq_cst);
+    const std::uint32_t bell = doorbell(i).load(std::memory_order_seq_cst);
     const std::uint32_t st = s.state.load(std::memory_order_acquire);
     if (st == kDone) return Turn::done;
     // A combiner took it before the header went: its answer comes in the
     // slot, which the header does not describe.
     const auto now = Clock::now();
     if (now >= deadline) return Turn::stuck;
-    futex_wait(s.bell, bell, std::min<Clock::duration>(kWatchdog, deadline - now));
+    futex_wait(doorbell(i), bell, bit_of(i), std::min<Clock::duration>(watchdog(), deadline - now));
   }
 }
 
@@ -679,9 +705,14 @@ bool CombineArea::stage(std::uint32_t i, std::string_view result) {
 
 void CombineArea::publish(const std::vector<std::uint32_t>& slots) {
   if (!looked()) return;  // its waiters see the file cut short too
+  std::uint32_t bits[kDoorbells] = {};
   for (const auto i : slots) {
     slot(i).state.store(kDone, std::memory_order_seq_cst);
-    ring(slot(i));
+    bits[i / 32] |= bit_of(i);
+  }
+  // One wake-up call per group of slots, for all its answers at once.
+  for (std::uint32_t w = 0; w < kDoorbells; ++w) {
+    if (bits[w] != 0) ring(header().doorbells[w], bits[w]);
   }
   // Only now: a crash before this line leaves the batch open, and the next
   // combiner asks the log, rather than running a committed batch again.

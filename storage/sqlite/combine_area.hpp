@@ -16,10 +16,12 @@
 //     drawn at each reset. A process checks magic, layout and generation
 //     on every wake-up: a header overwritten under it (zeros, another
 //     area's copy) describes no lock it may wait on, so it withdraws its
-//     request and runs alone from then on.
-//   kSlots slots of kSlotBytes: a state word (also the futex its owner
-//     sleeps on), the owner's pid, arrival ticket, request id, and one
-//     buffer holding the request, later the result.
+//     request and runs alone from then on. Then one doorbell (a futex
+//     word) per 32 slots: a slot's owner sleeps on its group's with its
+//     slot's bit, so that a combiner wakes a whole batch in one call.
+//   kSlots slots of kSlotBytes: a state word, the owner's pid, arrival
+//     ticket, request id, and one buffer holding the request, later the
+//     result.
 //
 // A slot's life: free -> writing (its owner fills it) -> queued (ticket
 // taken) -> taken (a combiner put it in its batch) -> staged (its result
@@ -158,6 +160,11 @@ class CombineArea {
   // Puts taken slots back in the queue (nothing of them happened).
   void requeue(const std::vector<std::uint32_t>& slots);
 
+  // For tests: how long a waiter sleeps before it looks again by itself
+  // (50 ms), for every area of this process. A long one makes a lost
+  // wake-up a long wait instead of a short one.
+  static void set_watchdog_for_tests(std::chrono::milliseconds watchdog);
+
   // For tests and the probe: a slot's state, the pid of the process
   // holding the combiner's lock and of the standby (0 for none).
   SlotState state(std::uint32_t slot) const;
@@ -174,6 +181,8 @@ class CombineArea {
   bool free_if_gone(Slot& slot, std::uint32_t state);
   Header& header() const;
   Slot& slot(std::uint32_t i) const;
+  // The doorbell that slot i's owner sleeps on (one per 32 slots).
+  std::atomic<std::uint32_t>& doorbell(std::uint32_t i) const;
   bool lock_until(std::chrono::steady_clock::time_point deadline);  // as the standby
   bool took_lock(int rc);
   bool header_ok() const;  // usable() without the look at the file's size

@@ -1,0 +1,156 @@
+// SQLite's group commit wakes a batch's callers by doorbell: one futex
+// word per 32 slots, each caller sleeping with its slot's bit
+// (storage/sqlite/combine_area.cpp). A caller the combiner's ring misses
+// still wakes by its watchdog, 50 ms later, so a wrong bit or word would
+// only cost time; with the watchdog made long, a missed ring is a wait of
+// seconds, which this test sees.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "storage/sqlite/combine_area.hpp"
+#include "tests/support.hpp"
+
+namespace {
+
+using cplane::storage::CombineArea;
+using cplane::test::reap;
+using cplane::test::TempDir;
+using Clock = std::chrono::steady_clock;
+
+// Whether thread `tid` of this process is asleep (state S in its stat).
+bool asleep(pid_t tid) {
+  std::ifstream in(fmt::format("/proc/self/task/{}/stat", tid));
+  std::string line;
+  std::getline(in, line);
+  const auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'S';
+}
+
+}  // namespace
+
+TEST_CASE("a combiner's publish wakes the callers of every group of slots by its ring and not by "
+          "the watchdog",
+          "[combine][sqlite]") {
+  TempDir dir;
+  const std::string db = dir.file("d.db");
+  CombineArea::set_watchdog_for_tests(std::chrono::seconds(60));
+  struct Restore {
+    ~Restore() { CombineArea::set_watchdog_for_tests(std::chrono::milliseconds(50)); }
+  } restore;
+  std::string why;
+  auto area = CombineArea::open(db + "-combine", db, why);
+  REQUIRE(area);
+
+  int locked[2], go[2];
+  REQUIRE(::pipe(locked) == 0);
+  REQUIRE(::pipe(go) == 0);
+  const pid_t combiner = ::fork();
+  REQUIRE(combiner >= 0);
+  if (combiner == 0) {
+    // The combiner: its own mapping; it holds the lock, then answers every
+    // slot in one batch (each answer is its request) and lets go.
+    std::string w;
+    auto mine = CombineArea::open(db + "-combine", db, w);
+    if (!mine || !mine->try_lock()) ::_exit(10);
+    if (::write(locked[1], "L", 1) != 1) ::_exit(11);
+    char c = 0;
+    if (::read(go[0], &c, 1) != 1) ::_exit(12);
+    const auto batch = mine->collect(CombineArea::kSlots);
+    if (batch.size() != CombineArea::kSlots) ::_exit(13);
+    mine->open_batch(0);
+    std::vector<std::uint32_t> slots;
+    for (const auto& t : batch) {
+      if (!mine->stage(t.slot, t.request)) ::_exit(14);
+      slots.push_back(t.slot);
+    }
+    mine->publish(slots);
+    mine->unlock();
+    ::_exit(0);
+  }
+  char c = 0;
+  REQUIRE(::read(locked[0], &c, 1) == 1);
+
+  // Every slot queued, so that the batch spans every doorbell.
+  std::vector<std::uint64_t> id_of(CombineArea::kSlots, 0);
+  for (std::uint32_t n = 0; n < CombineArea::kSlots; ++n) {
+    const std::uint64_t id = 1000 + n;
+    const auto slot = area->post(fmt::format("request {}", id), id);
+    REQUIRE(slot);
+    id_of[*slot] = id;
+  }
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  // The first waiter of this process becomes the standby, blocked on the
+  // lock itself (woken when the combiner lets go, not by a ring): one that
+  // is not measured.
+  const std::uint32_t standby_slot = 1;
+  CombineArea::Turn standby_turn = CombineArea::Turn::timeout;
+  std::thread standby([&] { standby_turn = area->wait(standby_slot, deadline); });
+  for (int i = 0; i < 10'000 && area->standby() != ::getpid(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  REQUIRE(area->standby() == ::getpid());
+
+  // Four measured callers in each group of 32 slots.
+  std::vector<std::uint32_t> measured;
+  for (std::uint32_t group = 0; group * 32 < CombineArea::kSlots; ++group) {
+    for (std::uint32_t k : {0u, 9u, 18u, 31u}) measured.push_back(group * 32 + k);
+  }
+  std::vector<CombineArea::Turn> turns(measured.size(), CombineArea::Turn::timeout);
+  std::vector<Clock::time_point> woke(measured.size());
+  std::vector<std::atomic<pid_t>> tids(measured.size());
+  std::vector<std::thread> waiters;
+  for (std::size_t k = 0; k < measured.size(); ++k) {
+    waiters.emplace_back([&, k] {
+      tids[k] = ::gettid();
+      turns[k] = area->wait(measured[k], deadline);
+      woke[k] = Clock::now();
+    });
+  }
+  // Every measured caller asleep before the batch is published, so that
+  // each one has to be woken.
+  auto all_asleep = [&] {
+    for (auto& t : tids) {
+      if (t.load() == 0 || !asleep(t.load())) return false;
+    }
+    return true;
+  };
+  for (int i = 0; i < 10'000 && !all_asleep(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  REQUIRE(all_asleep());
+  const auto published = Clock::now();
+  REQUIRE(::write(go[1], "g", 1) == 1);
+  for (auto& t : waiters) t.join();
+  standby.join();
+  int status = 0;
+  REQUIRE(reap(combiner, 30, &status));
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+
+  for (std::size_t k = 0; k < measured.size(); ++k) {
+    INFO("slot " << measured[k]);
+    CHECK(turns[k] == CombineArea::Turn::done);
+    // Woken by the ring: well before the 60 s watchdog, or the 20 s
+    // deadline a missed ring would sleep to.
+    CHECK(woke[k] - published < std::chrono::seconds(5));
+  }
+  // The standby took the lock as the combiner let go: the answer is there.
+  CHECK(standby_turn == CombineArea::Turn::combine);
+  if (standby_turn == CombineArea::Turn::combine) area->unlock();
+  for (std::uint32_t i = 0; i < CombineArea::kSlots; ++i) {
+    INFO("slot " << i);
+    REQUIRE(area->state(i) == CombineArea::kDone);
+    CHECK(area->take_result(i, id_of[i]) == fmt::format("request {}", id_of[i]));
+  }
+}
