@@ -374,19 +374,31 @@ std::optional<ClaimedItem> CommandRunner::exec(ControlStore::Impl& s, const cmd:
   return s.claim_in_tx(c.owner, ClaimOptions{.actor = c.actor, .fair = c.fair}, c.lease, at);
 }
 
-// When the first lease in the caller's scope lapses (a claim can take it
-// then), on the steady clock; the far future when none is claimed.
+// When a claim in the caller's scope may next find something that no
+// commit announces, on the steady clock: the first lease to lapse, the next
+// token of a rate-limited key that holds a ready item back, the first lease
+// to end of a full key's holders (of any project: a key spans them), a
+// schedule's next occurrence. The far future when there is none.
 std::chrono::steady_clock::time_point ControlStore::Impl::next_lapse_deadline(const ClaimOptions& options) {
+  // The key groups of a project looked at: one index seek each.
+  constexpr std::size_t kKeyGroupsLooked = 64;
   auto tx = Transaction::read(*backend_);
   const Micros at = clock(options.now);
   std::optional<Micros> first;
+  auto consider = [&](std::optional<Micros> when) {
+    if (when && (!first || *when < *first)) first = when;
+  };
+  detail::KeyGate gate(*backend_, at);
   for (const auto& project : backend_->project_ids(options.actor ? &*options.actor : nullptr)) {
-    if (auto lapse = backend_->next_lapse(project); lapse && (!first || *lapse < *first)) first = lapse;
+    consider(backend_->next_lapse(project));
+    // A waiter used to sleep past a key's next token (nothing commits when
+    // a token comes) until its deadline or another process's commit.
+    for (const auto& head : backend_->key_heads(project, ItemStatus::ready, kKeyGroupsLooked)) {
+      if (!head.concurrency_key.empty()) consider(detail::key_wait_until(*backend_, gate, head, at));
+    }
   }
   // A schedule's next occurrence makes an item then.
-  if (auto due = backend_->due_schedules(kMaxNow - 1, 1); !due.empty()) {
-    if (!first || due[0].next_at < *first) first = due[0].next_at;
-  }
+  if (auto due = backend_->due_schedules(kMaxNow - 1, 1); !due.empty()) consider(due[0].next_at);
   tx.commit();
   if (!first) return std::chrono::steady_clock::time_point::max();
   return std::chrono::steady_clock::now() + std::chrono::microseconds(std::max<Micros>(*first - at, 0));

@@ -189,3 +189,26 @@ TEST_CASE("a claim waiting beside a lapsed lease it may not take does not spin",
                      static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
   CHECK(cpu < 1.0);  // spinning took about 2 s of CPU in its 2 s
 }
+
+TEST_CASE("a claim waiting behind a rate-limited key takes the item at the key's next token",
+          "[commands][wait][flow]") {
+  // Nothing commits when a token comes: the waiter slept until its
+  // deadline (or another process's commit) before it counted the token.
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "w.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  store.set_limit("k", ControlStore::LimitSpec{.rate = "1/2s"});
+  const ControlStore::EnqueueOptions keyed{.concurrency_key = "k"};
+  store.enqueue("alpha", R"({"n":1})", keyed);
+  const auto second = store.enqueue("alpha", R"({"n":2})", keyed);
+  REQUIRE(store.claim("w1"));
+  const auto start = Clock::now();
+  CHECK_FALSE(store.claim("w2"));  // no token until about 2 s after the first claim
+  const auto claimed = ControlStore{db}.claim("w2", ClaimOptions{.wait = Seconds{30}});
+  const auto waited = Clock::now() - start;
+  REQUIRE(claimed);
+  CHECK(claimed->item_id == second);
+  CHECK(waited > std::chrono::milliseconds(1500));  // it did wait for the token
+  CHECK(waited < std::chrono::seconds(15));         // and not for its deadline
+}

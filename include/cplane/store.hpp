@@ -260,8 +260,9 @@ struct ClaimOptions {
   std::optional<Seconds> lease;       // else StoreOptions::lease
   std::optional<Micros> now;          // else the wall clock
   // claim only: when nothing is claimable, block up to this long until an
-  // item is (enqueued, released, or a lease lapses), then claim it; nullopt
-  // when it comes to nothing. PostgreSQL wakes by LISTEN/NOTIFY; SQLite by
+  // item is (enqueued, released, a lease lapses, a rate-limited key's next
+  // token comes, a full key's holder ends), then claim it; nullopt when it
+  // comes to nothing. PostgreSQL wakes by LISTEN/NOTIFY; SQLite by
   // an inotify watch on PATH-lock, whose times a commit that made work
   // sets, and by asking every 100 ms whether anything else committed
   // (docs/benchmarks.md, "Waiting claims").
