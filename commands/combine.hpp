@@ -50,7 +50,7 @@ struct CommandRunner {
   static auto run(ControlStore::Impl& s, const C& c) {
     using R = decltype(exec(s, c));
     if (auto* area = s.backend_->combine_area();
-        area != nullptr && fits(c) && area->usable() &&
+        area != nullptr && fits(c) && area->usable_as_far_as_known() &&
         area->accepts_codec(detail::codec_fingerprint())) {
       auto answer = run_combined(s, *area, detail::Command{c});
       if (answer && !(answer->error && answer->error->kind == detail::ErrorValue::run_alone)) {

@@ -106,6 +106,9 @@ class CombineArea {
   // fingerprint and generation) and the file is whole (looked()). Once
   // false, false for good: the caller runs every command alone.
   bool usable() const;
+  // usable() without the system call: as far as the SIGBUS handler knows.
+  // Enough before post(), which looks at the file's size itself.
+  bool usable_as_far_as_known() const { return !broken_ && mapped() && header_ok(); }
   // Waits until the request is answered or the caller holds the lock.
   // Sleeps on a futex (its slot, or the lock as the standby); never spins.
   Turn wait(std::uint32_t slot, std::chrono::steady_clock::time_point deadline);
