@@ -5,7 +5,7 @@
 //   encode the command  ──▶    slot: queued (ticket, request id)
 //   try the lock ──────────────────────────────────────────────▶  holds it?
 //     got it: become the combiner ──────────────────────────────▶  serve()
-//     else: sleep on the slot's futex (one waiter sleeps on the
+//     else: sleep on the slot's doorbell (one waiter sleeps on the
 //           lock itself: the standby, woken if the combiner dies)
 //                                                                  collect up to 64 queued, oldest first
 //                                                                  BEGIN IMMEDIATE (strongest sync asked)

@@ -9,8 +9,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <signal.h>
+
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <list>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -37,6 +41,38 @@ bool asleep(pid_t tid) {
   return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'S';
 }
 
+// Whatever a failed REQUIRE leaves: the child killed and reaped, the
+// threads joined (a joinable thread's destructor would abort the binary),
+// the watchdog back to its 50 ms.
+// Declared after the area, so that it runs before the area is unmapped.
+struct Cleanup {
+  pid_t child = -1;
+  std::list<std::thread> threads;
+  std::function<void()> release;  // lets blocked threads go on
+  template <class F>
+  std::thread& spawn(F&& f) {
+    return threads.emplace_back(std::forward<F>(f));
+  }
+  ~Cleanup() {
+    if (child > 0) {
+      ::kill(child, SIGKILL);
+      ::waitpid(child, nullptr, 0);
+    }
+    if (release) release();
+    for (auto& t : threads) {
+      if (t.joinable()) t.join();
+    }
+    CombineArea::set_watchdog_for_tests(std::chrono::milliseconds(50));
+  }
+};
+
+// The area beside `db`, the watchdog made 60 s (Cleanup puts it back).
+std::unique_ptr<CombineArea> long_watchdog_area(const std::string& db) {
+  CombineArea::set_watchdog_for_tests(std::chrono::seconds(60));
+  std::string why;
+  return CombineArea::open(db + "-combine", db, why);
+}
+
 }  // namespace
 
 TEST_CASE("a combiner's publish wakes the callers of every group of slots by its ring and not by "
@@ -44,12 +80,8 @@ TEST_CASE("a combiner's publish wakes the callers of every group of slots by its
           "[combine][sqlite]") {
   TempDir dir;
   const std::string db = dir.file("d.db");
-  CombineArea::set_watchdog_for_tests(std::chrono::seconds(60));
-  struct Restore {
-    ~Restore() { CombineArea::set_watchdog_for_tests(std::chrono::milliseconds(50)); }
-  } restore;
-  std::string why;
-  auto area = CombineArea::open(db + "-combine", db, why);
+  auto area = long_watchdog_area(db);
+  Cleanup cleanup;
   REQUIRE(area);
 
   int locked[2], go[2];
@@ -60,6 +92,8 @@ TEST_CASE("a combiner's publish wakes the callers of every group of slots by its
   if (combiner == 0) {
     // The combiner: its own mapping; it holds the lock, then answers every
     // slot in one batch (each answer is its request) and lets go.
+    ::close(locked[0]);
+    ::close(go[1]);
     std::string w;
     auto mine = CombineArea::open(db + "-combine", db, w);
     if (!mine || !mine->try_lock()) ::_exit(10);
@@ -78,6 +112,9 @@ TEST_CASE("a combiner's publish wakes the callers of every group of slots by its
     mine->unlock();
     ::_exit(0);
   }
+  cleanup.child = combiner;
+  ::close(locked[1]);
+  ::close(go[0]);
   char c = 0;
   REQUIRE(::read(locked[0], &c, 1) == 1);
 
@@ -95,7 +132,13 @@ TEST_CASE("a combiner's publish wakes the callers of every group of slots by its
   // is not measured.
   const std::uint32_t standby_slot = 1;
   CombineArea::Turn standby_turn = CombineArea::Turn::timeout;
-  std::thread standby([&] { standby_turn = area->wait(standby_slot, deadline); });
+  std::thread& standby = cleanup.spawn([&] {
+    standby_turn = area->wait(standby_slot, deadline);
+    // The lock is this thread's (a robust mutex): let go of it here.
+    if (standby_turn == CombineArea::Turn::combine) area->unlock();
+  });
+  // A failed REQUIRE below: the combiner killed, the lock free, the
+  // deadline ends every wait.
   for (int i = 0; i < 10'000 && area->standby() != ::getpid(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -109,13 +152,13 @@ TEST_CASE("a combiner's publish wakes the callers of every group of slots by its
   std::vector<CombineArea::Turn> turns(measured.size(), CombineArea::Turn::timeout);
   std::vector<Clock::time_point> woke(measured.size());
   std::vector<std::atomic<pid_t>> tids(measured.size());
-  std::vector<std::thread> waiters;
+  std::vector<std::thread*> waiters;
   for (std::size_t k = 0; k < measured.size(); ++k) {
-    waiters.emplace_back([&, k] {
+    waiters.push_back(&cleanup.spawn([&, k] {
       tids[k] = ::gettid();
       turns[k] = area->wait(measured[k], deadline);
       woke[k] = Clock::now();
-    });
+    }));
   }
   // Every measured caller asleep before the batch is published, so that
   // each one has to be woken.
@@ -131,9 +174,10 @@ TEST_CASE("a combiner's publish wakes the callers of every group of slots by its
   REQUIRE(all_asleep());
   const auto published = Clock::now();
   REQUIRE(::write(go[1], "g", 1) == 1);
-  for (auto& t : waiters) t.join();
+  for (auto* t : waiters) t->join();
   standby.join();
   int status = 0;
+  cleanup.child = -1;
   REQUIRE(reap(combiner, 30, &status));
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
@@ -147,10 +191,65 @@ TEST_CASE("a combiner's publish wakes the callers of every group of slots by its
   }
   // The standby took the lock as the combiner let go: the answer is there.
   CHECK(standby_turn == CombineArea::Turn::combine);
-  if (standby_turn == CombineArea::Turn::combine) area->unlock();
   for (std::uint32_t i = 0; i < CombineArea::kSlots; ++i) {
     INFO("slot " << i);
     REQUIRE(area->state(i) == CombineArea::kDone);
     CHECK(area->take_result(i, id_of[i]) == fmt::format("request {}", id_of[i]));
   }
+}
+
+TEST_CASE("a combiner that lets go rings the oldest waiter when the standby died blocked on the "
+          "lock",
+          "[combine][sqlite]") {
+  // unlock(): with no live standby to take the lock by itself, the oldest
+  // queued request's owner is rung (its bit on its doorbell) and becomes
+  // the combiner. A wrong bit, or none, left it to its watchdog.
+  TempDir dir;
+  const std::string db = dir.file("d.db");
+  auto area = long_watchdog_area(db);
+  Cleanup cleanup;
+  REQUIRE(area);
+  REQUIRE(area->try_lock());
+  const auto oldest = area->post("oldest", 7);  // queued before the standby's
+  REQUIRE(oldest);
+  const pid_t standby = ::fork();
+  REQUIRE(standby >= 0);
+  if (standby == 0) {
+    std::string w;
+    auto mine = CombineArea::open(db + "-combine", db, w);
+    if (!mine) ::_exit(10);
+    const auto slot = mine->post("standby", 8);
+    if (!slot) ::_exit(11);
+    mine->wait(*slot, Clock::now() + std::chrono::seconds(60));
+    ::_exit(12);
+  }
+  cleanup.child = standby;
+  for (int i = 0; i < 10'000 && area->standby() != standby; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  REQUIRE(area->standby() == standby);
+  ::kill(standby, SIGKILL);  // dies blocked on the lock
+  cleanup.child = -1;
+  REQUIRE(reap(standby, 30));
+
+  std::atomic<pid_t> tid{0};
+  CombineArea::Turn turn = CombineArea::Turn::timeout;
+  Clock::time_point woke;
+  std::thread& waiter = cleanup.spawn([&] {
+    tid = ::gettid();
+    turn = area->wait(*oldest, Clock::now() + std::chrono::seconds(20));
+    woke = Clock::now();
+    if (turn == CombineArea::Turn::combine) area->unlock();
+  });
+  cleanup.release = [&] { area->unlock(); };  // a failed REQUIRE: the lock let go
+  for (int i = 0; i < 10'000 && !(tid.load() != 0 && asleep(tid.load())); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  REQUIRE(asleep(tid.load()));
+  cleanup.release = nullptr;
+  const auto let_go = Clock::now();
+  area->unlock();
+  waiter.join();
+  CHECK(turn == CombineArea::Turn::combine);
+  CHECK(woke - let_go < std::chrono::seconds(5));  // rung, not the 20 s deadline
 }

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <mutex>
 
@@ -76,9 +77,15 @@ bool futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t expected, std::u
   struct timespec until {now.tv_sec + static_cast<time_t>(total / 1'000'000'000),
                          static_cast<long>(total % 1'000'000'000)};
   // Shared (not FUTEX_PRIVATE): the word lives in a file other processes map.
-  return ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT_BITSET, expected,
-                   &until, nullptr, bit) == 0 ||
-         errno != ETIMEDOUT;
+  if (::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT_BITSET, expected,
+                &until, nullptr, bit) == 0 ||
+      errno == EAGAIN || errno == EINTR) {
+    return true;
+  }
+  // Timed out, or a kernel that refuses the call (EINVAL, ENOSYS): sleep
+  // out the timeout instead of looking again at once, which would spin.
+  if (errno != ETIMEDOUT) ::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, nullptr);
+  return false;
 }
 
 // Rings a doorbell (incremented, then woken) for the slots of `bits`: each

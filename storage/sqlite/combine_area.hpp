@@ -110,7 +110,8 @@ class CombineArea {
   // Enough before post(), which looks at the file's size itself.
   bool usable_as_far_as_known() const { return !broken_ && mapped() && header_ok(); }
   // Waits until the request is answered or the caller holds the lock.
-  // Sleeps on a futex (its slot, or the lock as the standby); never spins.
+  // Sleeps on a futex (its group's doorbell with its slot's bit, or the
+  // lock as the standby); never spins.
   Turn wait(std::uint32_t slot, std::chrono::steady_clock::time_point deadline);
   // Gives up waiting for a slot a combiner took and has not answered: the
   // slot is freed once answered, or dropped if requeued.
