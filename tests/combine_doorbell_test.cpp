@@ -44,7 +44,6 @@ bool asleep(pid_t tid) {
 // Whatever a failed REQUIRE leaves: the child killed and reaped, the
 // threads joined (a joinable thread's destructor would abort the binary),
 // the watchdog back to its 50 ms.
-// Declared after the area, so that it runs before the area is unmapped.
 struct Cleanup {
   pid_t child = -1;
   std::list<std::thread> threads;
@@ -73,16 +72,22 @@ std::unique_ptr<CombineArea> long_watchdog_area(const std::string& db) {
   return CombineArea::open(db + "-combine", db, why);
 }
 
+// A scratch folder, the area beside its database with the watchdog made
+// 60 s, and what to undo (declared last: it runs first, area still mapped).
+struct Fixture {
+  TempDir dir;
+  std::string db = dir.file("d.db");
+  std::unique_ptr<CombineArea> area = long_watchdog_area(db);
+  Cleanup cleanup;
+};
+
 }  // namespace
 
 TEST_CASE("a combiner's publish wakes the callers of every group of slots by its ring and not by "
           "the watchdog",
           "[combine][sqlite]") {
-  TempDir dir;
-  const std::string db = dir.file("d.db");
-  auto area = long_watchdog_area(db);
-  Cleanup cleanup;
-  REQUIRE(area);
+  Fixture f;
+  REQUIRE(f.area);
 
   int locked[2], go[2];
   REQUIRE(::pipe(locked) == 0);
@@ -95,7 +100,7 @@ TEST_CASE("a combiner's publish wakes the callers of every group of slots by its
     ::close(locked[0]);
     ::close(go[1]);
     std::string w;
-    auto mine = CombineArea::open(db + "-combine", db, w);
+    auto mine = CombineArea::open(f.db + "-combine", f.db, w);
     if (!mine || !mine->try_lock()) ::_exit(10);
     if (::write(locked[1], "L", 1) != 1) ::_exit(11);
     char c = 0;
@@ -112,7 +117,7 @@ TEST_CASE("a combiner's publish wakes the callers of every group of slots by its
     mine->unlock();
     ::_exit(0);
   }
-  cleanup.child = combiner;
+  f.cleanup.child = combiner;
   ::close(locked[1]);
   ::close(go[0]);
   char c = 0;
@@ -122,7 +127,7 @@ TEST_CASE("a combiner's publish wakes the callers of every group of slots by its
   std::vector<std::uint64_t> id_of(CombineArea::kSlots, 0);
   for (std::uint32_t n = 0; n < CombineArea::kSlots; ++n) {
     const std::uint64_t id = 1000 + n;
-    const auto slot = area->post(fmt::format("request {}", id), id);
+    const auto slot = f.area->post(fmt::format("request {}", id), id);
     REQUIRE(slot);
     id_of[*slot] = id;
   }
@@ -132,17 +137,17 @@ TEST_CASE("a combiner's publish wakes the callers of every group of slots by its
   // is not measured.
   const std::uint32_t standby_slot = 1;
   CombineArea::Turn standby_turn = CombineArea::Turn::timeout;
-  std::thread& standby = cleanup.spawn([&] {
-    standby_turn = area->wait(standby_slot, deadline);
+  std::thread& standby = f.cleanup.spawn([&] {
+    standby_turn = f.area->wait(standby_slot, deadline);
     // The lock is this thread's (a robust mutex): let go of it here.
-    if (standby_turn == CombineArea::Turn::combine) area->unlock();
+    if (standby_turn == CombineArea::Turn::combine) f.area->unlock();
   });
   // A failed REQUIRE below: the combiner killed, the lock free, the
   // deadline ends every wait.
-  for (int i = 0; i < 10'000 && area->standby() != ::getpid(); ++i) {
+  for (int i = 0; i < 10'000 && f.area->standby() != ::getpid(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  REQUIRE(area->standby() == ::getpid());
+  REQUIRE(f.area->standby() == ::getpid());
 
   // Four measured callers in each group of 32 slots.
   std::vector<std::uint32_t> measured;
@@ -154,9 +159,9 @@ TEST_CASE("a combiner's publish wakes the callers of every group of slots by its
   std::vector<std::atomic<pid_t>> tids(measured.size());
   std::vector<std::thread*> waiters;
   for (std::size_t k = 0; k < measured.size(); ++k) {
-    waiters.push_back(&cleanup.spawn([&, k] {
+    waiters.push_back(&f.cleanup.spawn([&, k] {
       tids[k] = ::gettid();
-      turns[k] = area->wait(measured[k], deadline);
+      turns[k] = f.area->wait(measured[k], deadline);
       woke[k] = Clock::now();
     }));
   }
@@ -177,7 +182,7 @@ TEST_CASE("a combiner's publish wakes the callers of every group of slots by its
   for (auto* t : waiters) t->join();
   standby.join();
   int status = 0;
-  cleanup.child = -1;
+  f.cleanup.child = -1;
   REQUIRE(reap(combiner, 30, &status));
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
@@ -193,8 +198,8 @@ TEST_CASE("a combiner's publish wakes the callers of every group of slots by its
   CHECK(standby_turn == CombineArea::Turn::combine);
   for (std::uint32_t i = 0; i < CombineArea::kSlots; ++i) {
     INFO("slot " << i);
-    REQUIRE(area->state(i) == CombineArea::kDone);
-    CHECK(area->take_result(i, id_of[i]) == fmt::format("request {}", id_of[i]));
+    REQUIRE(f.area->state(i) == CombineArea::kDone);
+    CHECK(f.area->take_result(i, id_of[i]) == fmt::format("request {}", id_of[i]));
   }
 }
 
@@ -204,51 +209,48 @@ TEST_CASE("a combiner that lets go rings the oldest waiter when the standby died
   // unlock(): with no live standby to take the lock by itself, the oldest
   // queued request's owner is rung (its bit on its doorbell) and becomes
   // the combiner. A wrong bit, or none, left it to its watchdog.
-  TempDir dir;
-  const std::string db = dir.file("d.db");
-  auto area = long_watchdog_area(db);
-  Cleanup cleanup;
-  REQUIRE(area);
-  REQUIRE(area->try_lock());
-  const auto oldest = area->post("oldest", 7);  // queued before the standby's
+  Fixture f;
+  REQUIRE(f.area);
+  REQUIRE(f.area->try_lock());
+  const auto oldest = f.area->post("oldest", 7);  // queued before the standby's
   REQUIRE(oldest);
   const pid_t standby = ::fork();
   REQUIRE(standby >= 0);
   if (standby == 0) {
     std::string w;
-    auto mine = CombineArea::open(db + "-combine", db, w);
+    auto mine = CombineArea::open(f.db + "-combine", f.db, w);
     if (!mine) ::_exit(10);
     const auto slot = mine->post("standby", 8);
     if (!slot) ::_exit(11);
     mine->wait(*slot, Clock::now() + std::chrono::seconds(60));
     ::_exit(12);
   }
-  cleanup.child = standby;
-  for (int i = 0; i < 10'000 && area->standby() != standby; ++i) {
+  f.cleanup.child = standby;
+  for (int i = 0; i < 10'000 && f.area->standby() != standby; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  REQUIRE(area->standby() == standby);
+  REQUIRE(f.area->standby() == standby);
   ::kill(standby, SIGKILL);  // dies blocked on the lock
-  cleanup.child = -1;
+  f.cleanup.child = -1;
   REQUIRE(reap(standby, 30));
 
   std::atomic<pid_t> tid{0};
   CombineArea::Turn turn = CombineArea::Turn::timeout;
   Clock::time_point woke;
-  std::thread& waiter = cleanup.spawn([&] {
+  std::thread& waiter = f.cleanup.spawn([&] {
     tid = ::gettid();
-    turn = area->wait(*oldest, Clock::now() + std::chrono::seconds(20));
+    turn = f.area->wait(*oldest, Clock::now() + std::chrono::seconds(20));
     woke = Clock::now();
-    if (turn == CombineArea::Turn::combine) area->unlock();
+    if (turn == CombineArea::Turn::combine) f.area->unlock();
   });
-  cleanup.release = [&] { area->unlock(); };  // a failed REQUIRE: the lock let go
+  f.cleanup.release = [&] { f.area->unlock(); };  // a failed REQUIRE: the lock let go
   for (int i = 0; i < 10'000 && !(tid.load() != 0 && asleep(tid.load())); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   REQUIRE(asleep(tid.load()));
-  cleanup.release = nullptr;
+  f.cleanup.release = nullptr;
   const auto let_go = Clock::now();
-  area->unlock();
+  f.area->unlock();
   waiter.join();
   CHECK(turn == CombineArea::Turn::combine);
   CHECK(woke - let_go < std::chrono::seconds(5));  // rung, not the 20 s deadline

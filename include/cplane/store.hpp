@@ -260,12 +260,11 @@ struct ClaimOptions {
   std::optional<Seconds> lease;       // else StoreOptions::lease
   std::optional<Micros> now;          // else the wall clock
   // claim only: when nothing is claimable, block up to this long until an
-  // item is (enqueued, released, a lease lapses, a rate-limited key's next
-  // token comes, a full key's holder ends), then claim it; nullopt when it
-  // comes to nothing. PostgreSQL wakes by LISTEN/NOTIFY; SQLite by
-  // an inotify watch on PATH-lock, whose times a commit that made work
-  // sets, and by asking every 100 ms whether anything else committed
-  // (docs/benchmarks.md, "Waiting claims").
+  // item is (enqueued, released, a lease lapses, a key's next token comes or
+  // its holder ends), then claim it; nullopt when it comes to nothing.
+  // PostgreSQL wakes by LISTEN/NOTIFY; SQLite by inotify on PATH-lock (a
+  // commit that made work sets its times) and by asking every 100 ms
+  // whether anything else committed (docs/benchmarks.md, "Waiting claims").
   std::optional<Seconds> wait;
   // Take projects in weighted round-robin (ProjectRow::weight) when several
   // have work; false: the item available earliest of any project (the
