@@ -63,6 +63,13 @@ std::vector<ClaimedItem> claim_all(ControlStore& store, const std::vector<std::s
   return claimed;
 }
 
+// A report of `done` for each of `claimed`.
+std::vector<ControlStore::Report> done_reports(const std::vector<ClaimedItem>& claimed) {
+  std::vector<ControlStore::Report> reports;
+  for (const auto& c : claimed) reports.push_back({c.item_id, c.fence, Outcome::done, ""});
+  return reports;
+}
+
 }  // namespace
 
 TEST_CASE("a batch claim and a batch finish keep every character of payloads and details",
@@ -198,9 +205,7 @@ TEST_CASE("a batch finish of many payloads near the 1 MiB limit is not taken for
   const auto payloads = near_limit(110, "xxxxxxxx");
   std::vector<std::string> ids;
   const auto claimed = claim_all(store, payloads, ids);
-  std::vector<ControlStore::Report> reports;
-  for (const auto& c : claimed) reports.push_back({c.item_id, c.fence, Outcome::done, ""});
-  store.finish_batch(reports);
+  store.finish_batch(done_reports(claimed));
   CHECK(store.status_counts("alpha").done == 110);
   CHECK(store.item(ids.back()).payload == payloads.back());
   CHECK(verify_ledger(store).empty());
@@ -306,5 +311,72 @@ TEST_CASE("a transaction left open or aborted on a PostgreSQL connection is ende
   CHECK(store.item(first).status == ItemStatus::ready);  // the left write was not committed
   CHECK(std::stoll(test::sql_column(db, "SELECT count(*) FROM events").at(0)) ==
         std::stoll(events) + 1);
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("a slow read that waited for no row lock is not taken for a lock wait",
+          "[commands][batch][postgres-settings]") {
+  // Found on a busy machine: a batch enqueue of 1,000 items (its check of
+  // the ids, 60 ms) was taken for a wait on another's row lock ten times
+  // over, and failed busy. Here every row read costs 60 ms (a row security
+  // policy that sleeps, on a role that is not a superuser, which would
+  // bypass it): each locking read of a finish takes over 50 ms, waiting
+  // for nobody.
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "slow.db");
+  if (db.rfind("postgresql://", 0) != 0) return;  // SQLite times no read
+  ControlStore owner{db};
+  owner.create_project("alpha", "A");
+  owner.enqueue_batch("alpha", std::vector<std::string>(5, "{}"));
+  const auto batch = owner.claim_batch("w1", 4);
+  const auto single = owner.claim("w1");
+  REQUIRE(batch.size() == 4);
+  REQUIRE(single);
+  const std::string schema = test::sql_column(db, "SELECT current_schema()").at(0);
+  test::sql(db, "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = "
+                "'cplane_slow_reader') THEN CREATE ROLE cplane_slow_reader LOGIN; END IF; END $$; "
+                "GRANT USAGE ON SCHEMA " + schema + " TO cplane_slow_reader; "
+                "GRANT ALL ON ALL TABLES IN SCHEMA " + schema + " TO cplane_slow_reader; "
+                "GRANT ALL ON ALL SEQUENCES IN SCHEMA " + schema + " TO cplane_slow_reader; "
+                "CREATE FUNCTION slow_row() RETURNS boolean VOLATILE LANGUAGE plpgsql AS "
+                "$$ BEGIN PERFORM pg_sleep(0.06); RETURN true; END $$; "
+                "ALTER TABLE items ENABLE ROW LEVEL SECURITY; "
+                "CREATE POLICY slow ON items USING (slow_row())");
+  const auto at = db.find("postgres@");
+  REQUIRE(at != std::string::npos);
+  std::string slow_url = db;
+  slow_url.replace(at, std::string("postgres@").size(), "cplane_slow_reader@");
+  {
+    ControlStore slow{slow_url};
+    slow.finish(single->item_id, single->fence, Outcome::done);
+    slow.finish_batch(done_reports(batch));
+  }
+  test::sql(db, "DROP POLICY slow ON items; ALTER TABLE items DISABLE ROW LEVEL SECURITY");
+  CHECK(owner.status_counts("alpha").done == 5);
+  CHECK(verify_ledger(owner).empty());
+}
+
+TEST_CASE("a batch finish waits for an item another writer holds, then goes through whole",
+          "[commands][batch][lock]") {
+  // On PostgreSQL the batch first takes its rows without waiting; one is
+  // held, so it waits for it (and for nothing else) until it is let go.
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "held.db");
+  ControlStore store{db};
+  std::vector<std::string> ids;
+  const auto claimed = claim_all(store, {"{}", "{}", "{}"}, ids);
+  const auto events = test::sql_column(db, "SELECT count(*) FROM events").at(0);
+  ControlStore holder{db};
+  auto& backend = testing::backend(holder);
+  backend.begin_write(storage::Sync::normal);
+  REQUIRE(backend.find_item(ids[1]));  // on SQLite, the write lock
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    CHECK(test::sql_column(db, "SELECT count(*) FROM events").at(0) == events);
+    backend.rollback();
+  });
+  store.finish_batch(done_reports(claimed));
+  release.join();
+  CHECK(store.status_counts("alpha").done == 3);
   CHECK(verify_ledger(store).empty());
 }

@@ -254,6 +254,9 @@ class PostgresBackend final : public Backend {
   // clock is at most kStaleClock older than its locks.
   // The network's round trip is not a wait: the read's time is judged
   // against the BEGIN's, which carried the clock over the same link.
+  // A read that first took its rows without waiting (find_item,
+  // find_items) is not judged: whatever changed them committed before it
+  // began, as a change committed between the BEGIN and the read would.
   template <class Read>
   Result locking(Read&& read) {
     if (!writing_ || patient_) return read();
@@ -271,8 +274,10 @@ class PostgresBackend final : public Backend {
   std::optional<ItemRow> one_item(const Result& r);
   std::optional<ItemRow> find_item(std::string_view item_id) override;
 
-  // Several items, each locked, in id order (so that two batches cannot
-  // deadlock on each other), in one round trip.
+  // Several items, each locked, in one round trip when none is held by
+  // another transaction; else those free are held while the rest are
+  // waited for in id order. Two batches of the same items can then wait on
+  // each other: the server ends one (a deadlock, Conflict: it runs again).
   std::vector<std::optional<ItemRow>> find_items(const std::vector<std::string>& item_ids) override;
   std::optional<ItemRow> find_item_by_key(const std::string& project_id,
                                           std::string_view key) override;

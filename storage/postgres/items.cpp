@@ -22,33 +22,45 @@ std::optional<ItemRow> PostgresBackend::find_item(std::string_view item_id) {
   // (Taking the item's head and a seq in this statement saved a finish a
   // round trip, but a refused report then moved the sequence, so log_end
   // grew on a refusal: left out.)
-  return one_item(locking([&] {
-    return run(fmt::format("SELECT {} FROM items WHERE item_id = $1{}", kItemColumns, lock()),
-               Params().text(item_id));
-  }));
+  const std::string sql = fmt::format("SELECT {} FROM items WHERE item_id = $1", kItemColumns);
+  if (writing_) {
+    // Taken without waiting; not there, or held by another: read again,
+    // waiting (the wait timed by locking()).
+    Result r = run(sql + " FOR UPDATE SKIP LOCKED", Params().text(item_id));
+    if (r.rows() == 1) return read_item(r, 0);
+  }
+  return one_item(locking([&] { return run(sql + lock(), Params().text(item_id)); }));
 }
 
 std::vector<std::optional<ItemRow>> PostgresBackend::find_items(
     const std::vector<std::string>& item_ids) {
+  const std::string sql = fmt::format(
+      "SELECT {} FROM items WHERE item_id = ANY($1::text[]) ORDER BY item_id", kItemColumns);
+  const std::string ids = array_literal(item_ids);
+  std::optional<Result> r;
   if (writing_) {
-    // The rows are locked first by a read of their ids alone, the read that
-    // locking() times; then read. A batch of payloads near the 1 MiB limit
-    // is a read of many megabytes, whose transfer is not a wait on
-    // another's lock (160 rows of 1 MB took longer than the 50 ms allowed,
-    // and a finish of them failed busy with nothing else running).
-    locking([&] {
-      return run("SELECT item_id FROM items WHERE item_id = ANY($1::text[]) ORDER BY item_id "
-                 "FOR UPDATE",
-                 Params().text(array_literal(item_ids)));
-    });
+    // Taken without waiting, and read: one statement when every row is
+    // there and free (a finish's own items). Fewer rows: those missing
+    // (an enqueue's new ids), or held by another, as the count without
+    // locks tells. (A claim that met a row as another claim took it holds
+    // that row until it ends, whatever it returns.)
+    r = run(sql + " FOR UPDATE SKIP LOCKED", Params().text(ids));
+    if (r->rows() != static_cast<int>(item_ids.size()) &&
+        run("SELECT count(*) FROM items WHERE item_id = ANY($1::text[])", Params().text(ids))
+                .i64(0, 0) != r->rows()) {
+      // Held: all of them locked again in id order, waiting (the wait
+      // timed by locking()), by a read of their ids alone (a batch of
+      // payloads near the 1 MiB limit is a read of many megabytes, whose
+      // transfer is no wait on another's lock); then read.
+      locking([&] { return run("SELECT item_id" + sql.substr(sql.find(" FROM")) + " FOR UPDATE",
+                               Params().text(ids)); });
+      r.reset();
+    }
   }
-  Result r = run(fmt::format("SELECT {} FROM items WHERE item_id = ANY($1::text[]) ORDER BY "
-                             "item_id",
-                             kItemColumns),
-                 Params().text(array_literal(item_ids)));
+  if (!r) r = run(sql, Params().text(ids));
   std::vector<std::optional<ItemRow>> out(item_ids.size());
-  for (int i = 0; i < r.rows(); ++i) {
-    ItemRow row = read_item(r, i);
+  for (int i = 0; i < r->rows(); ++i) {
+    ItemRow row = read_item(*r, i);
     for (std::size_t k = 0; k < item_ids.size(); ++k) {
       if (item_ids[k] == row.item_id) out[k] = row;
     }
