@@ -23,8 +23,26 @@
 namespace cplane::storage {
 namespace sqlite {
 
+namespace {
+
+// Before SQLite starts (its first open or VFS registration in the
+// process): no memory statistics, which cplane never reads. With them
+// every allocation and free inside SQLite takes a global mutex, about 180
+// lock and unlock pairs per command. A process that started SQLite before
+// (a host program's own use) keeps its settings: sqlite3_config then
+// refuses, and nothing else changes.
+void configure_sqlite_once() {
+  static const bool configured = [] {
+    return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) == SQLITE_OK;
+  }();
+  (void)configured;
+}
+
+}  // namespace
+
 SqliteBackend::SqliteBackend(const std::string& path, const OpenOptions& options)
     : path_(path), lock_timeout_(options.lock_timeout), read_only_(options.read_only) {
+  configure_sqlite_once();
   if (path.starts_with("file:")) {
     throw InvalidArgument(fmt::format(
         "{} is an SQLite URI; cplane takes a file path (write ./{} for a file of that name)",
