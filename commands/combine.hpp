@@ -59,6 +59,25 @@ struct CommandRunner {
         else return;
       }
     }
+    // A report reads its item first, a claim its candidates: a server
+    // backend reads them with the BEGIN (one round trip fewer).
+    struct Expect {
+      storage::Backend& backend;
+      explicit Expect(storage::Backend& b, const C& c) : backend(b) {
+        namespace cmd = detail::cmd;
+        if constexpr (std::is_same_v<C, cmd::Finish> || std::is_same_v<C, cmd::FinishAndClaim> ||
+                      std::is_same_v<C, cmd::Heartbeat> || std::is_same_v<C, cmd::Release>) {
+          backend.expect_first_read({.item_id = c.item_id});
+        } else if constexpr (std::is_same_v<C, cmd::Claim> || std::is_same_v<C, cmd::ClaimBatch>) {
+          if (!c.now) {  // at the clock the BEGIN reads
+            std::size_t want = 1;
+            if constexpr (std::is_same_v<C, cmd::ClaimBatch>) want = c.max_items;
+            backend.expect_first_read({.claim = true, .actor = c.actor, .want = want});
+          }
+        }
+      }
+      ~Expect() { backend.expect_first_read({}); }
+    } expect{*s.backend_, c};
     return s.write(c.sync, [&](storage::Transaction& tx) {
       if constexpr (std::is_void_v<R>) {
         exec(s, c);

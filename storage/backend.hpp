@@ -370,6 +370,17 @@ class Backend : public LogSource, public RowSource {
   // job that takes no decision by the clock (archive) turns that off for
   // its transaction; while on, reads wait as long as a lock is held.
   virtual void set_patient_reads(bool on) { (void)on; }
+  // What the next write transactions read first, for as long as it is set,
+  // so that a server backend may read it with the BEGIN, in the same round
+  // trip: a report's item (find_item) or a claim's candidates
+  // (claim_candidates at the transaction's clock). Default: nothing.
+  struct FirstRead {
+    std::string item_id;
+    bool claim = false;
+    std::optional<std::string> actor;
+    std::size_t want = 0;
+  };
+  virtual void expect_first_read(const FirstRead& read) { (void)read; }
 
   // Waiting for work (claim --wait). A write transaction that makes an item
   // claimable, or gives back a slot of a concurrency key, calls
@@ -401,6 +412,9 @@ class Backend : public LogSource, public RowSource {
   // a write transaction is still open (an engine may end one itself on an
   // I/O error).
   virtual std::uint64_t rows_written() noexcept { return 0; }
+  // Round trips to a server so far on this connection (0: an embedded
+  // engine has none).
+  virtual std::uint64_t round_trips() noexcept { return 0; }
   virtual bool in_write_transaction() noexcept { return false; }
   // Events appended from now on record this request id (0: none).
   virtual void tag_requests(std::uint64_t request_id) { (void)request_id; }

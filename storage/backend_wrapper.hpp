@@ -80,6 +80,7 @@ class BackendWrapper : public Backend {
   void delete_segment(const std::string& segment_id) override { inner_->delete_segment(segment_id); }
   std::set<std::string> anchored_segments() override { return inner_->anchored_segments(); }
   void set_patient_reads(bool on) override { inner_->set_patient_reads(on); }
+  void expect_first_read(const FirstRead& read) override { inner_->expect_first_read(read); }
   std::vector<SegmentRecord> segments() override { return inner_->segments(); }
   std::optional<ItemRow> oldest_ready(const std::string& project_id) override {
     return inner_->oldest_ready(project_id);
@@ -202,6 +203,7 @@ class BackendWrapper : public Backend {
   void release_savepoint() override { inner_->release_savepoint(); }
   bool rollback_to_savepoint() noexcept override { return inner_->rollback_to_savepoint(); }
   std::uint64_t rows_written() noexcept override { return inner_->rows_written(); }
+  std::uint64_t round_trips() noexcept override { return inner_->round_trips(); }
   bool in_write_transaction() noexcept override { return inner_->in_write_transaction(); }
   void tag_requests(std::uint64_t request_id) override { inner_->tag_requests(request_id); }
   void defer_checkpoints(bool on) override { inner_->defer_checkpoints(on); }

@@ -5,7 +5,9 @@
 // every character must come back as it went in.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include <cplane/cplane.hpp>
@@ -378,5 +380,102 @@ TEST_CASE("a batch finish waits for an item another writer holds, then goes thro
   store.finish_batch(done_reports(claimed));
   release.join();
   CHECK(store.status_counts("alpha").done == 3);
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("a claim or a report on PostgreSQL reads what it needs with the BEGIN: three round trips",
+          "[commands][postgres-settings]") {
+  // The BEGIN, the clock and the item's row or the claim's candidates
+  // (locked without waiting) in one; the stream head locked and a seq
+  // drawn; the writes with the COMMIT. Reading after the BEGIN took a
+  // fourth.
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "trips.db");
+  if (db.rfind("postgresql://", 0) != 0) return;  // SQLite has no round trips
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  store.enqueue_batch("alpha", {"{}", "{}"});
+  auto& backend = testing::backend(store);
+  const auto warm = store.claim("w1");  // every statement prepared once
+  REQUIRE(warm);
+  store.heartbeat(warm->item_id, warm->fence);
+  store.finish(warm->item_id, warm->fence, Outcome::done);
+  auto trips = backend.round_trips();
+  const auto claimed = store.claim("w1");
+  REQUIRE(claimed);
+  CHECK(backend.round_trips() - trips == 3);
+  trips = backend.round_trips();
+  store.heartbeat(claimed->item_id, claimed->fence);
+  CHECK(backend.round_trips() - trips == 3);
+  trips = backend.round_trips();
+  store.finish(claimed->item_id, claimed->fence, Outcome::done);
+  CHECK(backend.round_trips() - trips == 3);
+  // A stale fence is still refused, with nothing written; an unknown item
+  // still is not found.
+  CHECK_THROWS_AS(store.finish(claimed->item_id, claimed->fence, Outcome::done), FenceRejected);
+  CHECK_THROWS_AS(store.finish("01a00000-0000-7000-8000-000000000000", 1, Outcome::done),
+                  FenceRejected);
+  CHECK(store.status_counts("alpha").done == 2);
+  CHECK(verify_ledger(store).empty());
+}
+
+TEST_CASE("the same batch reported by several writers at once: one goes through, the others are "
+          "refused, none fails busy",
+          "[commands][batch][lock]") {
+  // An adversarial run: when a batch first took its free rows without
+  // waiting and then waited for the rest, holding them, two writers of the
+  // same report split the rows and waited on each other (a deadlock the
+  // server breaks after a second), and with a short lock timeout a loser
+  // failed busy where it is refused.
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "same.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  constexpr int kRounds = 4;
+  constexpr int kWriters = 4;
+  constexpr int kItems = 1000;
+  int done = 0, refused = 0;
+  std::vector<std::string> busy;
+  for (int round = 0; round < kRounds; ++round) {
+    store.enqueue_batch("alpha", std::vector<std::string>(kItems, "{}"));
+    const auto reports = done_reports(store.claim_batch("w1", kItems));
+    REQUIRE(reports.size() == kItems);
+    std::vector<std::unique_ptr<ControlStore>> writers;
+    for (int w = 0; w < kWriters; ++w) {
+      writers.push_back(std::make_unique<ControlStore>(
+          db, StoreOptions{.lock_timeout = std::chrono::milliseconds(500)}));
+    }
+    std::atomic<int> ready{0};
+    std::vector<int> outcome(kWriters, 0);  // 1 done, 2 refused
+    std::vector<std::string> error(kWriters);
+    std::vector<std::thread> threads;
+    for (int w = 0; w < kWriters; ++w) {
+      threads.emplace_back([&, w] {
+        ++ready;
+        while (ready.load() < kWriters) std::this_thread::yield();
+        try {
+          writers[static_cast<std::size_t>(w)]->finish_batch(reports);
+          outcome[static_cast<std::size_t>(w)] = 1;
+        } catch (const FenceRejected&) {
+          outcome[static_cast<std::size_t>(w)] = 2;
+        } catch (const std::exception& e) {
+          error[static_cast<std::size_t>(w)] = e.what();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int w = 0; w < kWriters; ++w) {
+      done += outcome[static_cast<std::size_t>(w)] == 1;
+      refused += outcome[static_cast<std::size_t>(w)] == 2;
+      if (!error[static_cast<std::size_t>(w)].empty()) busy.push_back(error[static_cast<std::size_t>(w)]);
+    }
+  }
+  std::string errors;
+  for (const auto& e : busy) errors += e + "\n";
+  INFO(errors);
+  CHECK(busy.empty());
+  CHECK(done == kRounds);
+  CHECK(refused == kRounds * (kWriters - 1));
+  CHECK(store.status_counts("alpha").done == kRounds * kItems);
   CHECK(verify_ledger(store).empty());
 }

@@ -87,6 +87,7 @@ void PostgresBackend::ensure_connected() {
 }
 
 Result PostgresBackend::simple(const char* sql, const char* what) {
+  ++round_trips_;
   Result r(PQexec(conn_, sql));
   const auto status = PQresultStatus(r.get());
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) fail(r.get(), what);
@@ -97,6 +98,7 @@ const std::string& PostgresBackend::prepared(const std::string& sql) {
   auto it = prepared_.find(sql);
   if (it == prepared_.end()) {
     std::string name = fmt::format("s{}", prepared_.size());
+    ++round_trips_;
     Result p(PQprepare(conn_, name.c_str(), sql.c_str(), 0, nullptr));
     if (PQresultStatus(p.get()) != PGRES_COMMAND_OK) fail(p.get(), "cannot prepare a statement");
     it = prepared_.emplace(sql, std::move(name)).first;
@@ -114,6 +116,7 @@ Result PostgresBackend::run(const std::string& sql, Params params) {
   }
   const std::string& name = prepared(sql);
   params.finish();
+  ++round_trips_;
   Result r(PQexecPrepared(conn_, name.c_str(), params.size(), params.pointers(),
                           params.lengths(), params.formats(), 0));
   const auto status = PQresultStatus(r.get());
@@ -122,6 +125,7 @@ Result PostgresBackend::run(const std::string& sql, Params params) {
 }
 
 void PostgresBackend::defer(const std::string& sql, Params params) {
+  if (writing_) prefetched_.reset();  // a row read after a write must be read again
   defer_updates();  // in the order they were made
   deferred_.push_back(Deferred{prepared(sql), std::move(params)});
   // A long run of writes (a restore's anchors) goes in pipelines of a
@@ -134,6 +138,7 @@ Result PostgresBackend::pipeline(const std::vector<std::string>& tail) {
   std::vector<Deferred> sending;
   sending.swap(deferred_);
   if (PQenterPipelineMode(conn_) == 0) fail(nullptr, "cannot enter pipeline mode");
+  ++round_trips_;
   struct Leave {
     PGconn* conn;
     ~Leave() { PQexitPipelineMode(conn); }
@@ -208,6 +213,7 @@ void PostgresBackend::flush_deferred() {
 
 Result PostgresBackend::fetch(const std::string& name, int rows) {
   flush_deferred();
+  ++round_trips_;
   Result r(PQexec(conn_, fmt::format("FETCH {} FROM {}", rows, name).c_str()));
   if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) fail(r.get(), "scan failed");
   return r;

@@ -70,6 +70,17 @@ inline constexpr int kFetchRows = 1000;
 // d0..d3, which the server XORs with `#`); log.cpp.
 std::array<std::int64_t, 4> hash_words(const Hash& h);
 
+// The claim's candidates (items.cpp): every list of every project in scope,
+// with `now`, `actor` and `limit` as SQL expressions (parameters, or a
+// column of the BEGIN's clock); and the lists from its result, whose rows
+// carry their list's tag after the item's columns.
+std::string candidates_sql(std::string_view now, std::string_view actor, std::string_view limit);
+std::vector<Backend::CandidateList> candidate_lists(const Result& r, std::size_t limit);
+// An item's row taken without waiting (FOR UPDATE SKIP LOCKED), with its id
+// as an SQL expression: the row's columns, then whether another
+// transaction holds it (no row, yet it is there).
+std::string item_taken_sql(std::string_view item_id);
+
 class PostgresBackend;
 
 // A scan through a server-side cursor, kFetchRows at a time.
@@ -104,7 +115,10 @@ class PostgresBackend final : public Backend {
   ~PostgresBackend() override;
   void begin_write(Sync sync) override;
   void begin_read() override;
-  Result begin(const char* begin_sql, const char* clock_sql);
+  // BEGIN and `clock_sql` in one round trip; the transaction's clock is
+  // its first row's `clock_column`.
+  Result begin(const char* begin_sql, const std::string& clock_sql, const Params& clock_params,
+               int clock_column);
   void commit() override;
   void rollback() noexcept override;
   Micros now() override;
@@ -270,6 +284,24 @@ class PostgresBackend final : public Backend {
 
   static constexpr std::chrono::milliseconds kStaleClock{50};
   void set_patient_reads(bool on) override { patient_ = on; }
+  void expect_first_read(const FirstRead& read) override { expected_ = read; }
+  std::uint64_t round_trips() noexcept override { return round_trips_; }
+  std::uint64_t round_trips_ = 0;
+  // What the BEGIN read of expected_: the item's row (none when it was not
+  // there or another transaction held it), or the claim's candidates.
+  // Used by the first find_item of that id or claim_candidates at the
+  // BEGIN's clock, before the transaction wrote anything.
+  struct Prefetched : FirstRead {
+    std::optional<ItemRow> row;
+    bool held = false;  // no row: another transaction holds it
+    std::vector<CandidateList> lists;
+  };
+  // A batch read by id that found rows held by another transaction runs
+  // again (Conflict) and then waits for them all in id order (find_items).
+  bool wait_for_rows_ = false;
+  bool wait_next_attempt_ = false;
+  FirstRead expected_;
+  std::optional<Prefetched> prefetched_;
   bool patient_ = false;
   std::optional<ItemRow> one_item(const Result& r);
   std::optional<ItemRow> find_item(std::string_view item_id) override;

@@ -18,16 +18,35 @@ std::optional<ItemRow> PostgresBackend::one_item(const Result& r) {
   return read_item(r, 0);
 }
 
+std::string item_taken_sql(std::string_view item_id) {
+  return fmt::format(
+      "SELECT i.*, i.item_id IS NULL AND EXISTS (SELECT 1 FROM items WHERE item_id = {0}) FROM "
+      "(SELECT 1) x LEFT JOIN LATERAL (SELECT {1} FROM items WHERE item_id = {0} FOR UPDATE SKIP "
+      "LOCKED) i ON true",
+      item_id, kItemColumns);
+}
+
 std::optional<ItemRow> PostgresBackend::find_item(std::string_view item_id) {
   // (Taking the item's head and a seq in this statement saved a finish a
   // round trip, but a refused report then moved the sequence, so log_end
   // grew on a refusal: left out.)
   const std::string sql = fmt::format("SELECT {} FROM items WHERE item_id = $1", kItemColumns);
-  if (writing_) {
-    // Taken without waiting; not there, or held by another: read again,
-    // waiting (the wait timed by locking()).
-    Result r = run(sql + " FOR UPDATE SKIP LOCKED", Params().text(item_id));
-    if (r.rows() == 1) return read_item(r, 0);
+  if (writing_ && !wait_for_rows_) {
+    // Taken without waiting, with the BEGIN (expect_first_read) or here;
+    // held by another: read again below, waiting (timed by locking()).
+    std::optional<ItemRow> row;
+    bool held = false;
+    if (prefetched_ && !prefetched_->claim && prefetched_->item_id == item_id) {
+      row = std::move(prefetched_->row);
+      held = prefetched_->held;
+      prefetched_.reset();
+    } else {
+      static const std::string kTake = item_taken_sql("$1");
+      Result r = run(kTake, Params().text(item_id));
+      if (!r.null(0, 0)) row = read_item(r, 0);
+      held = r.text(0, kItemColumnCount) == "t";
+    }
+    if (row || !held) return row;
   }
   return one_item(locking([&] { return run(sql + lock(), Params().text(item_id)); }));
 }
@@ -38,24 +57,28 @@ std::vector<std::optional<ItemRow>> PostgresBackend::find_items(
       "SELECT {} FROM items WHERE item_id = ANY($1::text[]) ORDER BY item_id", kItemColumns);
   const std::string ids = array_literal(item_ids);
   std::optional<Result> r;
-  if (writing_) {
+  if (writing_ && !wait_for_rows_) {
     // Taken without waiting, and read: one statement when every row is
     // there and free (a finish's own items). Fewer rows: those missing
     // (an enqueue's new ids), or held by another, as the count without
     // locks tells. (A claim that met a row as another claim took it holds
-    // that row until it ends, whatever it returns.)
+    // that row until it ends, whatever it returns.) Held: the command runs
+    // again and waits for them all in id order; waiting here, holding the
+    // rest, two batches of the same items deadlocked (1 s each).
     r = run(sql + " FOR UPDATE SKIP LOCKED", Params().text(ids));
     if (r->rows() != static_cast<int>(item_ids.size()) &&
         run("SELECT count(*) FROM items WHERE item_id = ANY($1::text[])", Params().text(ids))
                 .i64(0, 0) != r->rows()) {
-      // Held: all of them locked again in id order, waiting (the wait
-      // timed by locking()), by a read of their ids alone (a batch of
-      // payloads near the 1 MiB limit is a read of many megabytes, whose
-      // transfer is no wait on another's lock); then read.
-      locking([&] { return run("SELECT item_id" + sql.substr(sql.find(" FROM")) + " FOR UPDATE",
-                               Params().text(ids)); });
-      r.reset();
+      wait_next_attempt_ = true;
+      throw Conflict("another transaction holds some of these items: deciding again, waiting");
     }
+  } else if (writing_) {
+    // Locked in id order, waiting (the wait timed by locking()), by a read
+    // of their ids alone (a batch of payloads near the 1 MiB limit is a
+    // read of many megabytes, whose transfer is no wait on another's
+    // lock); then read.
+    locking([&] { return run("SELECT item_id" + sql.substr(sql.find(" FROM")) + " FOR UPDATE",
+                             Params().text(ids)); });
   }
   if (!r) r = run(sql, Params().text(ids));
   std::vector<std::optional<ItemRow>> out(item_ids.size());
@@ -87,6 +110,7 @@ void PostgresBackend::put_item(const ItemRow& r) {
 }
 
 void PostgresBackend::update_item(const ItemRow& r) {
+  prefetched_.reset();  // a row read after this write must be read again
   // The row is held (FOR UPDATE) since the command read it, so it is
   // there: a plain UPDATE, without the upsert's speculative insertion and
   // its probe of the primary key. Held back until the next statement, so
@@ -183,45 +207,35 @@ std::vector<ItemRow> PostgresBackend::items_in_status(const std::string& project
   return out;
 }
 
-std::vector<Backend::CandidateList> PostgresBackend::claim_candidates(Micros now,
-                                                                      const std::string* actor,
-                                                                      std::size_t limit) {
-  if (!writing_) return Backend::claim_candidates(now, actor, limit);
-  static const std::string kSql = [] {
-    const std::string ready = fmt::format(
-        "SELECT {} FROM items WHERE status = 'ready' AND project_id = p.project_id ORDER BY "
-        "priority DESC, queued_seq LIMIT $3 FOR UPDATE SKIP LOCKED",
-        kItemColumns);
-    const std::string lapsed = fmt::format(
-        "SELECT {} FROM items WHERE status = 'claimed' AND project_id = p.project_id AND "
-        "lease_expires_at <= $1 ORDER BY lease_expires_at, queued_seq LIMIT $3 FOR UPDATE "
-        "SKIP LOCKED",
-        kItemColumns);
-    const std::string due = fmt::format(
-        "SELECT {} FROM items WHERE status = 'scheduled' AND project_id = p.project_id AND "
-        "run_at <= $1 ORDER BY run_at, queued_seq LIMIT $3 FOR UPDATE SKIP LOCKED",
-        kItemColumns);
-    return fmt::format(
-        "WITH p AS (SELECT project_id FROM projects WHERE $2::text IS NULL AND NOT paused "
-        "UNION ALL SELECT a.project_id FROM project_actors a JOIN projects j ON j.project_id = "
-        "a.project_id WHERE a.actor = $2::text AND NOT j.paused) "
-        "SELECT r.*, 'r' || p.project_id FROM p CROSS JOIN LATERAL ({}) r UNION ALL "
-        "SELECT l.*, 'l' || p.project_id FROM p CROSS JOIN LATERAL ({}) l UNION ALL "
-        "SELECT d.*, 'd' || p.project_id FROM p CROSS JOIN LATERAL ({}) d",
-        ready, lapsed, due);
-  }();
-  Params params;
-  params.i64(now);
-  if (actor != nullptr) {
-    params.text(*actor);
-  } else {
-    params.null();
-  }
-  params.i64(static_cast<std::int64_t>(limit));
-  Result r = run(kSql, std::move(params));
-  std::vector<CandidateList> out;
+std::string candidates_sql(std::string_view now, std::string_view actor, std::string_view limit) {
+  const std::string ready = fmt::format(
+      "SELECT {} FROM items WHERE status = 'ready' AND project_id = p.project_id ORDER BY "
+      "priority DESC, queued_seq LIMIT {} FOR UPDATE SKIP LOCKED",
+      kItemColumns, limit);
+  const std::string lapsed = fmt::format(
+      "SELECT {} FROM items WHERE status = 'claimed' AND project_id = p.project_id AND "
+      "lease_expires_at <= {} ORDER BY lease_expires_at, queued_seq LIMIT {} FOR UPDATE "
+      "SKIP LOCKED",
+      kItemColumns, now, limit);
+  const std::string due = fmt::format(
+      "SELECT {} FROM items WHERE status = 'scheduled' AND project_id = p.project_id AND "
+      "run_at <= {} ORDER BY run_at, queued_seq LIMIT {} FOR UPDATE SKIP LOCKED",
+      kItemColumns, now, limit);
+  return fmt::format(
+      "WITH p AS (SELECT project_id FROM projects WHERE {0}::text IS NULL AND NOT paused "
+      "UNION ALL SELECT a.project_id FROM project_actors a JOIN projects j ON j.project_id = "
+      "a.project_id WHERE a.actor = {0}::text AND NOT j.paused) "
+      "SELECT r.*, 'r' || p.project_id FROM p CROSS JOIN LATERAL ({1}) r UNION ALL "
+      "SELECT l.*, 'l' || p.project_id FROM p CROSS JOIN LATERAL ({2}) l UNION ALL "
+      "SELECT d.*, 'd' || p.project_id FROM p CROSS JOIN LATERAL ({3}) d",
+      actor, ready, lapsed, due);
+}
+
+std::vector<Backend::CandidateList> candidate_lists(const Result& r, std::size_t limit) {
+  std::vector<Backend::CandidateList> out;
   std::string list;
   for (int i = 0; i < r.rows(); ++i) {
+    if (r.null(i, kItemColumnCount)) continue;  // none, beside the BEGIN's clock
     std::string key = r.text(i, kItemColumnCount);  // the list's tag, after the row
     if (out.empty() || key != list) {
       out.emplace_back();
@@ -231,6 +245,28 @@ std::vector<Backend::CandidateList> PostgresBackend::claim_candidates(Micros now
   }
   for (auto& l : out) l.more = l.rows.size() >= limit;
   return out;
+}
+
+std::vector<Backend::CandidateList> PostgresBackend::claim_candidates(Micros now,
+                                                                      const std::string* actor,
+                                                                      std::size_t limit) {
+  if (!writing_) return Backend::claim_candidates(now, actor, limit);
+  if (prefetched_ && prefetched_->claim && now == tx_now_ && limit == prefetched_->want &&
+      (actor == nullptr ? !prefetched_->actor : prefetched_->actor == *actor)) {
+    auto lists = std::move(prefetched_->lists);  // read with the BEGIN (expect_first_read)
+    prefetched_.reset();
+    return lists;
+  }
+  static const std::string kSql = candidates_sql("$1", "$2", "$3");
+  Params params;
+  params.i64(now);
+  if (actor != nullptr) {
+    params.text(*actor);
+  } else {
+    params.null();
+  }
+  params.i64(static_cast<std::int64_t>(limit));
+  return candidate_lists(run(kSql, std::move(params)), limit);
 }
 
 std::vector<ItemRow> PostgresBackend::lapsed_items(Micros now, const std::string& project_id) {

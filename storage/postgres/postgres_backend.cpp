@@ -13,10 +13,12 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "storage/postgres/internal.hpp"
+#include "storage/postgres/rows.hpp"
 
 namespace cplane::storage::postgres {
 
@@ -46,23 +48,58 @@ void PostgresBackend::begin_write(Sync sync) {
   // The earliest active schedule's time comes with the clock (a seek on
   // schedules_due), so that a command's look for due schedules needs no
   // round trip of its own when none is due (due_schedules).
-  Result r = begin("BEGIN ISOLATION LEVEL READ COMMITTED",
-                   "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, "
-                   "(SELECT min(next_at) FROM schedules WHERE NOT paused AND NOT removed)");
-  earliest_schedule_ = EarliestSchedule{r.null(0, 1) ? std::nullopt
-                                                         : std::optional<Micros>(r.i64(0, 1))};
+  static const std::string kClock =
+      "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS now_us, "
+      "(SELECT min(next_at) FROM schedules WHERE NOT paused AND NOT removed) AS next_at";
+  // With what the command reads first (expect_first_read), taken without
+  // waiting, before the clock's columns: the same round trip. The claim's
+  // candidates are judged at this clock.
+  static const std::string kClockAndItem =
+      fmt::format("SELECT t.*, c.* FROM ({}) c, ({}) t", kClock, item_taken_sql("$1"));
+  static const std::string kClockAndCandidates = fmt::format(
+      "WITH c AS MATERIALIZED ({}) SELECT k.*, c.* FROM c LEFT JOIN LATERAL ({}) k ON true",
+      kClock, candidates_sql("c.now_us", "$1", "$2"));
+  prefetched_.reset();
+  const char* begin_sql = "BEGIN ISOLATION LEVEL READ COMMITTED";
+  int clock = 0;
+  Result r;
+  if (expected_.claim) {
+    Params params;
+    if (expected_.actor) {
+      params.text(*expected_.actor);
+    } else {
+      params.null();
+    }
+    params.i64(static_cast<std::int64_t>(expected_.want));
+    clock = kItemColumnCount + 1;
+    r = begin(begin_sql, kClockAndCandidates, params, clock);
+    prefetched_ = Prefetched{expected_, {}, false, candidate_lists(r, expected_.want)};
+  } else if (!expected_.item_id.empty()) {
+    clock = kItemColumnCount + 1;
+    r = begin(begin_sql, kClockAndItem, Params().text(expected_.item_id), clock);
+    prefetched_ = Prefetched{expected_,
+                             r.null(0, 0) ? std::nullopt : std::optional<ItemRow>(read_item(r, 0)),
+                             r.text(0, kItemColumnCount) == "t", {}};
+  } else {
+    r = begin(begin_sql, kClock, {}, clock);
+  }
+  earliest_schedule_ = EarliestSchedule{r.null(0, clock + 1) ? std::nullopt
+                                                             : std::optional<Micros>(r.i64(0, clock + 1))};
   writing_ = true;
   limits_locked_ = false;
+  wait_for_rows_ = std::exchange(wait_next_attempt_, false);
 }
 
 void PostgresBackend::begin_read() {
   ensure_connected();
+  prefetched_.reset();
   begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
-        "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint");
+        "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint", {}, 0);
   writing_ = false;
 }
 
-Result PostgresBackend::begin(const char* begin_sql, const char* clock_sql) {
+Result PostgresBackend::begin(const char* begin_sql, const std::string& clock_sql,
+                              const Params& clock_params, int clock_column) {
   // BEGIN and the clock's statement, both prepared once per connection, in
   // one pipeline: one round trip, and no parse or plan of the clock's
   // subquery at every transaction (a simple query is planned each time).
@@ -72,7 +109,7 @@ Result PostgresBackend::begin(const char* begin_sql, const char* clock_sql) {
     deferred_.clear();
     updates_.clear();
     defer(begin_sql, {});
-    return run(clock_sql, {});
+    return run(clock_sql, clock_params);
   };
   Result r;
   try {
@@ -94,7 +131,7 @@ Result PostgresBackend::begin(const char* begin_sql, const char* clock_sql) {
     throw;
   }
   begin_round_trip_ = std::chrono::steady_clock::now() - start;
-  tx_now_ = r.i64(0, 0);
+  tx_now_ = r.i64(0, clock_column);
   delta_.reset();
   deferred_.clear();
   announce_ = false;
@@ -124,6 +161,7 @@ void PostgresBackend::end_left_transaction() noexcept {
 }
 
 void PostgresBackend::commit() {
+  prefetched_.reset();
   earliest_schedule_.reset();
   std::vector<std::string> tail;
   const bool appended = delta_.has_value();
@@ -215,10 +253,14 @@ void PostgresBackend::commit() {
     throw StorageError(Category::io, "the transaction failed and was rolled back");
   }
   // Best effort: a notice lost is a follower's wait of at most a second.
-  if (notice_after) PQclear(PQexec(conn_, "SELECT pg_notify('cplane_log', current_schema())"));
+  if (notice_after) {
+    ++round_trips_;
+    PQclear(PQexec(conn_, "SELECT pg_notify('cplane_log', current_schema())"));
+  }
 }
 
 void PostgresBackend::rollback() noexcept {
+  prefetched_.reset();
   delta_.reset();
   earliest_schedule_.reset();
   deferred_.clear();
