@@ -77,8 +77,10 @@ std::vector<std::optional<ItemRow>> PostgresBackend::find_items(
     // of their ids alone (a batch of payloads near the 1 MiB limit is a
     // read of many megabytes, whose transfer is no wait on another's
     // lock); then read.
+    wait_next_attempt_ = true;  // given up on (Conflict): the next attempt waits too
     locking([&] { return run("SELECT item_id" + sql.substr(sql.find(" FROM")) + " FOR UPDATE",
                              Params().text(ids)); });
+    wait_next_attempt_ = false;
   }
   if (!r) r = run(sql, Params().text(ids));
   std::vector<std::optional<ItemRow>> out(item_ids.size());
