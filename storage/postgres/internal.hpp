@@ -307,9 +307,9 @@ class PostgresBackend final : public Backend {
   std::optional<ItemRow> find_item(std::string_view item_id) override;
 
   // Several items, each locked, in one round trip when none is held by
-  // another transaction; else those free are held while the rest are
-  // waited for in id order. Two batches of the same items can then wait on
-  // each other: the server ends one (a deadlock, Conflict: it runs again).
+  // another transaction; else the command runs again (Conflict) and then
+  // waits for them all in id order, so that two batches of the same items
+  // never hold part each.
   std::vector<std::optional<ItemRow>> find_items(const std::vector<std::string>& item_ids) override;
   std::optional<ItemRow> find_item_by_key(const std::string& project_id,
                                           std::string_view key) override;

@@ -30,7 +30,8 @@ std::optional<ItemRow> PostgresBackend::find_item(std::string_view item_id) {
   // (Taking the item's head and a seq in this statement saved a finish a
   // round trip, but a refused report then moved the sequence, so log_end
   // grew on a refusal: left out.)
-  const std::string sql = fmt::format("SELECT {} FROM items WHERE item_id = $1", kItemColumns);
+  static const std::string sql =
+      fmt::format("SELECT {} FROM items WHERE item_id = $1", kItemColumns);
   if (writing_ && !wait_for_rows_) {
     // Taken without waiting, with the BEGIN (expect_first_read) or here;
     // held by another: read again below, waiting (timed by locking()).
@@ -53,7 +54,7 @@ std::optional<ItemRow> PostgresBackend::find_item(std::string_view item_id) {
 
 std::vector<std::optional<ItemRow>> PostgresBackend::find_items(
     const std::vector<std::string>& item_ids) {
-  const std::string sql = fmt::format(
+  static const std::string sql = fmt::format(
       "SELECT {} FROM items WHERE item_id = ANY($1::text[]) ORDER BY item_id", kItemColumns);
   const std::string ids = array_literal(item_ids);
   std::optional<Result> r;
