@@ -270,7 +270,7 @@ void ControlStore::Impl::create_project(const std::string& id, const std::string
 void CommandRunner::exec(ControlStore::Impl& s, const cmd::CreateProject& c) {
   const auto& [id, title, status, now] = std::tie(c.id, c.title, c.status, c.now);
   const Micros at = s.clock(now);
-  const Event event = decide_create_project(s.backend_->find_project(id), id, title, status, at);
+  const Event event = decide_create_project(s.backend_->lock_project(id), id, title, status, at);
   const Seq seq = s.backend_->append(event);
   ProjectRow row = apply(ProjectRow{}, StoredEvent{seq, event});
   if (auto policy = decide_set_policy(row, RetryPolicy{c.max_attempts, c.backoff}, at)) {

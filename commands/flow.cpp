@@ -98,7 +98,8 @@ void ClaimChooser::load() {
 
 const ProjectRow& ClaimChooser::project_row(Project& p) {
   if (!p.row) {
-    p.row = s_.backend_->find_project(p.id);
+    // Read to be written: a claim that moves the pass writes the row back.
+    p.row = s_.backend_->lock_project(p.id);
     if (!p.row) p.row = ProjectRow{.project_id = p.id};
   }
   return *p.row;
@@ -178,7 +179,21 @@ std::optional<ClaimChooser::Choice> ClaimChooser::next() {
     // Several projects with work: the lowest pass (weighted round-robin),
     // ties as claim_before ranks their items. One, or fairness off: the
     // item claim_before ranks first.
-    const bool share = fair_ && picks.size() > 1;
+    bool share = fair_ && picks.size() > 1;
+    if (share) {
+      // The rows the choice compares and a claim writes back, read (and on
+      // PostgreSQL locked) in id order: two claims never each hold a row
+      // the other waits for. A project paused since its items were read
+      // is passed over.
+      std::vector<Project*> order;
+      for (const auto& pick : picks) order.push_back(pick.project);
+      std::sort(order.begin(), order.end(),
+                [](const Project* a, const Project* b) { return a->id < b->id; });
+      for (Project* p : order) project_row(*p);
+      std::erase_if(picks, [&](const Pick& pick) { return project_row(*pick.project).paused; });
+      if (picks.empty()) return std::nullopt;
+      share = picks.size() > 1;
+    }
     std::size_t chosen = 0;
     for (std::size_t i = 1; i < picks.size(); ++i) {
       bool better = claim_before(picks[i].row, picks[chosen].row);

@@ -100,8 +100,10 @@ void check_policy(std::uint32_t max_attempts, const std::string& backoff) {
   }
 }
 
-ProjectRow require_project(storage::Backend& backend, const std::string& project_id) {
-  auto project = backend.find_project(project_id);
+// `to_write`: the command writes the row (Backend::lock_project).
+ProjectRow require_project(storage::Backend& backend, const std::string& project_id,
+                           bool to_write = false) {
+  auto project = to_write ? backend.lock_project(project_id) : backend.find_project(project_id);
   if (!project) {
     throw NotFound(NotFound::Reason::unknown_project,
                    fmt::format("no such project: {}", quote_id(project_id)));
@@ -170,7 +172,7 @@ bool ControlStore::Impl::pause_project(const std::string& project_id, bool pause
 
 bool CommandRunner::exec(ControlStore::Impl& s, const cmd::ProjectChange& c) {
   const Micros at = s.clock(c.now);
-  const ProjectRow project = require_project(*s.backend_, c.project_id);
+  const ProjectRow project = require_project(*s.backend_, c.project_id, true);
   const std::string by = c.actor.value_or(kControlPlane);
   std::optional<Event> event;
   switch (c.kind) {

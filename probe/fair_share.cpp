@@ -73,7 +73,13 @@ ScenarioResult run(const RunConfig& run) {
   std::optional<Micros> drain_start;
   if (!claims_b.empty()) drain_start = claims_b.front().at;
   std::int64_t a_out_of_order = 0, a_read = 0, past = 0;
-  const std::int64_t margin = run.workers + 10;  // consecutive A claims after B's last
+  // On SQLite writers take turns, so A's claims come in queue order. On
+  // PostgreSQL a claim takes the oldest item no other claim holds and
+  // claims commit in any order (docs/postgresql.md, "FIFO under SKIP
+  // LOCKED"): A's order is reported there, not checked, and A is read
+  // further past B's last so that a later item claimed early is counted.
+  const bool serial_writers = run.store.rfind("postgres", 0) != 0;
+  const std::int64_t margin = (serial_writers ? 1 : 8) * run.workers + 10;
   for (const auto& id : ids_a) {
     const auto c = first_claim(store, id);
     ++a_read;
@@ -120,7 +126,7 @@ ScenarioResult run(const RunConfig& run) {
             fmt::format("B's last item started within {} claims of the drain's first (its "
                         "share {}:{}, with a tenth of slack, plus the workers)",
                         bound, weight_b, weight_a));
-  out.check(a_out_of_order == 0, "A's items were claimed in queue order");
+  if (serial_writers) out.check(a_out_of_order == 0, "A's items were claimed in queue order");
   check_ledger(out, run.store, [&] {
     std::vector<std::string> all = ids_a;
     all.insert(all.end(), ids_b.begin(), ids_b.end());

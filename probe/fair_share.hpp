@@ -16,9 +16,10 @@
 // counted in claims (every claim of A or B whose claimed event comes before
 // its own, by seq) and in seconds (its claimed event's time minus the
 // drain's first claim's); the scenario reports B's p50, p99 and last, and
-// checks the bound. A's items are claimed in queue order (nothing is
-// released or lapses), so their claims are read in that order only until
-// well past B's last.
+// checks the bound. On SQLite A's items are claimed in queue order
+// (nothing is released or lapses; the check), so their claims are read in
+// that order only until well past B's last; on PostgreSQL claims commit in
+// any order, so that order is reported, not checked, and read further.
 #pragma once
 
 #include "probe/scenario.hpp"

@@ -305,6 +305,14 @@ class Backend : public LogSource, public RowSource {
 
   // ---- projects and scope ---------------------------------------------------
   virtual std::optional<ProjectRow> find_project(std::string_view project_id) = 0;
+  // The project's row for a command that will write it (put_project): on a
+  // backend whose writers run side by side (PostgreSQL) it stays locked
+  // until the transaction ends, so that two writers of one row (a fair
+  // claim's pass, a pause) never write back what the other changed. Where
+  // writers take turns (SQLite) every read is already that.
+  virtual std::optional<ProjectRow> lock_project(std::string_view project_id) {
+    return find_project(project_id);
+  }
   virtual void put_project(const ProjectRow& row) = 0;
   virtual void delete_project(std::string_view project_id) = 0;
   virtual bool is_assigned(std::string_view project_id, std::string_view actor) = 0;

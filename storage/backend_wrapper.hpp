@@ -179,6 +179,9 @@ class BackendWrapper : public Backend {
   std::optional<ProjectRow> find_project(std::string_view project_id) override {
     return inner_->find_project(project_id);
   }
+  std::optional<ProjectRow> lock_project(std::string_view project_id) override {
+    return inner_->lock_project(project_id);
+  }
   void put_project(const ProjectRow& row) override { inner_->put_project(row); }
   void delete_project(std::string_view project_id) override {
     inner_->delete_project(project_id);

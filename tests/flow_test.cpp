@@ -5,10 +5,15 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <map>
+#include <memory>
 #include <set>
+#include <thread>
 
 #include <cplane/cplane.hpp>
+#include <fmt/format.h>
 
 #include "tests/support.hpp"
 
@@ -489,4 +494,58 @@ TEST_CASE("flow: verify names edited limit rows and rebuild repairs them", "[flo
   CHECK(report.changes_total == 2);
   CHECK(verify_ledger(store).empty());
   CHECK(store.limits(T0 + 3).size() == 1);
+}
+
+TEST_CASE("flow: pauses and resumes racing fair claims from other connections are never undone, "
+          "and each project's pass is its last claim's",
+          "[flow]") {
+  // A fair claim writes its project's row back (the pass). On PostgreSQL,
+  // where writers run side by side, it once wrote the row it had read
+  // before a pause committed: the pause was undone in the row, and two
+  // claims that read the same pass wrote it back out of seq order.
+  TempDir dir;
+  const auto db = test_context().fresh_store(dir, "race.db");
+  ControlStore store{db};
+  store.create_project("alpha", "A");
+  store.create_project("beta", "B");
+  store.enqueue_batch("alpha", std::vector<std::string>(3000, "{}"));
+  store.enqueue_batch("beta", std::vector<std::string>(3000, "{}"));
+  constexpr int kClaimers = 6;
+  std::atomic<bool> stop{false};
+  std::atomic<int> claimed{0};
+  std::vector<std::string> errors(kClaimers);
+  std::vector<std::thread> claimers;
+  for (int w = 0; w < kClaimers; ++w) {
+    claimers.emplace_back([&, w] {
+      try {
+        ControlStore mine{db};
+        while (!stop.load()) {
+          const auto c = mine.claim(fmt::format("w{}", w));
+          if (!c) continue;
+          mine.finish(c->item_id, c->fence, Outcome::done);
+          ++claimed;
+        }
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(w)] = e.what();
+      }
+    });
+  }
+  ControlStore admin{db};
+  for (int i = 0; i < 40; ++i) {
+    CHECK(admin.pause_project("alpha", fmt::format("round {}", i)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    CHECK(admin.resume_project("alpha"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  CHECK(admin.pause_project("alpha", "the last"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  stop = true;
+  for (auto& t : claimers) t.join();
+  for (const auto& e : errors) CHECK(e.empty());
+  INFO(claimed.load() << " claimed");
+  CHECK(claimed.load() > 100);
+  CHECK(store.project("alpha").paused);
+  CHECK(store.project("alpha").pause_reason == "the last");
+  // The rows agree with the log: paused, and each pass the last claim's.
+  CHECK(verify_ledger(store).empty());
 }

@@ -389,6 +389,7 @@ class PostgresBackend final : public Backend {
                                  std::size_t limit) override;
   std::int64_t ready_ahead(const ItemRow& row) override;
   std::optional<ProjectRow> find_project(std::string_view project_id) override;
+  std::optional<ProjectRow> lock_project(std::string_view project_id) override;
   void put_project(const ProjectRow& r) override;
   void delete_project(std::string_view project_id) override;
   bool is_assigned(std::string_view project_id, std::string_view actor) override;

@@ -209,6 +209,16 @@ std::optional<ProjectRow> PostgresBackend::find_project(std::string_view project
   return read_project(r, 0);
 }
 
+std::optional<ProjectRow> PostgresBackend::lock_project(std::string_view project_id) {
+  Result r = locking([&] {
+    return run(fmt::format("SELECT {} FROM projects WHERE project_id = $1{}", kProjectColumns,
+                           lock()),
+               Params().text(project_id));
+  });
+  if (r.rows() == 0) return std::nullopt;
+  return read_project(r, 0);
+}
+
 void PostgresBackend::put_project(const ProjectRow& r) {
   run(fmt::format("INSERT INTO projects ({}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
                   "$11) ON CONFLICT (project_id) DO UPDATE SET title = EXCLUDED.title, status = "
