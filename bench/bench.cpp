@@ -100,6 +100,9 @@ class Bench {
                           "drains on SQLite with group commit: how long a combiner goes on "
                           "serving others after its own command (default 10; 0: hand over "
                           "after each batch)")
+        .addOptionWithArg({"page-size"}, KJ_BIND_METHOD(*this, set_page_size), "<bytes>",
+                          "drains on SQLite: the page size of the store the run creates "
+                          "(default SQLite's, 4096)")
         .addOptionWithArg({"idle-waiters"}, KJ_BIND_METHOD(*this, set_idle), "<n>",
                           "drain: this many more processes wait in a claim (--wait) on a "
                           "project with no items while the fleet drains (default 0)")
@@ -175,6 +178,14 @@ class Bench {
     return true;
   }
   Validity set_sticky(kj::StringPtr s) { return set_int(s, 60000, "expected 0..60000 ms", o_.sticky_ms); }
+  Validity set_page_size(kj::StringPtr s) {
+    const char* expected = "expected a power of two from 512 to 65536";
+    char* end = nullptr;
+    const long v = std::strtol(s.cStr(), &end, 10);
+    if (s.size() == 0 || *end != '\0' || v < 512 || v > 65536 || (v & (v - 1)) != 0) return expected;
+    o_.page_size = static_cast<int>(v);
+    return true;
+  }
   Validity set_idle(kj::StringPtr s) { return set_int(s, 1000, "expected 0..1000", o_.idle_waiters); }
   Validity set_combine(kj::StringPtr s) {
     if (s == "on") o_.combine = true;

@@ -44,8 +44,8 @@ ScratchDir::~ScratchDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
-void fill(const std::string& db, std::int64_t items, Durability durability) {
-  ControlStore store{db, {.durability = durability}};
+void fill(const std::string& db, std::int64_t items, Durability durability, int page_size) {
+  ControlStore store{db, {.durability = durability, .sqlite = {.page_size = page_size}}};
   if (store.visible_projects().empty()) store.create_project("bench", "Benchmark");
   std::vector<std::string> payloads;
   for (std::int64_t done = 0; done < items;) {

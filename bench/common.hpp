@@ -46,6 +46,7 @@ struct Options {
   Durability durability = Durability::normal;
   bool combine = true;   // SQLite's group commit
   bool coalesce = true;  // the coalescing WAL writer
+  int page_size = SqliteOptions{}.page_size;  // drains on SQLite: a new store's page size
   int sticky_ms = 10;    // SqliteOptions::sticky_ms: how long a combiner goes on serving
   int idle_waiters = 0;  // drains: claims waiting on an empty project beside the fleet
   std::optional<std::string> db;
@@ -74,7 +75,8 @@ class ScratchDir {
 
 // Queues `items` items in project "bench" (created when the store has no
 // project), in batches of 1,000.
-void fill(const std::string& db, std::int64_t items, Durability durability = Durability::normal);
+void fill(const std::string& db, std::int64_t items, Durability durability = Durability::normal,
+          int page_size = SqliteOptions{}.page_size);
 
 // Claims and finishes until the queue is dry (or `limit` items are
 // finished, when >= 0). Every write transaction is timed: claim latency,

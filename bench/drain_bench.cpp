@@ -102,13 +102,13 @@ std::string drain_once(const Options& o, const char* scenario, int workers, Mode
   ScratchDir dir;  // the workers' records, and the store unless --db
   const auto db = o.db ? *o.db : dir.file("bench.db");
   if (o.db) {
-    const auto counts = ControlStore{db}.status_counts();
+    const auto counts = ControlStore{db, {.sqlite = {.page_size = o.page_size}}}.status_counts();
     if (counts.ready + counts.claimed != 0) {
       throw std::runtime_error(fmt::format("{} has {} open items: give a drained store",
                                            db, counts.ready + counts.claimed));
     }
   }
-  fill(db, o.items);
+  fill(db, o.items, Durability::normal, o.page_size);
   const IdleWaiters idle(o, db, durability);
   auto result = drain_fleet(o, db, workers, mode, durability, o.lock == "flock", dir.file("worker"));
   if (result.items != o.items) {

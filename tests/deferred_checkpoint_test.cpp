@@ -29,6 +29,7 @@
 #include "tests/support.hpp"
 
 using namespace cplane;
+using cplane::test::sql_column;
 using cplane::test::reap;
 using cplane::test::TempDir;
 using cplane::test::test_context;
@@ -156,10 +157,11 @@ TEST_CASE("under normal durability a combiner checkpoints after it lets go: the 
   // At 4,000 frames (kDeferredCheckpointFrames) the writer waits for a
   // deferred checkpoint still running, copies the rest under the lock, and
   // the next write restarts the WAL (measured: 4,059 frames). Three times
-  // that bound, with 4,096-byte pages and 24-byte frame headers: with the
+  // that bound, in frames of a page and a 24-byte header: with the
   // checkpoints put off and never run the WAL passed 1 GB, and without the
   // wait 80 MB (an adversarial run).
-  CHECK(largest_wal <= 3 * 4000 * (4096 + 24) + 32);
+  const long frame = std::stol(sql_column(db, "PRAGMA page_size").at(0)) + 24;
+  CHECK(largest_wal <= 3 * 4000 * frame + 32);
 }
 
 // SQLite's checkpoint lock is a byte of PATH-shm (offset 120 + 1, as its
@@ -229,8 +231,9 @@ TEST_CASE("a checkpoint that does not end holds writers at the WAL's bound inste
                        << ready_at_release);
   // Writers reached the bound and waited there: 4,000 frames and a batch
   // (not waiting, they wrote about 40,000 frames a second past it).
-  CHECK(largest_held >= 4000 * (4096 + 24));
-  CHECK(largest_held <= 6000 * (4096 + 24) + 32);
+  const long frame = std::stol(sql_column(db, "PRAGMA page_size").at(0)) + 24;
+  CHECK(largest_held >= 4000 * frame);
+  CHECK(largest_held <= 6000 * frame + 32);
   // Once the lock was let go they went on.
   CHECK(check_store(db, acknowledged) > ready_at_release + 500);
 }

@@ -32,7 +32,6 @@ using cplane::test::TempDir;
 namespace fs = std::filesystem;
 
 constexpr Micros T0 = 1'700'000'000'000'000;
-constexpr int kPage = 4096;
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -58,14 +57,18 @@ std::string seed(const TempDir& dir) {
   return db;
 }
 
+// The page size `db` was made with (SqliteOptions::page_size).
+long page_size(const std::string& db) { return std::stol(sql_column(db, "PRAGMA page_size").at(0)); }
+
 // Overwrites page `page` (1-based) of `path` with random bytes.
 void garble(const std::string& path, long page) {
+  const long size = page_size(path);
   std::mt19937 random(static_cast<unsigned>(page));
-  std::string junk(kPage, '\0');
+  std::string junk(static_cast<std::size_t>(size), '\0');
   for (auto& c : junk) c = static_cast<char>(random());
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekp((page - 1) * kPage);
-  f.write(junk.data(), kPage);
+  f.seekp((page - 1) * size);
+  f.write(junk.data(), size);
 }
 
 // A leaf page of `table` (its n-th, or its last).
@@ -289,7 +292,7 @@ TEST_CASE("recover reads past a page whose garbage ends a scan without an error"
   {
     // Not zeros: bytes that leave the page looking like a page.
     std::fstream f(damaged, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp((leaf_of(good, "events") + 3 - 1) * kPage + 100);
+    f.seekp((leaf_of(good, "events") + 3 - 1) * page_size(good) + 100);
     const std::string junk(1000, '\xde');
     f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
   }

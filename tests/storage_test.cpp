@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cplane/cplane.hpp>
+#include <fmt/format.h>
 
 #include "events/names.hpp"
 #include "storage/sqlite/sqlite_backend.hpp"
@@ -170,6 +171,50 @@ TEST_CASE("each write transaction commits with the synchronous level it asked fo
     CHECK(storage::sqlite_synchronous(*backend) == (sync == storage::Sync::full ? 2 : 1));
     backend->commit();
     CHECK(storage::sqlite_synchronous(*backend) == (sync == storage::Sync::full ? 2 : 1));
+  }
+}
+
+TEST_CASE("a new store takes its page size from the options and an existing one keeps its own",
+          "[storage]") {
+  TempDir dir;
+  const auto fresh = dir.file("fresh.db");
+  const auto old = dir.file("old.db");
+  // A payload and a detail over a 2,048-byte page: rows and events spill
+  // into overflow pages, and every check still reads them back whole.
+  const std::string payload = "{\"blob\":\"" + std::string(5000, 'x') + "\"}";
+  const std::string detail(3000, 'd');
+  const auto drain_one = [&](const std::string& db, int page_size) {
+    ControlStore store{db, {.sqlite = {.page_size = page_size}}};
+    if (store.visible_projects().empty()) store.create_project("alpha", "A");
+    const auto id = store.enqueue("alpha", payload);
+    const auto c = store.claim("w1");
+    REQUIRE(c);
+    CHECK(c->item_id == id);
+    store.finish(c->item_id, c->fence, Outcome::done, detail);
+    CHECK(store.item(id).payload == payload);
+    CHECK(store.item(id).detail == detail);
+    CHECK(verify_ledger(store).empty());
+  };
+  drain_one(fresh, 2048);
+  CHECK(sql_column(fresh, "PRAGMA page_size").at(0) == "2048");
+  drain_one(old, SqliteOptions{}.page_size);
+  CHECK(sql_column(old, "PRAGMA page_size").at(0) == "4096");
+  // Reopened with another size: the store keeps the one it was made with.
+  drain_one(old, 1024);
+  drain_one(fresh, 0);
+  CHECK(sql_column(old, "PRAGMA page_size").at(0) == "4096");
+  CHECK(sql_column(fresh, "PRAGMA page_size").at(0) == "2048");
+  // A size SQLite would ignore without a word is refused, and nothing is made.
+  for (const int bad : {-1, 100, 3000, 131072}) {
+    const auto db = dir.file(fmt::format("bad{}.db", bad));
+    try {
+      ControlStore store{db, {.sqlite = {.page_size = bad}}};
+      FAIL("page size " << bad << " was taken");
+    } catch (const StorageError& e) {
+      CHECK(e.category() == StorageError::Category::unavailable);
+      CHECK(std::string(e.what()).find("page size") != std::string::npos);
+    }
+    CHECK_FALSE(std::filesystem::exists(db));
   }
 }
 

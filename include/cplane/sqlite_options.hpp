@@ -30,6 +30,15 @@ struct SqliteOptions {
   // (rebuild, restore, recover; the CLI sets it for them) run faster with
   // more; a worker that claims and finishes needs none.
   int cache_mib = 0;
+  // The page size, in bytes, of a store this process creates (a power of
+  // two from 512 to 65536; 0: SQLite's default, 4096). A store that exists
+  // keeps the size it was made with. A trade (docs/benchmarks.md, "Page
+  // size"): every commit writes each page it changed to the WAL and
+  // checksums it there, so 2048 drains about 1.06x (`normal`) and 1.09x
+  // (`fenced`) faster than 4096, but verify and rebuild, which read every
+  // event, run about 0.85x as fast; an event or row over about 2,000 bytes
+  // spills into overflow pages at 2048.
+  int page_size = 0;
 };
 
 }  // namespace cplane

@@ -73,6 +73,13 @@ SqliteBackend::SqliteBackend(const std::string& path, const OpenOptions& options
                                    "never creates one)",
                                    path));
   }
+  if (const int size = options.sqlite.page_size;
+      size != 0 && (size < 512 || size > 65536 || (size & (size - 1)) != 0)) {
+    throw StorageError(StorageError::Category::unavailable,
+                       fmt::format("page size {} for {}: expected 0 (SQLite's default) or a "
+                                   "power of two from 512 to 65536",
+                                   size, path));
+  }
   // A new database never adopts a side file it did not make: a WAL left
   // by a database that was moved away (while a process still had it open)
   // would be applied to the new file or reset, losing that database's
@@ -124,6 +131,11 @@ SqliteBackend::SqliteBackend(const std::string& path, const OpenOptions& options
         if (!ec && !target.empty()) side = target.string();
       }
       if (options.sqlite.writer_flock && !in_memory) writer_lock_ = WriterLock(side + "-lock", path);
+      // A new store's page size; a store that exists keeps its own.
+      if (version == 0 && options.sqlite.page_size > 0) {
+        exec(db_, fmt::format("PRAGMA page_size={}", options.sqlite.page_size).c_str(),
+             "cannot set page_size on " + path);
+      }
       if (version < kSqliteSchemaVersion) migrate_schema(db_, path_, writer_lock_, lock_timeout_);
       if (options.sqlite.combine && !in_memory) {
         // Without the area every command runs alone, which is always
