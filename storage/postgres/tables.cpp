@@ -210,11 +210,13 @@ std::optional<ProjectRow> PostgresBackend::find_project(std::string_view project
 }
 
 std::optional<ProjectRow> PostgresBackend::lock_project(std::string_view project_id) {
-  Result r = locking([&] {
-    return run(fmt::format("SELECT {} FROM projects WHERE project_id = $1{}", kProjectColumns,
-                           lock()),
-               Params().text(project_id));
-  });
+  Result r = locking(
+      [&] {
+        return run(fmt::format("SELECT {} FROM projects WHERE project_id = $1{}", kProjectColumns,
+                               lock()),
+                   Params().text(project_id));
+      },
+      kStaleClockForProject);
   if (r.rows() == 0) return std::nullopt;
   return read_project(r, 0);
 }
